@@ -1,0 +1,1 @@
+//! The output log. (being written)

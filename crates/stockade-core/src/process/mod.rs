@@ -1,0 +1,1 @@
+//! Process trees. (being written)
