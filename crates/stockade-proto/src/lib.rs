@@ -9,6 +9,8 @@
 
 #![deny(missing_docs)]
 
+pub mod rpc;
+
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -247,4 +249,23 @@ pub struct TerminateReport {
     pub method: ContainmentMethod,
     /// Milliseconds from the first signal to verified-gone (or to giving up).
     pub elapsed_ms: u64,
+}
+
+/// What `run` answers: the session, how it stands, and a bounded view of its output.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunResult {
+    /// The session id (`sh-N`).
+    pub id: String,
+    /// The state (`state` plus its fields, flattened).
+    #[serde(flatten)]
+    pub state: SessionState,
+    /// Root pid of the command.
+    pub pid: u32,
+    /// Milliseconds from spawn to the end (or to this answer, while running).
+    pub wall_time_ms: u64,
+    /// What terminating the tree did when the session ended, if anything was left running.
+    pub cleanup: Option<TerminateReport>,
+    /// The bounded output (`output`, `truncated`, `total_bytes`, `next_cursor`, …, flattened).
+    #[serde(flatten)]
+    pub view: OutputView,
 }
