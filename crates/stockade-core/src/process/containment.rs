@@ -1,0 +1,199 @@
+//! Choosing the containment once at start-up, and saying why.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde::Serialize;
+use stockade_proto::ContainmentMethod;
+
+use super::cgroup::{self, Cgroup2Mount};
+
+/// Where `/proc/self/mountinfo` is read from to find the cgroup2 hierarchy.
+const MOUNTINFO: &str = "/proc/self/mountinfo";
+/// Where this process's own cgroup is read from.
+const SELF_CGROUP: &str = "/proc/self/cgroup";
+
+static SUBREAPER: AtomicBool = AtomicBool::new(false);
+
+/// Makes this process a child subreaper (`PR_SET_CHILD_SUBREAPER`): orphans of the sessions it
+/// spawned reparent to it instead of init, so their zombies can be reaped and nothing of a session
+/// drifts out of reach. Process-wide and idempotent.
+pub fn become_subreaper() -> std::io::Result<()> {
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid()))?;
+    SUBREAPER.store(true, Ordering::Relaxed);
+    Ok(())
+}
+
+/// Whether [`become_subreaper`] has succeeded in this process.
+pub fn is_subreaper() -> bool {
+    SUBREAPER.load(Ordering::Relaxed)
+}
+
+/// Whether to contain sessions in cgroups.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum CgroupMode {
+    /// Use a cgroup per session if this host allows it, else fall back.
+    #[default]
+    Auto,
+    /// Never use cgroups: process group + subreaper + `/proc` marker scan.
+    Off,
+    /// Create the per-daemon cgroup (`stockade-<pid>`) under this cgroup directory instead of
+    /// under this process's own cgroup (must be inside the cgroup2 mount).
+    Parent(PathBuf),
+}
+
+/// Start-up choices for containment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainmentConfig {
+    /// cgroup use.
+    pub cgroup: CgroupMode,
+    /// Make this process a child subreaper (recommended; needed to reap escaped orphans).
+    pub subreaper: bool,
+}
+
+impl Default for ContainmentConfig {
+    fn default() -> Self {
+        ContainmentConfig { cgroup: CgroupMode::Auto, subreaper: true }
+    }
+}
+
+/// What `stockade doctor` shows about containment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ContainmentInfo {
+    /// The method every session uses.
+    pub method: ContainmentMethod,
+    /// The cgroup2 mount point, if one was found.
+    pub cgroup_mount: Option<PathBuf>,
+    /// The directory session cgroups are created in (cgroup method only).
+    pub cgroup_root: Option<PathBuf>,
+    /// Why cgroups are not used (fallback method only).
+    pub fallback_reason: Option<String>,
+    /// Whether this process is a child subreaper.
+    pub subreaper: bool,
+    /// Why subreaper is off, when it is.
+    pub subreaper_error: Option<String>,
+}
+
+#[derive(Debug)]
+pub(crate) struct CgroupRoot {
+    pub mount: Cgroup2Mount,
+    /// `<parent>/stockade-<pid>`: session cgroups are created inside.
+    pub instance_dir: PathBuf,
+}
+
+#[derive(Debug)]
+pub(crate) struct ContainmentInner {
+    pub cgroup: Option<CgroupRoot>,
+    pub info: ContainmentInfo,
+}
+
+impl Drop for ContainmentInner {
+    fn drop(&mut self) {
+        if let Some(root) = &self.cgroup {
+            // Succeeds only once every session cgroup is gone; otherwise the dir stays.
+            let _ = cgroup::remove(&root.instance_dir);
+        }
+    }
+}
+
+/// The containment chosen for this process's sessions. Cheap to clone; every [`super::ProcessTree`]
+/// keeps it alive.
+#[derive(Debug, Clone)]
+pub struct Containment {
+    pub(crate) inner: Arc<ContainmentInner>,
+}
+
+impl Containment {
+    /// Chooses the strongest containment this host allows. Never fails: a cgroup that cannot be
+    /// used degrades to the process-group fallback, and the reason is kept for [`Self::describe`].
+    pub fn detect(config: &ContainmentConfig) -> Containment {
+        let (subreaper, subreaper_error) = if config.subreaper {
+            match become_subreaper() {
+                Ok(()) => (true, None),
+                Err(e) => (false, Some(format!("PR_SET_CHILD_SUBREAPER failed: {e}"))),
+            }
+        } else {
+            (is_subreaper(), None)
+        };
+        let (mount, chosen) = match &config.cgroup {
+            CgroupMode::Off => (None, Err("cgroup containment is turned off".to_owned())),
+            mode => match find_mount() {
+                Err(why) => (None, Err(why)),
+                Ok(mount) => {
+                    let chosen = cgroup_root(&mount, mode);
+                    (Some(mount.mount_point.clone()), chosen.map(|dir| (mount, dir)))
+                }
+            },
+        };
+        let (cgroup, fallback_reason) = match chosen {
+            Ok((mount, instance_dir)) => (Some(CgroupRoot { mount, instance_dir }), None),
+            Err(why) => {
+                tracing::info!(reason = %why, "cgroup containment unavailable; using process groups");
+                (None, Some(why))
+            }
+        };
+        let info = ContainmentInfo {
+            method: if cgroup.is_some() {
+                ContainmentMethod::Cgroup
+            } else {
+                ContainmentMethod::ProcessGroup
+            },
+            cgroup_mount: mount,
+            cgroup_root: cgroup.as_ref().map(|c| c.instance_dir.clone()),
+            fallback_reason,
+            subreaper,
+            subreaper_error,
+        };
+        Containment { inner: Arc::new(ContainmentInner { cgroup, info }) }
+    }
+
+    /// The method every session spawned with this containment uses.
+    pub fn method(&self) -> ContainmentMethod {
+        self.inner.info.method
+    }
+
+    /// What was chosen and why, for `stockade doctor`.
+    pub fn describe(&self) -> ContainmentInfo {
+        let mut info = self.inner.info.clone();
+        info.subreaper = is_subreaper();
+        info
+    }
+}
+
+fn find_mount() -> Result<Cgroup2Mount, String> {
+    let text =
+        std::fs::read_to_string(MOUNTINFO).map_err(|e| format!("cannot read {MOUNTINFO}: {e}"))?;
+    cgroup::parse_mountinfo(&text).ok_or_else(|| "no cgroup2 hierarchy is mounted".to_owned())
+}
+
+/// Picks (and probes) the directory session cgroups go in: `<parent>/stockade-<pid>`.
+fn cgroup_root(mount: &Cgroup2Mount, mode: &CgroupMode) -> Result<PathBuf, String> {
+    let parent = match mode {
+        CgroupMode::Parent(dir) => {
+            if mount.path_of(dir).is_none() {
+                return Err(format!(
+                    "configured cgroup parent {} is not inside the cgroup2 mount {}",
+                    dir.display(),
+                    mount.mount_point.display()
+                ));
+            }
+            dir.clone()
+        }
+        _ => {
+            let text = std::fs::read_to_string(SELF_CGROUP)
+                .map_err(|e| format!("cannot read {SELF_CGROUP}: {e}"))?;
+            let own = cgroup::parse_own_cgroup(&text)
+                .ok_or_else(|| format!("{SELF_CGROUP} has no cgroup v2 (`0::`) line"))?;
+            mount.dir_of(&own)
+        }
+    };
+    let instance_dir = parent.join(format!("stockade-{}", std::process::id()));
+    cgroup::ensure_dir(&instance_dir)
+        .map_err(|e| format!("cannot create cgroup {}: {e}", instance_dir.display()))?;
+    if let Err(why) = cgroup::probe_placement(&instance_dir) {
+        let _ = cgroup::remove(&instance_dir);
+        return Err(why);
+    }
+    Ok(instance_dir)
+}

@@ -1,0 +1,307 @@
+//! Spawning a command as the root of a new, contained process tree.
+
+use std::ffi::{OsStr, OsString};
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use super::MARKER_ENV;
+use super::cgroup;
+use super::containment::Containment;
+use super::pidfd::PidFd;
+use super::tree::ProcessTree;
+
+/// The shell every command string runs in.
+const SHELL: &str = "/bin/sh";
+
+/// Stage bytes a child writes to the stage pipe when `pre_exec` fails, so the parent can tell a
+/// containment failure from an `exec` failure (both reach it as a bare errno).
+const STAGE_SETSID: u8 = 1;
+const STAGE_CGROUP: u8 = 2;
+
+/// Which session a process belongs to: `STOCKADE_SESSION=<instance>:<id>` in its environment.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SessionMarker {
+    /// The daemon instance (unique per state directory / test).
+    pub instance: String,
+    /// The session id (`sh-3`).
+    pub id: String,
+}
+
+impl SessionMarker {
+    /// A marker for session `id` of `instance`.
+    pub fn new(instance: impl Into<String>, id: impl Into<String>) -> SessionMarker {
+        SessionMarker { instance: instance.into(), id: id.into() }
+    }
+
+    /// The value of the environment variable: `<instance>:<id>`.
+    pub fn value(&self) -> String {
+        format!("{}:{}", self.instance, self.id)
+    }
+
+    /// The exact `environ` entry: `STOCKADE_SESSION=<instance>:<id>`.
+    pub fn env_entry(&self) -> String {
+        format!("{MARKER_ENV}={}", self.value())
+    }
+
+    fn validate(&self) -> Result<(), SpawnError> {
+        let ok = |s: &str| !s.is_empty() && !s.contains(['\0', '/', '\n']) && s != "." && s != "..";
+        if ok(&self.instance) && ok(&self.id) {
+            Ok(())
+        } else {
+            Err(SpawnError::InvalidMarker(self.value()))
+        }
+    }
+}
+
+/// Where one of the child's standard streams goes.
+#[derive(Debug, Default)]
+#[non_exhaustive]
+pub enum StdioSpec {
+    /// `/dev/null`.
+    #[default]
+    Null,
+    /// A new pipe; the parent's end is returned in [`SpawnedTree`] (blocking mode).
+    Pipe,
+    /// A descriptor the caller owns, e.g. the output log's spool file in `file` capture mode.
+    Fd(OwnedFd),
+}
+
+impl StdioSpec {
+    fn into_stdio(self) -> Stdio {
+        match self {
+            StdioSpec::Null => Stdio::null(),
+            StdioSpec::Pipe => Stdio::piped(),
+            StdioSpec::Fd(fd) => Stdio::from(fd),
+        }
+    }
+}
+
+/// What to run and how.
+#[derive(Debug)]
+pub struct SpawnSpec {
+    /// The program (looked up in `PATH` when it has no `/`).
+    pub program: OsString,
+    /// Its arguments (without `argv[0]`).
+    pub args: Vec<OsString>,
+    /// Working directory; the daemon's when `None`.
+    pub cwd: Option<PathBuf>,
+    /// Extra environment variables (the marker always wins over an entry with its name).
+    pub env: Vec<(OsString, OsString)>,
+    /// Standard input.
+    pub stdin: StdioSpec,
+    /// Standard output.
+    pub stdout: StdioSpec,
+    /// Standard error.
+    pub stderr: StdioSpec,
+    /// The session this process tree belongs to.
+    pub marker: SessionMarker,
+}
+
+impl SpawnSpec {
+    /// `/bin/sh -c <command>` for `marker`, stdio all `/dev/null`.
+    pub fn shell(command: impl AsRef<OsStr>, marker: SessionMarker) -> SpawnSpec {
+        SpawnSpec {
+            program: SHELL.into(),
+            args: vec!["-c".into(), command.as_ref().to_owned()],
+            cwd: None,
+            env: Vec::new(),
+            stdin: StdioSpec::Null,
+            stdout: StdioSpec::Null,
+            stderr: StdioSpec::Null,
+            marker,
+        }
+    }
+}
+
+/// A spawned tree with the parent's ends of its piped stdio.
+#[derive(Debug)]
+pub struct SpawnedTree {
+    /// The tree.
+    pub tree: ProcessTree,
+    /// Write end of the child's stdin, when [`StdioSpec::Pipe`].
+    pub stdin: Option<OwnedFd>,
+    /// Read end of the child's stdout, when [`StdioSpec::Pipe`].
+    pub stdout: Option<OwnedFd>,
+    /// Read end of the child's stderr, when [`StdioSpec::Pipe`].
+    pub stderr: Option<OwnedFd>,
+}
+
+/// Why a command could not be started. Nothing of it is left running when this is returned.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    /// The working directory does not exist or is not a directory.
+    #[error("working directory {path}: {reason}")]
+    Cwd {
+        /// The directory asked for.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The program could not be executed (not found, not executable, …).
+    #[error("cannot execute {program:?}: {source}")]
+    Exec {
+        /// The program asked for.
+        program: OsString,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// The session marker is not usable (empty, or contains `/`, NUL or newline).
+    #[error("invalid session marker {0:?}")]
+    InvalidMarker(String),
+    /// The child could not start its own session.
+    #[error("setsid in the child failed: {0}")]
+    Setsid(io::Error),
+    /// The session cgroup could not be created.
+    #[error("cannot create cgroup {path}: {source}")]
+    CgroupCreate {
+        /// The cgroup directory.
+        path: PathBuf,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// The child could not be placed in its cgroup before exec.
+    #[error("cannot place the child in cgroup {path}: {source}")]
+    CgroupPlacement {
+        /// The cgroup directory.
+        path: PathBuf,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// A pipe for the spawn could not be created.
+    #[error("cannot create a pipe: {0}")]
+    Pipe(io::Error),
+    /// The child started but no pidfd could be opened for it (it was killed and reaped again).
+    #[error("cannot open a pidfd for the child: {0}")]
+    Pidfd(String),
+}
+
+/// Spawns `spec` as the root of a new process tree: own session and process group, the session
+/// marker in its environment, and — with cgroup containment — inside a fresh cgroup before `exec`.
+pub fn spawn(spec: SpawnSpec, containment: &Containment) -> Result<SpawnedTree, SpawnError> {
+    spec.marker.validate()?;
+    if let Some(cwd) = &spec.cwd {
+        match std::fs::metadata(cwd) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                return Err(SpawnError::Cwd {
+                    path: cwd.clone(),
+                    reason: "not a directory".into(),
+                });
+            }
+            Err(e) => return Err(SpawnError::Cwd { path: cwd.clone(), reason: e.to_string() }),
+        }
+    }
+
+    let cgroup_dir = match &containment.inner.cgroup {
+        Some(root) => Some(
+            cgroup::create_session_dir(&root.instance_dir, &spec.marker.id).map_err(|source| {
+                SpawnError::CgroupCreate { path: root.instance_dir.join(&spec.marker.id), source }
+            })?,
+        ),
+        None => None,
+    };
+    let result = spawn_in(spec, containment, cgroup_dir.clone());
+    if result.is_err()
+        && let Some(dir) = &cgroup_dir
+    {
+        let _ = cgroup::remove(dir);
+    }
+    result
+}
+
+fn spawn_in(
+    spec: SpawnSpec,
+    containment: &Containment,
+    cgroup_dir: Option<PathBuf>,
+) -> Result<SpawnedTree, SpawnError> {
+    let placement = match &cgroup_dir {
+        Some(dir) => Some(
+            cgroup::open_procs_for_placement(dir)
+                .map_err(|source| SpawnError::CgroupPlacement { path: dir.clone(), source })?,
+        ),
+        None => None,
+    };
+    let (stage_read, stage_write) = rustix::pipe::pipe_with(
+        rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK,
+    )
+    .map_err(|e| SpawnError::Pipe(e.into()))?;
+
+    let mut cmd = Command::new(&spec.program);
+    cmd.args(&spec.args);
+    if let Some(cwd) = &spec.cwd {
+        cmd.current_dir(cwd);
+    }
+    for (k, v) in &spec.env {
+        cmd.env(k, v);
+    }
+    cmd.env(MARKER_ENV, spec.marker.value());
+    cmd.stdin(spec.stdin.into_stdio());
+    cmd.stdout(spec.stdout.into_stdio());
+    cmd.stderr(spec.stderr.into_stdio());
+
+    let stage_fd = stage_write.as_raw_fd();
+    let procs_fd = placement.as_ref().map(AsRawFd::as_raw_fd);
+    // SAFETY: the closure runs between fork and exec and calls only async-signal-safe functions
+    // (setsid, write) on descriptors that stay open in the parent until `spawn` returns.
+    unsafe {
+        cmd.pre_exec(move || {
+            let fail = |stage: u8| {
+                let err = io::Error::last_os_error();
+                libc::write(stage_fd, (&stage as *const u8).cast(), 1);
+                Err(err)
+            };
+            if libc::setsid() < 0 {
+                return fail(STAGE_SETSID);
+            }
+            if let Some(fd) = procs_fd {
+                // "0" moves the writing process itself.
+                if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                    return fail(STAGE_CGROUP);
+                }
+            }
+            Ok(())
+        });
+    }
+
+    let spawned = cmd.spawn();
+    drop(cmd); // closes the child's ends of pipes and caller-given fds in the parent
+    drop(stage_write);
+    drop(placement);
+    let mut child = match spawned {
+        Ok(child) => child,
+        Err(source) => {
+            let mut stage = [0u8; 1];
+            let staged = rustix::io::read(&stage_read, &mut stage).unwrap_or(0) == 1;
+            return Err(match (staged, stage[0]) {
+                (true, STAGE_SETSID) => SpawnError::Setsid(source),
+                (true, STAGE_CGROUP) => {
+                    SpawnError::CgroupPlacement { path: cgroup_dir.unwrap_or_default(), source }
+                }
+                _ => SpawnError::Exec { program: spec.program, source },
+            });
+        }
+    };
+
+    let pid = child.id();
+    // Our unreaped child: its pid cannot be recycled, no identity check needed.
+    let pidfd = match PidFd::open_unchecked(pid) {
+        Ok(fd) => fd,
+        Err(e) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(SpawnError::Pidfd(e.to_string()));
+        }
+    };
+    let stdin = child.stdin.take().map(OwnedFd::from);
+    let stdout = child.stdout.take().map(OwnedFd::from);
+    let stderr = child.stderr.take().map(OwnedFd::from);
+    // The tree reaps the root through its pidfd; `std::process::Child` neither waits nor kills
+    // on drop.
+    drop(child);
+
+    let tree = ProcessTree::new_spawned(pidfd, spec.marker, cgroup_dir, containment.clone());
+    Ok(SpawnedTree { tree, stdin, stdout, stderr })
+}

@@ -1,0 +1,311 @@
+//! A session's process tree: the handle every other part of the engine holds.
+
+use std::collections::BTreeSet;
+use std::io;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use stockade_proto::ContainmentMethod;
+use tokio::io::Interest;
+use tokio::io::unix::AsyncFd;
+
+use super::cgroup;
+use super::containment::Containment;
+use super::pidfd::{PidFd, Reap};
+use super::scan::{self, Member, SessionQuery};
+use super::spawn::SessionMarker;
+
+/// How the root of a tree ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RootExit {
+    /// Exit code, when it exited by itself.
+    pub code: Option<i32>,
+    /// Terminating signal number, when a signal ended it.
+    pub signal: Option<i32>,
+}
+
+/// One spawned command and everything it started. `Send + Sync`; share it with `Arc`.
+///
+/// Dropping it does not kill anything (call [`ProcessTree::terminate`] first); it reaps the root
+/// if it has exited and removes the session cgroup if it is empty.
+#[derive(Debug)]
+pub struct ProcessTree {
+    pub(crate) root: PidFd,
+    pub(crate) root_pid: u32,
+    pub(crate) root_start_time: u64,
+    pub(crate) pgid: u32,
+    pub(crate) marker: SessionMarker,
+    pub(crate) marker_entry: Vec<u8>,
+    pub(crate) cgroup: Option<PathBuf>,
+    /// The cgroup path as `/proc/<pid>/cgroup` shows it, to re-check membership.
+    pub(crate) cgroup_path: Option<String>,
+    pub(crate) root_exit: Mutex<Option<RootExit>>,
+    /// `(pid, start time)` of every process ever seen as a member: zombies of these may be reaped.
+    pub(crate) seen: Mutex<BTreeSet<(u32, u64)>>,
+    /// Keeps the per-daemon cgroup directory alive while this tree's cgroup is inside it.
+    pub(crate) _containment: Containment,
+}
+
+impl ProcessTree {
+    pub(crate) fn new_spawned(
+        root: PidFd,
+        marker: SessionMarker,
+        cgroup: Option<PathBuf>,
+        containment: Containment,
+    ) -> ProcessTree {
+        let root_pid = root.pid();
+        // The root is our unreaped child, so its stat is readable; 0 would only widen the scan.
+        let root_start_time = scan::process_start_time(root_pid).unwrap_or(0);
+        let cgroup_path = match (&cgroup, &containment.inner.cgroup) {
+            (Some(dir), Some(root)) => root.mount.path_of(dir),
+            _ => None,
+        };
+        let marker_entry = marker.env_entry().into_bytes();
+        let mut seen = BTreeSet::new();
+        seen.insert((root_pid, root_start_time));
+        ProcessTree {
+            root,
+            root_pid,
+            root_start_time,
+            pgid: root_pid,
+            marker,
+            marker_entry,
+            cgroup,
+            cgroup_path,
+            root_exit: Mutex::new(None),
+            seen: Mutex::new(seen),
+            _containment: containment,
+        }
+    }
+
+    /// The root's pid.
+    pub fn root_pid(&self) -> u32 {
+        self.root_pid
+    }
+
+    /// The root's start time (`/proc/<pid>/stat` field 22): with the pid, its identity.
+    pub fn root_start_time(&self) -> u64 {
+        self.root_start_time
+    }
+
+    /// The process group (and session) id: the root's pid.
+    pub fn pgid(&self) -> u32 {
+        self.pgid
+    }
+
+    /// The session cgroup directory, with cgroup containment.
+    pub fn cgroup(&self) -> Option<&Path> {
+        self.cgroup.as_deref()
+    }
+
+    /// The session marker.
+    pub fn marker(&self) -> &SessionMarker {
+        &self.marker
+    }
+
+    /// The containment this tree uses.
+    pub fn method(&self) -> ContainmentMethod {
+        if self.cgroup.is_some() {
+            ContainmentMethod::Cgroup
+        } else {
+            ContainmentMethod::ProcessGroup
+        }
+    }
+
+    /// The root's pidfd (readable once the root has exited).
+    pub fn root_pidfd(&self) -> &PidFd {
+        &self.root
+    }
+
+    /// How the root ended, if it has been reaped.
+    pub fn root_exit(&self) -> Option<RootExit> {
+        *lock(&self.root_exit)
+    }
+
+    /// Reaps the root if it has exited. Never blocks; safe to call from any path.
+    pub(crate) fn try_reap_root(&self) -> Option<RootExit> {
+        let mut slot = lock(&self.root_exit);
+        if slot.is_none() {
+            match self.root.try_reap() {
+                Ok(Reap::Reaped(exit)) => *slot = Some(exit),
+                Ok(Reap::Running) => {}
+                Ok(Reap::NotOurs) | Err(_) => {
+                    // Reaped elsewhere (should not happen): record what is known, not a guess.
+                    tracing::warn!(pid = self.root_pid, "root was not reapable through its pidfd");
+                    *slot = Some(RootExit { code: None, signal: None });
+                }
+            }
+        }
+        *slot
+    }
+
+    /// Waits for the root to exit (pidfd readiness), reaps it and says how it ended. Other
+    /// processes of the tree may still be running: that is [`ProcessTree::terminate`]'s job.
+    pub async fn wait_root(&self) -> io::Result<RootExit> {
+        if let Some(exit) = self.try_reap_root() {
+            return Ok(exit);
+        }
+        // Each waiter registers its own duplicate: one fd cannot be registered twice.
+        let dup = self.root.as_fd().try_clone_to_owned()?;
+        // SAFETY: `dup` is an open pidfd owned by the AsyncFd for its whole life.
+        let async_fd = unsafe { AsyncFd::register_with_interest(dup, Interest::READABLE) }?;
+        loop {
+            let mut guard = async_fd.readable().await?;
+            if let Some(exit) = self.try_reap_root() {
+                return Ok(exit);
+            }
+            guard.clear_ready();
+        }
+    }
+
+    /// Whether the root has been reaped (then the pgid is no longer reserved for this session).
+    pub(crate) fn root_reaped(&self) -> bool {
+        lock(&self.root_exit).is_some()
+    }
+
+    pub(crate) fn query(&self) -> SessionQuery {
+        SessionQuery {
+            marker_entry: self.marker_entry.clone(),
+            // While the root is unreaped its pid cannot be reused, so neither can the pgid/sid.
+            pgid: (!self.root_reaped()).then_some(self.pgid),
+            not_before: self.root_start_time,
+        }
+    }
+
+    fn snapshot_job(&self) -> SnapshotJob {
+        SnapshotJob {
+            query: self.query(),
+            cgroup: self.cgroup.clone(),
+            cgroup_path: self.cgroup_path.clone(),
+        }
+    }
+
+    /// Every process of the session right now, zombies included (flagged): cgroup members, the
+    /// process group and the marker scan.
+    pub(crate) fn snapshot(&self) -> Vec<Member> {
+        let found = self.snapshot_job().run();
+        self.remember(&found);
+        found
+    }
+
+    /// [`Self::snapshot`] on the blocking pool, so a `/proc` scan never stalls a runtime worker.
+    pub(crate) async fn snapshot_async(&self) -> Vec<Member> {
+        let job = self.snapshot_job();
+        let found = match tokio::task::spawn_blocking({
+            let job = job.clone();
+            move || job.run()
+        })
+        .await
+        {
+            Ok(found) => found,
+            // The blocking pool is shutting down (or the scan panicked): scan here instead.
+            Err(_) => job.run(),
+        };
+        self.remember(&found);
+        found
+    }
+
+    /// Remembers the identities of members seen alive or in the group, so their zombies can be
+    /// reaped later even after they left every other trace of the session.
+    pub(crate) fn remember(&self, found: &[Member]) {
+        let mut seen = lock(&self.seen);
+        for m in found.iter().filter(|m| m.via != scan::Via::ZombieChild) {
+            seen.insert((m.stat.pid, m.stat.start_time));
+        }
+    }
+
+    /// The live (non-zombie) processes of the session: cgroup members ∪ process-group members ∪
+    /// processes carrying the marker. Reads `/proc`; blocking but quick.
+    pub fn members(&self) -> Vec<u32> {
+        let mut pids: Vec<u32> = self
+            .snapshot()
+            .into_iter()
+            .filter(|m| !m.stat.is_zombie())
+            .map(|m| m.stat.pid)
+            .collect();
+        pids.sort_unstable();
+        pids.dedup();
+        pids
+    }
+
+    /// Reaps zombies that are this process's children and belong to the session (seen as
+    /// members, or still in its group). Never touches any other child. Returns how many.
+    pub(crate) fn reap_orphans(&self, snapshot: &[Member]) -> usize {
+        let me = std::process::id();
+        let seen = lock(&self.seen).clone();
+        let mut reaped = 0;
+        for m in snapshot {
+            let st = m.stat;
+            if st.pid == self.root_pid || !st.is_zombie() || st.ppid != me {
+                continue;
+            }
+            if !(seen.contains(&(st.pid, st.start_time)) || m.via == scan::Via::Group) {
+                continue;
+            }
+            // A zombie child of ours cannot be recycled until reaped: the pid is stable here.
+            if let Ok(fd) = PidFd::open_verified(st.pid, st.start_time)
+                && matches!(fd.try_reap(), Ok(Reap::Reaped(_)))
+            {
+                reaped += 1;
+            }
+        }
+        reaped
+    }
+}
+
+impl Drop for ProcessTree {
+    fn drop(&mut self) {
+        if self.try_reap_root().is_none() {
+            tracing::warn!(
+                pid = self.root_pid,
+                session = %self.marker.value(),
+                "process tree dropped while its root is still running; it was not terminated"
+            );
+        }
+        if let Some(dir) = &self.cgroup
+            && let Err(e) = cgroup::remove(dir)
+        {
+            tracing::debug!(cgroup = %dir.display(), error = %e, "session cgroup not removed");
+        }
+    }
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// An owned description of one snapshot, so it can run on the blocking pool.
+#[derive(Debug, Clone)]
+struct SnapshotJob {
+    query: SessionQuery,
+    cgroup: Option<PathBuf>,
+    cgroup_path: Option<String>,
+}
+
+impl SnapshotJob {
+    fn run(&self) -> Vec<Member> {
+        let mut found = scan::scan_session(&self.query);
+        if let Some(dir) = &self.cgroup {
+            for pid in cgroup::procs(dir).unwrap_or_default() {
+                if found.iter().any(|m| m.stat.pid == pid) {
+                    continue;
+                }
+                if let Some(m) = self.verify_cgroup_member(pid) {
+                    found.push(m);
+                }
+            }
+        }
+        found
+    }
+
+    /// Reads a `cgroup.procs` pid's identity and confirms it is (still) in the session cgroup.
+    fn verify_cgroup_member(&self, pid: u32) -> Option<Member> {
+        let want = self.cgroup_path.as_deref()?;
+        let st = scan::read_stat(pid)?;
+        let inside =
+            scan::cgroup_of(pid).is_some_and(|p| p == want || p.starts_with(&format!("{want}/")));
+        let same = scan::read_stat(pid).is_some_and(|again| again.start_time == st.start_time);
+        (inside && same && !st.is_zombie()).then_some(Member { stat: st, via: scan::Via::Cgroup })
+    }
+}

@@ -1,0 +1,199 @@
+//! Invariant "killed means gone": for every process shape that used to leak (seed 003), after
+//! `terminate` no process carrying the session's marker exists — checked through `/proc`
+//! environ, independently of the code under test — with cgroup containment and with it off.
+
+#![allow(clippy::unwrap_used)]
+
+mod process_common;
+
+use std::time::Duration;
+
+use process_common::{Guard, Mode, Mode::*, Stat, marked_pids, stat, unique_marker, wait_shape};
+use stockade_core::process::{SpawnSpec, TerminateOptions, spawn};
+use stockade_proto::{ContainmentMethod, TerminateReport};
+
+/// Grace used by the tests: short, so the SIGKILL path is exercised quickly.
+const TEST_GRACE: Duration = Duration::from_millis(300);
+
+fn opts() -> TerminateOptions {
+    TerminateOptions { grace: TEST_GRACE, ..TerminateOptions::default() }
+}
+
+/// At least `n` live processes carry the marker.
+fn at_least(n: usize) -> impl Fn(&[(u32, Stat)]) -> bool {
+    move |p| p.iter().filter(|(_, s)| !s.dead()).count() >= n
+}
+
+/// Spawns `command`, waits until its shape has formed, terminates it and checks the invariant.
+/// Returns the report for shape-specific checks.
+async fn run_shape(
+    test: &str,
+    mode: Mode,
+    command: &str,
+    settled: impl Fn(u32, &[(u32, Stat)]) -> bool,
+) -> TerminateReport {
+    let containment = mode.containment();
+    let mut guard = Guard::new();
+    let marker = unique_marker(test, mode);
+    let entry = marker.env_entry();
+    let mut spec = SpawnSpec::shell(command, marker);
+    spec.cwd = Some(std::env::temp_dir());
+    let spawned = spawn(spec, &containment).expect("spawn");
+    let tree = guard.track(spawned.tree);
+    let root = tree.root_pid();
+    let before = wait_shape(&entry, test, |p| settled(root, p));
+
+    // What the tree sees agrees with the independent scan.
+    let members = tree.members();
+    for pid in &before {
+        assert!(
+            members.contains(pid) || stat(*pid).is_none(),
+            "{pid} of {test} not among members {members:?}"
+        );
+    }
+
+    let report = tree.terminate(&opts()).await;
+    assert!(report.terminated, "{test}/{mode:?}: {report:?}");
+    assert!(report.survivors.is_empty(), "{report:?}");
+    assert_eq!(report.signal_sent.as_deref(), Some("SIGTERM"));
+    assert_eq!(report.method, containment.method());
+    let left = marked_pids(&entry);
+    assert!(left.is_empty(), "{test}/{mode:?}: processes still carry the marker: {left:?}");
+    for pid in before {
+        assert!(stat(pid).is_none_or(|s| s.dead()), "{pid} of {test} still alive");
+    }
+    // The root is reaped, and with cgroups the session's directory is gone.
+    assert!(tree.root_exit().is_some(), "root not reaped");
+    if let Some(dir) = tree.cgroup() {
+        assert_eq!(report.method, ContainmentMethod::Cgroup);
+        assert!(!dir.exists(), "cgroup {} not removed", dir.display());
+    }
+    report
+}
+
+macro_rules! both_modes {
+    ($name:ident, |$mode:ident| $body:block) => {
+        mod $name {
+            use super::*;
+            async fn check($mode: Mode) $body
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn cgroup() {
+                check(Cgroup).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn fallback() {
+                check(Fallback).await
+            }
+        }
+    };
+}
+
+both_modes!(plain_sleep, |mode| {
+    let r = run_shape("plain", mode, "sleep 1000", |_, p| at_least(1)(p)).await;
+    assert!(!r.escalated, "{r:?}");
+});
+
+both_modes!(pipeline, |mode| {
+    run_shape("pipeline", mode, "yes | head -c 1G | sleep 1000", |_, p| at_least(4)(p)).await;
+});
+
+both_modes!(nested_timeout_shell, |mode| {
+    // GNU timeout moves itself to its own process group: a group kill alone misses it.
+    run_shape(
+        "nested",
+        mode,
+        "timeout 180s sh -c 'yes | head -c 1G > /dev/null; sleep 1000'",
+        |root, p| at_least(3)(p) && p.iter().any(|(_, s)| s.pgrp != root),
+    )
+    .await;
+});
+
+both_modes!(background_child, |mode| {
+    run_shape("background", mode, "sleep 1000 & wait", |_, p| at_least(2)(p)).await;
+});
+
+both_modes!(setsid_escape, |mode| {
+    run_shape("setsid", mode, "setsid sleep 1000 & wait", |root, p| {
+        p.iter().any(|(_, s)| s.sid != root && !s.dead())
+    })
+    .await;
+});
+
+both_modes!(double_fork, |mode| {
+    // The grandchild is orphaned: reparented to this process (subreaper), out of the root's sight.
+    let me = std::process::id();
+    run_shape("doublefork", mode, "(sleep 1000 &) & exec sleep 1000", |root, p| {
+        p.iter().any(|(pid, s)| *pid != root && s.ppid == me && !s.dead())
+    })
+    .await;
+});
+
+both_modes!(nohup, |mode| {
+    run_shape("nohup", mode, "nohup sleep 1000 & wait", |_, p| at_least(2)(p)).await;
+});
+
+both_modes!(ignores_sigterm, |mode| {
+    let r = run_shape("trap", mode, "trap '' TERM; sleep 1000 & wait", |_, p| at_least(2)(p)).await;
+    assert!(r.escalated, "a tree ignoring SIGTERM must be SIGKILLed after the grace: {r:?}");
+});
+
+both_modes!(escape_after_root_exited, |mode| {
+    // The root is gone (reaped) before terminate: only the cgroup or the marker can find the rest.
+    let containment = mode.containment();
+    let mut guard = Guard::new();
+    let marker = unique_marker("orphaned", mode);
+    let entry = marker.env_entry();
+    let spawned =
+        spawn(SpawnSpec::shell("setsid sleep 1000 & (sleep 1000 &) &", marker), &containment)
+            .unwrap();
+    let tree = guard.track(spawned.tree);
+    let root = tree.root_pid();
+    let exit =
+        tokio::time::timeout(Duration::from_secs(20), tree.wait_root()).await.unwrap().unwrap();
+    assert_eq!(exit.code, Some(0));
+    let before = wait_shape(&entry, "orphaned", |p| {
+        p.iter().filter(|(pid, s)| *pid != root && !s.dead()).count() >= 2
+            && p.iter().any(|(_, s)| s.sid != root)
+    });
+    let r = tree.terminate(&opts()).await;
+    assert!(r.terminated, "{r:?}");
+    assert!(marked_pids(&entry).is_empty());
+    for pid in before {
+        assert!(stat(pid).is_none_or(|s| s.dead()), "{pid} still alive");
+    }
+});
+
+both_modes!(leaves_zombies, |mode| {
+    // `exec sleep` never waits for the two short children: they become zombies of the root, then
+    // orphans of ours (subreaper) when the root dies. Terminate must reap them.
+    let containment = mode.containment();
+    let mut guard = Guard::new();
+    let marker = unique_marker("zombies", mode);
+    let entry = marker.env_entry();
+    let spawned =
+        spawn(SpawnSpec::shell("sleep 0.05 & sleep 0.05 & exec sleep 1000", marker), &containment)
+            .unwrap();
+    let tree = guard.track(spawned.tree);
+    let root = tree.root_pid();
+    let deadline = std::time::Instant::now() + process_common::SHAPE_TIMEOUT;
+    let zombies = loop {
+        let z: Vec<(u32, u64)> = std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+            .filter_map(|p| stat(p).map(|s| (p, s)))
+            .filter(|(_, s)| s.state == 'Z' && s.ppid == root)
+            .map(|(p, s)| (p, s.start))
+            .collect();
+        if z.len() == 2 {
+            break z;
+        }
+        assert!(std::time::Instant::now() < deadline, "zombies never appeared: {z:?}");
+        std::thread::sleep(process_common::POLL);
+    };
+    let r = tree.terminate(&opts()).await;
+    assert!(r.terminated, "{r:?}");
+    assert!(marked_pids(&entry).is_empty());
+    for (pid, start) in zombies {
+        assert!(stat(pid).is_none_or(|s| s.start != start), "zombie {pid} was not reaped");
+    }
+});
