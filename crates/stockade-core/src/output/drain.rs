@@ -1,0 +1,126 @@
+//! The drain: one blocking loop per session that reads the command's pipes into its log whether
+//! or not anyone reads, so the command never blocks on a full pipe.
+//!
+//! `poll(2)` over all pipes keeps arrival order across stdout and stderr (as far as the kernel
+//! exposes it: one read per ready pipe per round). A fixed [`DRAIN_BUF_BYTES`] buffer is the
+//! only memory it uses. When the log says the disk cap was hit, the drain keeps reading (the
+//! log counts the bytes and keeps the newest in its hot tail) so the command is not stuck on a
+//! full pipe while the caller terminates it.
+
+use std::os::fd::{AsFd, OwnedFd};
+
+use rustix::event::{EventfdFlags, PollFd, PollFlags};
+use rustix::fs::OFlags;
+use rustix::io::Errno;
+use stockade_proto::Stream;
+
+use super::{AppendOutcome, CapHit, OutputError, OutputLog};
+
+/// The drain's read buffer (allocated once per drain).
+pub const DRAIN_BUF_BYTES: usize = 64 * 1024;
+/// Pipe capacity the drain asks for (best effort), so a burst fits without the writer blocking.
+const PIPE_CAPACITY_BYTES: usize = 1024 * 1024;
+
+/// Tells a running [`drain`] to take what is immediately readable and return.
+#[derive(Debug)]
+pub struct DrainCancel {
+    fd: OwnedFd,
+}
+
+impl DrainCancel {
+    /// A new, untriggered cancel (an eventfd).
+    pub fn new() -> Result<DrainCancel, OutputError> {
+        let fd = rustix::event::eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)
+            .map_err(|e| OutputError::io("create drain cancel eventfd", e.into()))?;
+        Ok(DrainCancel { fd })
+    }
+
+    /// Makes the drain return soon; safe to call from any thread, more than once.
+    pub fn cancel(&self) {
+        // EAGAIN means the counter is already saturated: cancelled either way.
+        let _ = rustix::io::write(&self.fd, &1u64.to_ne_bytes());
+    }
+}
+
+/// What a drain did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DrainSummary {
+    /// Bytes read from all sources.
+    pub bytes: u64,
+    /// The disk cap (or a full disk) was hit; with the `kill` policy the caller terminates.
+    pub cap_reached: Option<CapHit>,
+    /// The drain stopped because of [`DrainCancel::cancel`], not end of file on every source.
+    pub cancelled: bool,
+}
+
+/// Reads every source into `log` until end of file on all of them (or `cancel`). Blocking: run
+/// it on a dedicated thread. Does not call [`OutputLog::finish`].
+pub fn drain(log: &OutputLog, sources: Vec<(Stream, OwnedFd)>, cancel: &DrainCancel) -> Result<DrainSummary, OutputError> {
+    for (_, fd) in &sources {
+        rustix::fs::fcntl_setfl(fd, OFlags::NONBLOCK).map_err(|e| OutputError::io("set pipe non-blocking", e.into()))?;
+        // Best effort: not every fd is a pipe, and the limit may be lower.
+        let _ = rustix::pipe::fcntl_setpipe_size(fd, PIPE_CAPACITY_BYTES);
+    }
+    let mut open: Vec<(Stream, OwnedFd)> = sources;
+    let mut buf = vec![0u8; DRAIN_BUF_BYTES];
+    let mut summary = DrainSummary::default();
+    while !open.is_empty() {
+        let (ready, cancelled) = {
+            let mut fds: Vec<PollFd<'_>> = open.iter().map(|(_, fd)| PollFd::new(fd, PollFlags::IN)).collect();
+            fds.push(PollFd::new(&cancel.fd, PollFlags::IN));
+            match rustix::event::poll(&mut fds, None) {
+                Ok(_) => {}
+                Err(Errno::INTR) => continue,
+                Err(e) => return Err(OutputError::io("poll output pipes", e.into())),
+            }
+            let cancelled = fds.last().is_some_and(|p| !p.revents().is_empty());
+            let ready: Vec<bool> = fds[..open.len()].iter().map(|p| !p.revents().is_empty()).collect();
+            (ready, cancelled)
+        };
+        let mut closed = vec![false; open.len()];
+        for (i, (stream, fd)) in open.iter().enumerate() {
+            if ready[i] {
+                closed[i] = read_once(log, *stream, fd, &mut buf, &mut summary)?;
+            }
+        }
+        let mut i = 0;
+        open.retain(|_| {
+            i += 1;
+            !closed[i - 1]
+        });
+        if cancelled {
+            // Take what is already in the pipes, then stop.
+            for (stream, fd) in &open {
+                while !read_once(log, *stream, fd, &mut buf, &mut summary)? {}
+            }
+            summary.cancelled = true;
+            break;
+        }
+    }
+    Ok(summary)
+}
+
+/// One read; returns `true` when the source is done (end of file, error, or nothing more to
+/// read right now when called in the cancel sweep).
+fn read_once(log: &OutputLog, stream: Stream, fd: impl AsFd, buf: &mut [u8], summary: &mut DrainSummary) -> Result<bool, OutputError> {
+    let n = loop {
+        match rustix::io::read(&fd, &mut *buf) {
+            Ok(n) => break n,
+            Err(Errno::INTR) => continue,
+            Err(Errno::AGAIN) => return Ok(true),
+            Err(e) => {
+                tracing::warn!(error = %e, stream = stream.as_str(), "reading command output failed; treating as end of file");
+                return Ok(true);
+            }
+        }
+    };
+    if n == 0 {
+        return Ok(true);
+    }
+    summary.bytes += n as u64;
+    if let AppendOutcome::CapReached { policy, reason } = log.append(stream, &buf[..n])? {
+        let at = log.cap_reached().map_or(0, |c| c.at);
+        summary.cap_reached = Some(CapHit { policy, reason, at });
+    }
+    Ok(false)
+}
