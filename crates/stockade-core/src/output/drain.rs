@@ -55,9 +55,14 @@ pub struct DrainSummary {
 
 /// Reads every source into `log` until end of file on all of them (or `cancel`). Blocking: run
 /// it on a dedicated thread. Does not call [`OutputLog::finish`].
-pub fn drain(log: &OutputLog, sources: Vec<(Stream, OwnedFd)>, cancel: &DrainCancel) -> Result<DrainSummary, OutputError> {
+pub fn drain(
+    log: &OutputLog,
+    sources: Vec<(Stream, OwnedFd)>,
+    cancel: &DrainCancel,
+) -> Result<DrainSummary, OutputError> {
     for (_, fd) in &sources {
-        rustix::fs::fcntl_setfl(fd, OFlags::NONBLOCK).map_err(|e| OutputError::io("set pipe non-blocking", e.into()))?;
+        rustix::fs::fcntl_setfl(fd, OFlags::NONBLOCK)
+            .map_err(|e| OutputError::io("set pipe non-blocking", e.into()))?;
         // Best effort: not every fd is a pipe, and the limit may be lower.
         let _ = rustix::pipe::fcntl_setpipe_size(fd, PIPE_CAPACITY_BYTES);
     }
@@ -66,7 +71,8 @@ pub fn drain(log: &OutputLog, sources: Vec<(Stream, OwnedFd)>, cancel: &DrainCan
     let mut summary = DrainSummary::default();
     while !open.is_empty() {
         let (ready, cancelled) = {
-            let mut fds: Vec<PollFd<'_>> = open.iter().map(|(_, fd)| PollFd::new(fd, PollFlags::IN)).collect();
+            let mut fds: Vec<PollFd<'_>> =
+                open.iter().map(|(_, fd)| PollFd::new(fd, PollFlags::IN)).collect();
             fds.push(PollFd::new(&cancel.fd, PollFlags::IN));
             match rustix::event::poll(&mut fds, None) {
                 Ok(_) => {}
@@ -74,7 +80,8 @@ pub fn drain(log: &OutputLog, sources: Vec<(Stream, OwnedFd)>, cancel: &DrainCan
                 Err(e) => return Err(OutputError::io("poll output pipes", e.into())),
             }
             let cancelled = fds.last().is_some_and(|p| !p.revents().is_empty());
-            let ready: Vec<bool> = fds[..open.len()].iter().map(|p| !p.revents().is_empty()).collect();
+            let ready: Vec<bool> =
+                fds[..open.len()].iter().map(|p| !p.revents().is_empty()).collect();
             (ready, cancelled)
         };
         let mut closed = vec![false; open.len()];
@@ -102,7 +109,13 @@ pub fn drain(log: &OutputLog, sources: Vec<(Stream, OwnedFd)>, cancel: &DrainCan
 
 /// One read; returns `true` when the source is done (end of file, error, or nothing more to
 /// read right now when called in the cancel sweep).
-fn read_once(log: &OutputLog, stream: Stream, fd: impl AsFd, buf: &mut [u8], summary: &mut DrainSummary) -> Result<bool, OutputError> {
+fn read_once(
+    log: &OutputLog,
+    stream: Stream,
+    fd: impl AsFd,
+    buf: &mut [u8],
+    summary: &mut DrainSummary,
+) -> Result<bool, OutputError> {
     let n = loop {
         match rustix::io::read(&fd, &mut *buf) {
             Ok(n) => break n,

@@ -68,7 +68,9 @@ impl Mapping {
 
     fn line(&self, phys: u64, line: u64) -> u64 {
         match self.tail {
-            Some((_, _, nl_tail, nl_stop)) if phys >= self.stop => (line + nl_tail).saturating_sub(nl_stop),
+            Some((_, _, nl_tail, nl_stop)) if phys >= self.stop => {
+                (line + nl_tail).saturating_sub(nl_stop)
+            }
             _ => line,
         }
     }
@@ -153,7 +155,9 @@ pub(crate) fn grep(log: &OutputLog, req: &super::GrepRequest) -> Result<GrepResu
     let (spooled, map) = {
         let st = lock(&log.state);
         let tail = match (&st.stop, st.tail) {
-            (Some(stop), Some(t)) => Some((t.log_start, t.phys_start, t.newlines_before, stop.newlines_before)),
+            (Some(stop), Some(t)) => {
+                Some((t.log_start, t.phys_start, t.newlines_before, stop.newlines_before))
+            }
             _ => None,
         };
         (st.spooled, Mapping { stop: st.stop_at(), tail })
@@ -186,7 +190,12 @@ pub(crate) fn grep(log: &OutputLog, req: &super::GrepRequest) -> Result<GrepResu
     if let Some(e) = sink.error {
         return Err(e);
     }
-    Ok(GrepResult { lines: sink.lines, matches: sink.matches, truncated: sink.truncated, spool_path: log.spool_path.clone() })
+    Ok(GrepResult {
+        lines: sink.lines,
+        matches: sink.matches,
+        truncated: sink.truncated,
+        spool_path: log.spool_path.clone(),
+    })
 }
 
 #[cfg(test)]

@@ -122,7 +122,8 @@ impl HotTail {
         let i = (self.head + (from - self.start()) as usize) % len;
         let n = (self.end - from) as usize;
         let first = n.min(len - i);
-        super::count_newlines(&self.buf[i..i + first]) + super::count_newlines(&self.buf[..n - first])
+        super::count_newlines(&self.buf[i..i + first])
+            + super::count_newlines(&self.buf[..n - first])
     }
 }
 

@@ -64,7 +64,9 @@ impl Transition {
     }
 
     fn decode(b: &[u8]) -> Option<Transition> {
-        let u = |i: usize| -> Option<u64> { Some(u64::from_le_bytes(b.get(i..i + 8)?.try_into().ok()?)) };
+        let u = |i: usize| -> Option<u64> {
+            Some(u64::from_le_bytes(b.get(i..i + 8)?.try_into().ok()?))
+        };
         Some(Transition {
             offset: u(0)?,
             before: [u(8)?, u(16)?, u(24)?, u(32)?],
@@ -142,7 +144,12 @@ pub(crate) struct IndexView {
 }
 
 impl IndexView {
-    pub(crate) fn new(file: Arc<File>, durable: u64, pending: &[Transition], total: u64) -> IndexView {
+    pub(crate) fn new(
+        file: Arc<File>,
+        durable: u64,
+        pending: &[Transition],
+        total: u64,
+    ) -> IndexView {
         IndexView { file, durable, pending: pending.to_vec(), total }
     }
 
@@ -208,7 +215,13 @@ mod tests {
     fn records_round_trip_and_search() {
         let dir = tempfile::tempdir().unwrap();
         let file = Arc::new(
-            std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(dir.path().join("i")).unwrap(),
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(dir.path().join("i"))
+                .unwrap(),
         );
         let mut p = PendingIndex::new(0);
         let a = Transition { offset: 0, stream: Stream::Stdout, before: [0; 4] };

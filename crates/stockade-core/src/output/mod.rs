@@ -54,8 +54,8 @@ use std::time::Duration;
 use rustix::fs::OFlags;
 use serde::{Deserialize, Serialize};
 use stockade_proto::{
-    Capture, DEFAULT_DISK_CAP, DEFAULT_RETAINED_CAP, DiskPolicy, Gap, GrepResult, OutputLimits, OutputView, ReadMode,
-    Stream,
+    Capture, DEFAULT_DISK_CAP, DEFAULT_RETAINED_CAP, DiskPolicy, Gap, GrepResult, OutputLimits,
+    OutputView, ReadMode, Stream,
 };
 use tokio::sync::watch;
 
@@ -231,7 +231,13 @@ pub struct GrepRequest {
 
 impl Default for GrepRequest {
     fn default() -> Self {
-        GrepRequest { pattern: String::new(), context: 0, max_matches: grep::DEFAULT_MAX_MATCHES, ignore_case: false, stream: None }
+        GrepRequest {
+            pattern: String::new(),
+            context: 0,
+            max_matches: grep::DEFAULT_MAX_MATCHES,
+            ignore_case: false,
+            stream: None,
+        }
     }
 }
 
@@ -407,11 +413,19 @@ impl State {
             // keep-head-tail, still running: the ring will reach the disk at finish.
             self.ring.start().max(stop.hit.at)
         };
-        (end > stop.hit.at).then(|| Gap { start: stop.hit.at, end, reason: stop.hit.reason.clone() })
+        (end > stop.hit.at).then(|| Gap {
+            start: stop.hit.at,
+            end,
+            reason: stop.hit.reason.clone(),
+        })
     }
 
     fn progress(&self) -> Progress {
-        Progress { total_bytes: self.total, cap_reached: self.stop.is_some(), finished: self.finished }
+        Progress {
+            total_bytes: self.total,
+            cap_reached: self.stop.is_some(),
+            finished: self.finished,
+        }
     }
 }
 
@@ -540,7 +554,8 @@ impl OutputLog {
         let dir = dir.as_ref();
         let dir_fd = spool::open_session_dir(dir)?;
         let spool = File::from(spool::open_file(&dir_fd, dir, spool::SPOOL_FILE, OFlags::RDONLY)?);
-        let index_file = File::from(spool::open_file(&dir_fd, dir, index::INDEX_FILE, OFlags::RDONLY)?);
+        let index_file =
+            File::from(spool::open_file(&dir_fd, dir, index::INDEX_FILE, OFlags::RDONLY)?);
         let meta = match spool::open_file(&dir_fd, dir, META_FILE, OFlags::RDONLY) {
             Ok(fd) => Some(Self::read_meta(fd, &dir.join(META_FILE))?),
             Err(OutputError::NotFound { .. }) => None,
@@ -583,7 +598,10 @@ impl OutputLog {
         let meta: Meta = serde_json::from_reader(std::io::BufReader::new(File::from(fd)))
             .map_err(|e| OutputError::Meta { path: path.to_path_buf(), message: e.to_string() })?;
         if meta.version != META_VERSION {
-            return Err(OutputError::Meta { path: path.to_path_buf(), message: format!("unknown version {}", meta.version) });
+            return Err(OutputError::Meta {
+                path: path.to_path_buf(),
+                message: format!("unknown version {}", meta.version),
+            });
         }
         Ok(meta)
     }
@@ -596,23 +614,32 @@ impl OutputLog {
         let mut pos = 0;
         while pos < total {
             let n = (total - pos).min(CHUNK_BYTES as u64) as usize;
-            spool.read_exact_at(&mut buf[..n], pos).map_err(|e| OutputError::io("scan spool", e))?;
+            spool
+                .read_exact_at(&mut buf[..n], pos)
+                .map_err(|e| OutputError::io("scan spool", e))?;
             st.newlines += count_newlines(&buf[..n]);
             st.last_byte = buf[..n].last().copied();
             pos += n as u64;
         }
-        let records = index_file.metadata().map_err(|e| OutputError::io("stat stream index", e))?.len()
-            / index::RECORD_BYTES as u64;
+        let records =
+            index_file.metadata().map_err(|e| OutputError::io("stat stream index", e))?.len()
+                / index::RECORD_BYTES as u64;
         st.total = total;
         st.spooled = total;
         st.ring = HotTail::empty_at(0, total);
         st.index = PendingIndex::new(records);
         st.finished = true;
         if records > 0 {
-            let view = IndexView::new(Arc::new(index_file.try_clone().map_err(|e| OutputError::io("dup index", e))?), records, &[], total);
+            let view = IndexView::new(
+                Arc::new(index_file.try_clone().map_err(|e| OutputError::io("dup index", e))?),
+                records,
+                &[],
+                total,
+            );
             let last = view.get(records - 1)?;
             for s in [Stream::Stdout, Stream::Stderr, Stream::Pty, Stream::Combined] {
-                st.stream_bytes[stream_slot(s)] = last.stream_bytes_before(s, total.max(last.offset));
+                st.stream_bytes[stream_slot(s)] =
+                    last.stream_bytes_before(s, total.max(last.offset));
             }
         }
         Ok(st)
@@ -658,7 +685,13 @@ impl OutputLog {
             if st.finished {
                 return Err(OutputError::Finished);
             }
-            (st.total, st.spooled, st.stop.is_some(), st.index.is_full(), st.current != Some(stream))
+            (
+                st.total,
+                st.spooled,
+                st.stop.is_some(),
+                st.index.is_full(),
+                st.current != Some(stream),
+            )
         };
         if data.is_empty() {
             return Ok(AppendOutcome::Written);
@@ -682,7 +715,8 @@ impl OutputLog {
             if let Some(reason) = reason {
                 tracing::warn!(spool = %self.spool_path.display(), %reason, "output spool stopped");
                 let at = total + w as u64;
-                new_stop = Some(CapHit { policy: self.config.disk_policy, reason: reason.clone(), at });
+                new_stop =
+                    Some(CapHit { policy: self.config.disk_policy, reason: reason.clone(), at });
                 outcome = AppendOutcome::CapReached { policy: self.config.disk_policy, reason };
             }
         }
@@ -690,7 +724,8 @@ impl OutputLog {
             self.flush_index();
         }
         let newlines = count_newlines(data);
-        let newlines_before_stop = new_stop.as_ref().map(|h| count_newlines(&data[..(h.at - total) as usize]));
+        let newlines_before_stop =
+            new_stop.as_ref().map(|h| count_newlines(&data[..(h.at - total) as usize]));
         {
             let mut st = lock(&self.state);
             if switch {
@@ -744,7 +779,12 @@ impl OutputLog {
         if self.config.capture != Capture::File {
             return Err(OutputError::WrongCapture { op: "child_fd", needed: Capture::File });
         }
-        spool::open_file(&self.dir_fd, &self.dir, spool::SPOOL_FILE, OFlags::WRONLY | OFlags::APPEND)
+        spool::open_file(
+            &self.dir_fd,
+            &self.dir,
+            spool::SPOOL_FILE,
+            OFlags::WRONLY | OFlags::APPEND,
+        )
     }
 
     /// Picks up what the child wrote to the spool since the last call (`file` capture): counters,
@@ -775,12 +815,18 @@ impl OutputLog {
             let mut pos = known;
             while pos < size {
                 let n = (size - pos).min(CHUNK_BYTES as u64) as usize;
-                self.spool.read_exact_at(&mut buf[..n], pos).map_err(|e| OutputError::io("read spool", e))?;
+                self.spool
+                    .read_exact_at(&mut buf[..n], pos)
+                    .map_err(|e| OutputError::io("read spool", e))?;
                 let chunk = &buf[..n];
                 let newlines = count_newlines(chunk);
                 let mut st = lock(&self.state);
                 if st.current.is_none() {
-                    st.index.push(Transition { offset: 0, stream: Stream::Combined, before: [0; 4] });
+                    st.index.push(Transition {
+                        offset: 0,
+                        stream: Stream::Combined,
+                        before: [0; 4],
+                    });
                     st.current = Some(Stream::Combined);
                 }
                 st.total += n as u64;
@@ -801,7 +847,8 @@ impl OutputLog {
             let hit = CapHit { policy: DiskPolicy::Kill, reason: REASON_DISK_CAP.into(), at };
             st.stop = Some(Stop { hit, newlines_before: st.newlines });
             // Everything up to `total` is on disk; later syncs keep counting the overrun.
-            st.tail = Some(TailSegment { log_start: at, phys_start: at, newlines_before: st.newlines });
+            st.tail =
+                Some(TailSegment { log_start: at, phys_start: at, newlines_before: st.newlines });
             AppendOutcome::CapReached { policy: DiskPolicy::Kill, reason: REASON_DISK_CAP.into() }
         } else {
             AppendOutcome::Written
@@ -853,8 +900,9 @@ impl OutputLog {
 
     fn write_meta(&self, meta: &Meta) -> Result<(), OutputError> {
         let file = spool::create_file(&self.dir_fd, &self.dir, META_FILE)?;
-        serde_json::to_writer_pretty(std::io::BufWriter::new(file), meta)
-            .map_err(|e| OutputError::Meta { path: self.dir.join(META_FILE), message: e.to_string() })
+        serde_json::to_writer_pretty(std::io::BufWriter::new(file), meta).map_err(|e| {
+            OutputError::Meta { path: self.dir.join(META_FILE), message: e.to_string() }
+        })
     }
 
     /// `keep-head-tail` after a stop: copy the ring (in bounded chunks, the lock released during
@@ -940,7 +988,12 @@ impl OutputLog {
             if let Some(e) = &st.index_error {
                 return Err(OutputError::IndexUnavailable(e.clone()));
             }
-            Some(IndexView::new(self.index_file.clone(), st.index.durable, st.index.records(), st.total))
+            Some(IndexView::new(
+                self.index_file.clone(),
+                st.index.durable,
+                st.index.records(),
+                st.total,
+            ))
         } else {
             None
         };
@@ -1046,7 +1099,14 @@ impl OutputLog {
     }
 
     /// Up to `budget` wanted bytes from `from` forward. `None`: lost a race, retry.
-    fn collect_forward(&self, snap: &Snap, stream: Option<Stream>, from: u64, to: u64, budget: usize) -> Result<Option<Collected>, OutputError> {
+    fn collect_forward(
+        &self,
+        snap: &Snap,
+        stream: Option<Stream>,
+        from: u64,
+        to: u64,
+        budget: usize,
+    ) -> Result<Option<Collected>, OutputError> {
         let mut plan = Vec::new();
         let mut room = budget;
         let mut complete = true;
@@ -1068,7 +1128,14 @@ impl OutputLog {
     }
 
     /// Up to `budget` wanted bytes ending at `to`, walking back to `floor`.
-    fn collect_backward(&self, snap: &Snap, stream: Option<Stream>, floor: u64, to: u64, budget: usize) -> Result<Option<Collected>, OutputError> {
+    fn collect_backward(
+        &self,
+        snap: &Snap,
+        stream: Option<Stream>,
+        floor: u64,
+        to: u64,
+        budget: usize,
+    ) -> Result<Option<Collected>, OutputError> {
         let mut plan = Vec::new();
         let mut room = budget;
         let mut complete = true;
@@ -1090,7 +1157,11 @@ impl OutputLog {
         self.gather(plan, complete)
     }
 
-    fn gather(&self, plan: Vec<(u64, usize)>, complete: bool) -> Result<Option<Collected>, OutputError> {
+    fn gather(
+        &self,
+        plan: Vec<(u64, usize)>,
+        complete: bool,
+    ) -> Result<Option<Collected>, OutputError> {
         let size = plan.iter().map(|p| p.1).sum();
         let mut buf = vec![0u8; size];
         let mut pieces = Vec::with_capacity(plan.len());
@@ -1189,7 +1260,13 @@ struct Window {
 }
 
 impl<'a> Render<'a> {
-    fn new(log: &'a OutputLog, req: &'a ReadRequest, snap: &'a Snap, max_bytes: usize, max_lines: usize) -> Render<'a> {
+    fn new(
+        log: &'a OutputLog,
+        req: &'a ReadRequest,
+        snap: &'a Snap,
+        max_bytes: usize,
+        max_lines: usize,
+    ) -> Render<'a> {
         Render {
             log,
             req,
@@ -1254,10 +1331,15 @@ impl<'a> Render<'a> {
             }
         }
         self.start_cursor = from;
-        let Some(c) = self.log.collect_forward(snap, self.req.stream, from, to, self.max_bytes + 1)? else {
+        let Some(c) =
+            self.log.collect_forward(snap, self.req.stream, from, to, self.max_bytes + 1)?
+        else {
             return Ok(false);
         };
-        let fits = c.complete && to == snap.total && c.buf.len() <= self.max_bytes && view::line_count(&c.buf) <= self.max_lines as u64;
+        let fits = c.complete
+            && to == snap.total
+            && c.buf.len() <= self.max_bytes
+            && view::line_count(&c.buf) <= self.max_lines as u64;
         let text = lossy(&c.buf);
         if fits && text.len() <= self.max_bytes {
             self.out.push_str(&text);
@@ -1265,13 +1347,16 @@ impl<'a> Render<'a> {
             return Ok(true);
         }
         let budget = self.budget();
-        let (keep, text) = cut_head(&c.buf, c.complete && to == snap.total, budget, self.max_lines);
+        let (keep, text) = cut_head(&c.buf, c.complete, budget, self.max_lines);
         self.out.push_str(&text);
         self.truncated = true;
-        self.next_cursor = if keep == c.buf.len() && c.complete { to } else { c.log_after(keep, from) };
-        self.omitted_bytes = self.stream_total().saturating_sub(self.wanted_before(self.next_cursor)?);
+        self.next_cursor =
+            if keep == c.buf.len() && c.complete { to } else { c.log_after(keep, from) };
+        self.omitted_bytes =
+            self.stream_total().saturating_sub(self.wanted_before(self.next_cursor)?);
         if after == 0 && self.req.stream.is_none() {
-            self.omitted_lines = Some(snap.total_lines.saturating_sub(view::line_count(&c.buf[..keep])));
+            self.omitted_lines =
+                Some(snap.total_lines.saturating_sub(view::line_count(&c.buf[..keep])));
         }
         self.more_after = self.next_cursor;
         Ok(true)
@@ -1286,10 +1371,18 @@ impl<'a> Render<'a> {
             (None, Some((_, he))) => he,
             _ => 0,
         };
-        let Some(c) = self.log.collect_backward(self.snap, self.req.stream, floor, self.snap.total, budget + 1)? else {
+        let Some(c) = self.log.collect_backward(
+            self.snap,
+            self.req.stream,
+            floor,
+            self.snap.total,
+            budget + 1,
+        )?
+        else {
             return Ok(None);
         };
-        let (skip, at_line_start) = if c.complete { (0, true) } else { (1, c.buf.first() == Some(&b'\n')) };
+        let (skip, at_line_start) =
+            if c.complete { (0, true) } else { (1, c.buf.first() == Some(&b'\n')) };
         Ok(Some(Window { c, skip, at_line_start }))
     }
 
@@ -1298,19 +1391,25 @@ impl<'a> Render<'a> {
         let bytes = &w.c.buf[w.skip..];
         let whole = w.c.complete && self.snap.hole.is_none_or(|_| self.req.stream.is_some());
         let text = lossy(bytes);
-        if whole && bytes.len() <= self.max_bytes && view::line_count(bytes) <= self.max_lines as u64 && text.len() <= self.max_bytes {
+        if whole
+            && bytes.len() <= self.max_bytes
+            && view::line_count(bytes) <= self.max_lines as u64
+            && text.len() <= self.max_bytes
+        {
             self.start_cursor = w.c.log_at(0, self.snap.total);
             self.out.push_str(&text);
             return Ok(true);
         }
-        let (start, text) = cut_tail(bytes, w.at_line_start, w.c.complete, self.budget(), self.max_lines);
+        let (start, text) =
+            cut_tail(bytes, w.at_line_start, w.c.complete, self.budget(), self.max_lines);
         self.start_cursor = w.c.log_at(w.skip + start, self.snap.total);
         self.out.push_str(&text);
         self.truncated = true;
         let shown = (bytes.len() - start) as u64;
         self.omitted_bytes = self.stream_total().saturating_sub(shown);
         if self.req.stream.is_none() {
-            self.omitted_lines = Some(self.snap.total_lines.saturating_sub(view::line_count(&bytes[start..])));
+            self.omitted_lines =
+                Some(self.snap.total_lines.saturating_sub(view::line_count(&bytes[start..])));
         }
         self.more_after = 0;
         Ok(true)
@@ -1327,9 +1426,11 @@ impl<'a> Render<'a> {
             (None, Some((hs, _))) => hs,
             _ => self.snap.total,
         };
-        let Some(h) = self.log.collect_forward(self.snap, self.req.stream, 0, to, half + 1)? else { return Ok(false) };
+        let Some(h) = self.log.collect_forward(self.snap, self.req.stream, 0, to, half + 1)? else {
+            return Ok(false);
+        };
         let Some(w) = self.tail_window(half)? else { return Ok(false) };
-        let (keep, head_text) = cut_head(&h.buf, h.complete && to == self.snap.total, half, head_lines);
+        let (keep, head_text) = cut_head(&h.buf, h.complete, half, head_lines);
         let head_end = if keep == h.buf.len() && h.complete { to } else { h.log_after(keep, 0) };
         let bytes = &w.c.buf[w.skip..];
         let (mut start, _) = cut_tail(bytes, w.at_line_start, w.c.complete, half, tail_lines);
@@ -1344,7 +1445,9 @@ impl<'a> Render<'a> {
         let shown = keep as u64 + (bytes.len() - start) as u64;
         let omitted = self.stream_total().saturating_sub(shown);
         let omitted_lines = self.req.stream.is_none().then(|| {
-            self.snap.total_lines.saturating_sub(view::line_count(&h.buf[..keep]) + view::line_count(&bytes[start..]))
+            self.snap.total_lines.saturating_sub(
+                view::line_count(&h.buf[..keep]) + view::line_count(&bytes[start..]),
+            )
         });
         self.out.push_str(&head_text);
         if !self.out.is_empty() && !self.out.ends_with('\n') {
@@ -1363,7 +1466,8 @@ impl<'a> Render<'a> {
     fn finish(mut self) -> OutputView {
         let gaps: Vec<Gap> = self.snap.gap.iter().cloned().collect();
         if self.truncated {
-            let dropped = self.snap.hole.map(|(hs, he)| view::dropped_phrase(hs, he, &self.gap_reason()));
+            let dropped =
+                self.snap.hole.map(|(hs, he)| view::dropped_phrase(hs, he, &self.gap_reason()));
             let notice = view::Notice {
                 omitted_bytes: self.omitted_bytes,
                 omitted_lines: self.omitted_lines,
@@ -1407,12 +1511,24 @@ fn cut_head(bytes: &[u8], complete: bool, budget: usize, max_lines: usize) -> (u
         if text.len() <= budget || b == 0 {
             return (keep, text);
         }
-        b = b.saturating_sub(text.len() - budget);
+        b = shrink(b, text.len(), budget);
     }
 }
 
+/// The next byte budget when `b` bytes rendered as `rendered` (> `budget`) bytes of text.
+fn shrink(b: usize, rendered: usize, budget: usize) -> usize {
+    let scaled = (b as u128 * budget as u128 / rendered.max(1) as u128) as usize;
+    scaled.min(b.saturating_sub(1))
+}
+
 /// The tail cut, shrunk the same way.
-fn cut_tail(bytes: &[u8], at_line_start: bool, complete: bool, budget: usize, max_lines: usize) -> (usize, String) {
+fn cut_tail(
+    bytes: &[u8],
+    at_line_start: bool,
+    complete: bool,
+    budget: usize,
+    max_lines: usize,
+) -> (usize, String) {
     let mut b = budget;
     loop {
         let start = view::keep_tail(bytes, at_line_start, complete, b, max_lines);
@@ -1420,7 +1536,7 @@ fn cut_tail(bytes: &[u8], at_line_start: bool, complete: bool, budget: usize, ma
         if text.len() <= budget || b == 0 {
             return (start, text);
         }
-        b = b.saturating_sub(text.len() - budget);
+        b = shrink(b, text.len(), budget);
     }
 }
 
@@ -1446,7 +1562,10 @@ mod tests {
         l.append(Stream::Stdout, b"a\nb").unwrap();
         l.append(Stream::Stderr, b"c\n").unwrap();
         let s = l.stats();
-        assert_eq!((s.total_bytes, s.newlines, s.total_lines, s.last_line_incomplete), (5, 2, 2, false));
+        assert_eq!(
+            (s.total_bytes, s.newlines, s.total_lines, s.last_line_incomplete),
+            (5, 2, 2, false)
+        );
         assert_eq!((s.stream_bytes.stdout, s.stream_bytes.stderr), (3, 2));
         l.append(Stream::Stderr, b"tail").unwrap();
         let s = l.stats();
@@ -1456,8 +1575,15 @@ mod tests {
     #[test]
     fn file_capture_refuses_keep_head_tail() {
         let t = tempfile::tempdir().unwrap();
-        let cfg = OutputConfig { capture: Capture::File, disk_policy: DiskPolicy::KeepHeadTail, ..Default::default() };
-        assert!(matches!(OutputLog::create(t.path().join("s"), cfg), Err(OutputError::Unsupported(_))));
+        let cfg = OutputConfig {
+            capture: Capture::File,
+            disk_policy: DiskPolicy::KeepHeadTail,
+            ..Default::default()
+        };
+        assert!(matches!(
+            OutputLog::create(t.path().join("s"), cfg),
+            Err(OutputError::Unsupported(_))
+        ));
     }
 
     #[test]

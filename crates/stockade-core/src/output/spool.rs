@@ -37,7 +37,9 @@ pub(crate) fn create_session_dir(dir: &Path) -> Result<OwnedFd, OutputError> {
             return Err(OutputError::SymlinkRefused { path: dir.to_path_buf() });
         }
         Err(Errno::EXIST) => return Err(OutputError::AlreadyExists { path: dir.to_path_buf() }),
-        Err(e) => return Err(OutputError::io(format!("create session dir {}", dir.display()), e.into())),
+        Err(e) => {
+            return Err(OutputError::io(format!("create session dir {}", dir.display()), e.into()));
+        }
     }
     open_session_dir(dir)
 }
@@ -62,7 +64,12 @@ pub(crate) fn create_file(dirfd: &OwnedFd, dir: &Path, name: &str) -> Result<Fil
 }
 
 /// Opens an existing file of the session directory with `flags` (plus `O_NOFOLLOW|O_CLOEXEC`).
-pub(crate) fn open_file(dirfd: &OwnedFd, dir: &Path, name: &str, flags: OFlags) -> Result<OwnedFd, OutputError> {
+pub(crate) fn open_file(
+    dirfd: &OwnedFd,
+    dir: &Path,
+    name: &str,
+    flags: OFlags,
+) -> Result<OwnedFd, OutputError> {
     rustix::fs::openat(dirfd, name, flags | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
         .map_err(|e| file_error(dirfd, dir, name, "open", e))
 }
@@ -70,7 +77,9 @@ pub(crate) fn open_file(dirfd: &OwnedFd, dir: &Path, name: &str, flags: OFlags) 
 fn file_error(dirfd: &OwnedFd, dir: &Path, name: &str, what: &str, e: Errno) -> OutputError {
     let path = dir.join(name);
     match e {
-        Errno::LOOP | Errno::EXIST if is_symlink_at(dirfd, Path::new(name)) => OutputError::SymlinkRefused { path },
+        Errno::LOOP | Errno::EXIST if is_symlink_at(dirfd, Path::new(name)) => {
+            OutputError::SymlinkRefused { path }
+        }
         Errno::NOENT => OutputError::NotFound { path },
         e => OutputError::io(format!("{what} {}", path.display()), e.into()),
     }
@@ -88,7 +97,11 @@ pub(crate) fn file_len(file: &File) -> Result<u64, OutputError> {
 
 /// Writes as much of `data` as possible at `offset`; returns the bytes written and the error
 /// that stopped it, if any (a partial write before `ENOSPC` still counts).
-pub(crate) fn write_at(file: &File, mut data: &[u8], mut offset: u64) -> (usize, Option<io::Error>) {
+pub(crate) fn write_at(
+    file: &File,
+    mut data: &[u8],
+    mut offset: u64,
+) -> (usize, Option<io::Error>) {
     use std::os::unix::fs::FileExt;
     let mut written = 0;
     while !data.is_empty() {

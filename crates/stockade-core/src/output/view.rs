@@ -39,7 +39,12 @@ pub(crate) fn line_count(bytes: &[u8]) -> u64 {
 /// How many leading bytes of `window` to show. `complete`: the window holds the whole range (so
 /// showing all of it needs no cut). Cuts after a newline when one is in reach, else on a
 /// character boundary; then keeps at most `max_lines` lines.
-pub(crate) fn keep_head(window: &[u8], complete: bool, max_bytes: usize, max_lines: usize) -> usize {
+pub(crate) fn keep_head(
+    window: &[u8],
+    complete: bool,
+    max_bytes: usize,
+    max_lines: usize,
+) -> usize {
     let mut keep = window.len().min(max_bytes);
     if keep < window.len() || !complete {
         keep = match memchr::memrchr(b'\n', &window[..keep]) {
@@ -62,7 +67,13 @@ pub(crate) fn keep_head(window: &[u8], complete: bool, max_bytes: usize, max_lin
 /// Where to start showing the end of `window`. `at_line_start`: `window[0]` begins a line;
 /// `complete`: the window reaches back to the start of the range. Starts after a newline when
 /// one is in reach, else on a character boundary; then keeps at most `max_lines` lines.
-pub(crate) fn keep_tail(window: &[u8], at_line_start: bool, complete: bool, max_bytes: usize, max_lines: usize) -> usize {
+pub(crate) fn keep_tail(
+    window: &[u8],
+    at_line_start: bool,
+    complete: bool,
+    max_bytes: usize,
+    max_lines: usize,
+) -> usize {
     let len = window.len();
     if max_lines == 0 || len == 0 {
         return len;
@@ -76,6 +87,9 @@ pub(crate) fn keep_tail(window: &[u8], at_line_start: bool, complete: bool, max_
             memchr::memchr(b'\n', &window[search_from..len - 1]).map(|p| search_from + p + 1)
         };
         start = line_start.unwrap_or_else(|| ceil_boundary(window, start));
+    }
+    if start >= len {
+        return len;
     }
     // The last line ends at `len` whether or not it has a newline; count newlines before it.
     if let Some(p) = memchr::memrchr_iter(b'\n', &window[start..len - 1]).nth(max_lines - 1) {
@@ -107,7 +121,12 @@ pub(crate) fn amount(bytes: u64, lines: Option<u64>) -> String {
 
 /// A dropped range, as the sentence the notice and markers use.
 pub(crate) fn dropped_phrase(start: u64, end: u64, reason: &str) -> String {
-    format!("{} bytes at offsets {}..{} were not kept ({reason})", thousands(end - start), start, end)
+    format!(
+        "{} bytes at offsets {}..{} were not kept ({reason})",
+        thousands(end - start),
+        start,
+        end
+    )
 }
 
 /// The marker line between the head and the tail of a `middle` view.
