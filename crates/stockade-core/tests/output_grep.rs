@@ -40,10 +40,22 @@ fn grep_with_context_over_a_200_mib_spool() {
     log.finish().unwrap();
     assert!(log.stats().total_bytes > 200 << 20);
 
-    let g = log.grep(&GrepRequest { pattern: "needle AFTER".into(), context: 1, ignore_case: true, ..Default::default() }).unwrap();
+    let g = log
+        .grep(&GrepRequest {
+            pattern: "needle AFTER".into(),
+            context: 1,
+            ignore_case: true,
+            ..Default::default()
+        })
+        .unwrap();
     assert_eq!((g.matches, g.truncated), (3, false));
     assert_eq!(g.spool_path, log.spool_path());
-    let matches: Vec<_> = g.lines.iter().filter(|l| l.is_match).map(|l| (l.offset, l.line_number, l.text.clone())).collect();
+    let matches: Vec<_> = g
+        .lines
+        .iter()
+        .filter(|l| l.is_match)
+        .map(|l| (l.offset, l.line_number, l.text.clone()))
+        .collect();
     assert_eq!(matches, needles);
     // Context: the filler line before each needle, and after it (none after the last).
     assert_eq!(g.lines.len(), 3 + 3 + 2);
@@ -51,15 +63,29 @@ fn grep_with_context_over_a_200_mib_spool() {
     assert!(!first_before.is_match);
     assert_eq!(first_before.line_number, needles[0].1 - 1);
     assert_eq!(first_before.offset, needles[0].0 - LINE as u64);
-    assert_eq!(first_before.text, format!("{:<31}", format!("filler chunk 00000 line {:06}", CHUNK_LINES - 1)));
+    assert_eq!(
+        first_before.text,
+        format!("{:<31}", format!("filler chunk 00000 line {:06}", CHUNK_LINES - 1))
+    );
     let first_after = &g.lines[2];
-    assert_eq!((first_after.line_number, first_after.offset), (needles[0].1 + 1, needles[0].0 + "NEEDLE after chunk 49\n".len() as u64));
+    assert_eq!(
+        (first_after.line_number, first_after.offset),
+        (needles[0].1 + 1, needles[0].0 + "NEEDLE after chunk 49\n".len() as u64)
+    );
 
     // The match cap stops the search and says so.
-    let g = log.grep(&GrepRequest { pattern: "NEEDLE".into(), max_matches: 2, ..Default::default() }).unwrap();
+    let g = log
+        .grep(&GrepRequest { pattern: "NEEDLE".into(), max_matches: 2, ..Default::default() })
+        .unwrap();
     assert_eq!((g.matches, g.truncated, g.lines.len()), (2, true, 2));
     // Stream filter: the needles went to stderr, the filler to stdout.
-    let g = log.grep(&GrepRequest { pattern: "chunk 1[0-9]{2}$|line 000000".into(), stream: Some(Stream::Stderr), ..Default::default() }).unwrap();
+    let g = log
+        .grep(&GrepRequest {
+            pattern: "chunk 1[0-9]{2}$|line 000000".into(),
+            stream: Some(Stream::Stderr),
+            ..Default::default()
+        })
+        .unwrap();
     assert_eq!(g.matches, 2);
     assert!(g.lines.iter().all(|l| l.text.starts_with("NEEDLE")));
 }
