@@ -1,6 +1,8 @@
 //! The memory invariant: a log's memory is bounded by its retained cap, never by what the
 //! command printed.
 
+#![allow(clippy::unwrap_used)]
+
 use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};

@@ -199,6 +199,7 @@ pub(crate) fn grep(log: &OutputLog, req: &super::GrepRequest) -> Result<GrepResu
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

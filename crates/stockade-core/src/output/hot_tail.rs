@@ -128,6 +128,7 @@ impl HotTail {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

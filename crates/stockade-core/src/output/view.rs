@@ -56,10 +56,10 @@ pub(crate) fn keep_head(
         return 0;
     }
     // Position after the `max_lines`-th newline, if the kept part has more lines than that.
-    if let Some(p) = memchr::memchr_iter(b'\n', &window[..keep]).nth(max_lines - 1) {
-        if p + 1 < keep {
-            keep = p + 1;
-        }
+    if let Some(p) = memchr::memchr_iter(b'\n', &window[..keep]).nth(max_lines - 1)
+        && p + 1 < keep
+    {
+        keep = p + 1;
     }
     keep
 }
@@ -103,7 +103,7 @@ pub(crate) fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -170,6 +170,7 @@ impl Notice<'_> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -1,0 +1,314 @@
+//! Rendering one view: which window of the log each mode fetches, where it is cut, and what
+//! the answer says about what was left out. The cutting rules themselves are in `view`.
+
+use stockade_proto::{Gap, OutputView};
+
+use super::index::stream_slot;
+use super::{Collected, OutputError, OutputLog, REASON_DISK_CAP, ReadRequest, Snap, view};
+
+/// Builds one [`OutputView`].
+pub(super) struct Render<'a> {
+    log: &'a OutputLog,
+    req: &'a ReadRequest,
+    snap: &'a Snap,
+    max_bytes: usize,
+    max_lines: usize,
+    out: String,
+    truncated: bool,
+    start_cursor: u64,
+    next_cursor: u64,
+    omitted_bytes: u64,
+    omitted_lines: Option<u64>,
+    /// `after` for the notice's "read more" hint.
+    more_after: u64,
+}
+
+/// A window of bytes that a view may cut.
+struct Window {
+    c: Collected,
+    /// Offset in `c.buf` where the candidate bytes begin (1 when the first byte is only there
+    /// to tell whether the window starts a line).
+    skip: usize,
+    at_line_start: bool,
+}
+
+impl<'a> Render<'a> {
+    pub(super) fn new(
+        log: &'a OutputLog,
+        req: &'a ReadRequest,
+        snap: &'a Snap,
+        max_bytes: usize,
+        max_lines: usize,
+    ) -> Render<'a> {
+        Render {
+            log,
+            req,
+            snap,
+            max_bytes,
+            max_lines,
+            out: String::new(),
+            truncated: false,
+            start_cursor: 0,
+            next_cursor: snap.total,
+            omitted_bytes: 0,
+            omitted_lines: None,
+            more_after: 0,
+        }
+    }
+
+    /// Bytes the notice (and a marker) may take: an upper bound, so the content budget plus the
+    /// notice stays within `max_bytes` where it can.
+    fn reserve(&self) -> usize {
+        let dropped = self.snap.hole.map(|(hs, he)| view::dropped_phrase(hs, he, "disk full"));
+        let notice = view::Notice {
+            omitted_bytes: self.snap.total,
+            omitted_lines: Some(self.snap.total_lines),
+            dropped,
+            spool_path: &self.log.spool_path,
+            label: self.req.label.as_deref(),
+            after: self.snap.total,
+        };
+        let marker = view::middle_marker(self.snap.total, Some(self.snap.total_lines));
+        notice.render().len() + 2 * marker.len() + 2
+    }
+
+    fn budget(&self) -> usize {
+        self.max_bytes.saturating_sub(self.reserve())
+    }
+
+    fn stream_total(&self) -> u64 {
+        self.req.stream.map_or(self.snap.total, |s| self.snap.stream_bytes[stream_slot(s)])
+    }
+
+    /// Bytes of the wanted range before log offset `x` (readable ones, or the stream's).
+    fn wanted_before(&self, x: u64) -> Result<u64, OutputError> {
+        match (self.req.stream, self.snap.index.as_ref()) {
+            (Some(s), Some(ix)) => ix.stream_bytes_before(s, x),
+            _ => Ok(self.snap.readable(0, x)),
+        }
+    }
+
+    /// Delta/head: from `after` forward.
+    pub(super) fn forward(&mut self, after: u64) -> Result<bool, OutputError> {
+        let snap = self.snap;
+        let mut from = after.min(snap.total);
+        let mut to = snap.total;
+        if self.req.stream.is_none()
+            && let Some((hs, he)) = snap.hole
+        {
+            if from >= hs && from < he {
+                self.out.push_str(&view::gap_marker(hs, he, &self.gap_reason()));
+                from = he;
+            } else if from < hs {
+                to = hs; // Never cross the gap silently: stop at it; the next read jumps it.
+            }
+        }
+        self.start_cursor = from;
+        let Some(c) =
+            self.log.collect_forward(snap, self.req.stream, from, to, self.max_bytes + 1)?
+        else {
+            return Ok(false);
+        };
+        let fits = c.complete
+            && to == snap.total
+            && c.buf.len() <= self.max_bytes
+            && view::line_count(&c.buf) <= self.max_lines as u64;
+        let text = lossy(&c.buf);
+        if fits && text.len() <= self.max_bytes {
+            self.out.push_str(&text);
+            self.next_cursor = snap.total;
+            return Ok(true);
+        }
+        let budget = self.budget();
+        let (keep, text) = cut_head(&c.buf, c.complete, budget, self.max_lines);
+        self.out.push_str(&text);
+        self.truncated = true;
+        self.next_cursor =
+            if keep == c.buf.len() && c.complete { to } else { c.log_after(keep, from) };
+        self.omitted_bytes =
+            self.stream_total().saturating_sub(self.wanted_before(self.next_cursor)?);
+        if after == 0 && self.req.stream.is_none() {
+            self.omitted_lines =
+                Some(snap.total_lines.saturating_sub(view::line_count(&c.buf[..keep])));
+        }
+        self.more_after = self.next_cursor;
+        Ok(true)
+    }
+
+    fn gap_reason(&self) -> String {
+        self.snap.gap.as_ref().map_or_else(|| REASON_DISK_CAP.to_string(), |g| g.reason.clone())
+    }
+
+    fn tail_window(&self, budget: usize) -> Result<Option<Window>, OutputError> {
+        let floor = match (self.req.stream, self.snap.hole) {
+            (None, Some((_, he))) => he,
+            _ => 0,
+        };
+        let Some(c) = self.log.collect_backward(
+            self.snap,
+            self.req.stream,
+            floor,
+            self.snap.total,
+            budget + 1,
+        )?
+        else {
+            return Ok(None);
+        };
+        let (skip, at_line_start) =
+            if c.complete { (0, true) } else { (1, c.buf.first() == Some(&b'\n')) };
+        Ok(Some(Window { c, skip, at_line_start }))
+    }
+
+    pub(super) fn tail(&mut self) -> Result<bool, OutputError> {
+        let Some(w) = self.tail_window(self.max_bytes)? else { return Ok(false) };
+        let bytes = &w.c.buf[w.skip..];
+        let whole = w.c.complete && self.snap.hole.is_none_or(|_| self.req.stream.is_some());
+        let text = lossy(bytes);
+        if whole
+            && bytes.len() <= self.max_bytes
+            && view::line_count(bytes) <= self.max_lines as u64
+            && text.len() <= self.max_bytes
+        {
+            self.start_cursor = w.c.log_at(0, self.snap.total);
+            self.out.push_str(&text);
+            return Ok(true);
+        }
+        let (start, text) =
+            cut_tail(bytes, w.at_line_start, w.c.complete, self.budget(), self.max_lines);
+        self.start_cursor = w.c.log_at(w.skip + start, self.snap.total);
+        self.out.push_str(&text);
+        self.truncated = true;
+        let shown = (bytes.len() - start) as u64;
+        self.omitted_bytes = self.stream_total().saturating_sub(shown);
+        if self.req.stream.is_none() {
+            self.omitted_lines =
+                Some(self.snap.total_lines.saturating_sub(view::line_count(&bytes[start..])));
+        }
+        self.more_after = 0;
+        Ok(true)
+    }
+
+    pub(super) fn middle(&mut self) -> Result<bool, OutputError> {
+        // Whatever fits whole is shown whole, as a head read would.
+        if self.stream_total() <= self.max_bytes as u64 {
+            return self.forward(0);
+        }
+        let half = self.budget() / 2;
+        let (head_lines, tail_lines) = (self.max_lines / 2, self.max_lines - self.max_lines / 2);
+        let to = match (self.req.stream, self.snap.hole) {
+            (None, Some((hs, _))) => hs,
+            _ => self.snap.total,
+        };
+        let Some(h) = self.log.collect_forward(self.snap, self.req.stream, 0, to, half + 1)? else {
+            return Ok(false);
+        };
+        let Some(w) = self.tail_window(half)? else { return Ok(false) };
+        let (keep, head_text) = cut_head(&h.buf, h.complete, half, head_lines);
+        let head_end = if keep == h.buf.len() && h.complete { to } else { h.log_after(keep, 0) };
+        let bytes = &w.c.buf[w.skip..];
+        let (mut start, _) = cut_tail(bytes, w.at_line_start, w.c.complete, half, tail_lines);
+        let mut tail_start = w.c.log_at(w.skip + start, self.snap.total);
+        if tail_start < head_end {
+            // The halves overlap (little output, many lines): show the tail from the head's end.
+            let skip = (head_end - tail_start) as usize;
+            start = (start + skip).min(bytes.len());
+            tail_start = head_end;
+        }
+        let tail_text = lossy(&bytes[start..]);
+        let shown = keep as u64 + (bytes.len() - start) as u64;
+        let omitted = self.stream_total().saturating_sub(shown);
+        let omitted_lines = self.req.stream.is_none().then(|| {
+            self.snap.total_lines.saturating_sub(
+                view::line_count(&h.buf[..keep]) + view::line_count(&bytes[start..]),
+            )
+        });
+        self.out.push_str(&head_text);
+        if !self.out.is_empty() && !self.out.ends_with('\n') {
+            self.out.push('\n');
+        }
+        self.out.push_str(&view::middle_marker(omitted, omitted_lines));
+        self.out.push_str(&tail_text);
+        self.truncated = omitted > 0 || tail_start > head_end;
+        self.start_cursor = 0;
+        self.omitted_bytes = omitted;
+        self.omitted_lines = omitted_lines;
+        self.more_after = head_end;
+        Ok(true)
+    }
+
+    pub(super) fn finish(mut self) -> OutputView {
+        let gaps: Vec<Gap> = self.snap.gap.iter().cloned().collect();
+        if self.truncated {
+            let dropped =
+                self.snap.hole.map(|(hs, he)| view::dropped_phrase(hs, he, &self.gap_reason()));
+            let notice = view::Notice {
+                omitted_bytes: self.omitted_bytes,
+                omitted_lines: self.omitted_lines,
+                dropped,
+                spool_path: &self.log.spool_path,
+                label: self.req.label.as_deref(),
+                after: self.more_after,
+            };
+            if !self.out.is_empty() && !self.out.ends_with('\n') {
+                self.out.push('\n');
+            }
+            self.out.push_str(&notice.render());
+        }
+        OutputView {
+            output: self.out,
+            truncated: self.truncated,
+            start_cursor: self.start_cursor,
+            next_cursor: self.next_cursor,
+            total_bytes: self.snap.total,
+            total_lines: self.snap.total_lines,
+            omitted_bytes: self.omitted_bytes,
+            omitted_lines: self.omitted_lines,
+            dropped_bytes: gaps.iter().map(|g| g.end - g.start).sum(),
+            gaps,
+            spool_path: self.log.spool_path.clone(),
+            stream: self.req.stream,
+        }
+    }
+}
+
+fn lossy(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The head cut, shrunk until the lossy text (invalid bytes become 3-byte U+FFFD) fits `budget`.
+fn cut_head(bytes: &[u8], complete: bool, budget: usize, max_lines: usize) -> (usize, String) {
+    let mut b = budget;
+    loop {
+        let keep = view::keep_head(bytes, complete, b, max_lines);
+        let text = lossy(&bytes[..keep]);
+        if text.len() <= budget || b == 0 {
+            return (keep, text);
+        }
+        b = shrink(b, text.len(), budget);
+    }
+}
+
+/// The next byte budget when `b` bytes rendered as `rendered` (> `budget`) bytes of text.
+fn shrink(b: usize, rendered: usize, budget: usize) -> usize {
+    let scaled = (b as u128 * budget as u128 / rendered.max(1) as u128) as usize;
+    scaled.min(b.saturating_sub(1))
+}
+
+/// The tail cut, shrunk the same way.
+fn cut_tail(
+    bytes: &[u8],
+    at_line_start: bool,
+    complete: bool,
+    budget: usize,
+    max_lines: usize,
+) -> (usize, String) {
+    let mut b = budget;
+    loop {
+        let start = view::keep_tail(bytes, at_line_start, complete, b, max_lines);
+        let text = lossy(&bytes[start..]);
+        if text.len() <= budget || b == 0 {
+            return (start, text);
+        }
+        b = shrink(b, text.len(), budget);
+    }
+}
