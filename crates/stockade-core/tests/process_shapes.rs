@@ -12,11 +12,14 @@ use process_common::{Guard, Mode, Mode::*, Stat, marked_pids, stat, unique_marke
 use stockade_core::process::{SpawnSpec, TerminateOptions, spawn};
 use stockade_proto::{ContainmentMethod, TerminateReport};
 
-/// Grace used by the tests: short, so the SIGKILL path is exercised quickly.
-const TEST_GRACE: Duration = Duration::from_millis(300);
+/// Grace for shapes that must die of the polite signal alone: generous, because terminate
+/// returns as soon as the tree is gone — so `escalated` can be asserted without timing luck.
+const POLITE_GRACE: Duration = Duration::from_secs(10);
+/// Grace for the shape that ignores SIGTERM: short, so the SIGKILL path runs quickly.
+const SHORT_GRACE: Duration = Duration::from_millis(300);
 
-fn opts() -> TerminateOptions {
-    TerminateOptions { grace: TEST_GRACE, ..TerminateOptions::default() }
+fn opts(grace: Duration) -> TerminateOptions {
+    TerminateOptions { grace, ..TerminateOptions::default() }
 }
 
 /// At least `n` live processes carry the marker.
@@ -30,6 +33,7 @@ async fn run_shape(
     test: &str,
     mode: Mode,
     command: &str,
+    grace: Duration,
     settled: impl Fn(u32, &[(u32, Stat)]) -> bool,
 ) -> TerminateReport {
     let containment = mode.containment();
@@ -52,8 +56,11 @@ async fn run_shape(
         );
     }
 
-    let report = tree.terminate(&opts()).await;
+    let report = tree.terminate(&opts(grace)).await;
     assert!(report.terminated, "{test}/{mode:?}: {report:?}");
+    // Everything but the SIGTERM-ignoring shape dies of SIGTERM: escalation would mean some
+    // process never got the polite signal.
+    assert_eq!(report.escalated, grace == SHORT_GRACE, "{test}/{mode:?}: {report:?}");
     assert!(report.survivors.is_empty(), "{report:?}");
     assert_eq!(report.signal_sent.as_deref(), Some("SIGTERM"));
     assert_eq!(report.method, containment.method());
@@ -89,12 +96,14 @@ macro_rules! both_modes {
 }
 
 both_modes!(plain_sleep, |mode| {
-    let r = run_shape("plain", mode, "sleep 1000", |_, p| at_least(1)(p)).await;
-    assert!(!r.escalated, "{r:?}");
+    run_shape("plain", mode, "sleep 1000", POLITE_GRACE, |_, p| at_least(1)(p)).await;
 });
 
 both_modes!(pipeline, |mode| {
-    run_shape("pipeline", mode, "yes | head -c 1G | sleep 1000", |_, p| at_least(4)(p)).await;
+    run_shape("pipeline", mode, "yes | head -c 1G | sleep 1000", POLITE_GRACE, |_, p| {
+        at_least(4)(p)
+    })
+    .await;
 });
 
 both_modes!(nested_timeout_shell, |mode| {
@@ -103,17 +112,18 @@ both_modes!(nested_timeout_shell, |mode| {
         "nested",
         mode,
         "timeout 180s sh -c 'yes | head -c 1G > /dev/null; sleep 1000'",
+        POLITE_GRACE,
         |root, p| at_least(3)(p) && p.iter().any(|(_, s)| s.pgrp != root),
     )
     .await;
 });
 
 both_modes!(background_child, |mode| {
-    run_shape("background", mode, "sleep 1000 & wait", |_, p| at_least(2)(p)).await;
+    run_shape("background", mode, "sleep 1000 & wait", POLITE_GRACE, |_, p| at_least(2)(p)).await;
 });
 
 both_modes!(setsid_escape, |mode| {
-    run_shape("setsid", mode, "setsid sleep 1000 & wait", |root, p| {
+    run_shape("setsid", mode, "setsid sleep 1000 & wait", POLITE_GRACE, |root, p| {
         p.iter().any(|(_, s)| s.sid != root && !s.dead())
     })
     .await;
@@ -122,18 +132,21 @@ both_modes!(setsid_escape, |mode| {
 both_modes!(double_fork, |mode| {
     // The grandchild is orphaned: reparented to this process (subreaper), out of the root's sight.
     let me = std::process::id();
-    run_shape("doublefork", mode, "(sleep 1000 &) & exec sleep 1000", |root, p| {
+    run_shape("doublefork", mode, "(sleep 1000 &) & exec sleep 1000", POLITE_GRACE, |root, p| {
         p.iter().any(|(pid, s)| *pid != root && s.ppid == me && !s.dead())
     })
     .await;
 });
 
 both_modes!(nohup, |mode| {
-    run_shape("nohup", mode, "nohup sleep 1000 & wait", |_, p| at_least(2)(p)).await;
+    run_shape("nohup", mode, "nohup sleep 1000 & wait", POLITE_GRACE, |_, p| at_least(2)(p)).await;
 });
 
 both_modes!(ignores_sigterm, |mode| {
-    let r = run_shape("trap", mode, "trap '' TERM; sleep 1000 & wait", |_, p| at_least(2)(p)).await;
+    let r = run_shape("trap", mode, "trap '' TERM; sleep 1000 & wait", SHORT_GRACE, |_, p| {
+        at_least(2)(p)
+    })
+    .await;
     assert!(r.escalated, "a tree ignoring SIGTERM must be SIGKILLed after the grace: {r:?}");
 });
 
@@ -155,7 +168,7 @@ both_modes!(escape_after_root_exited, |mode| {
         p.iter().filter(|(pid, s)| *pid != root && !s.dead()).count() >= 2
             && p.iter().any(|(_, s)| s.sid != root)
     });
-    let r = tree.terminate(&opts()).await;
+    let r = tree.terminate(&opts(POLITE_GRACE)).await;
     assert!(r.terminated, "{r:?}");
     assert!(marked_pids(&entry).is_empty());
     for pid in before {
@@ -190,7 +203,7 @@ both_modes!(leaves_zombies, |mode| {
         assert!(std::time::Instant::now() < deadline, "zombies never appeared: {z:?}");
         std::thread::sleep(process_common::POLL);
     };
-    let r = tree.terminate(&opts()).await;
+    let r = tree.terminate(&opts(POLITE_GRACE)).await;
     assert!(r.terminated, "{r:?}");
     assert!(marked_pids(&entry).is_empty());
     for (pid, start) in zombies {

@@ -106,8 +106,13 @@ pub(crate) struct SessionQuery {
 /// How a process was recognised as the session's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Via {
+    /// In the session's process group.
     Group,
+    /// In the session's session, but another process group.
+    Session,
+    /// Carries the marker.
     Marker,
+    /// Listed in the session cgroup.
     Cgroup,
     /// A zombie child of this process, outside the group: the session's only if the caller saw
     /// it alive as a member earlier. Never signalled, never counted as alive.
@@ -137,9 +142,20 @@ pub(crate) fn scan_session(q: &SessionQuery) -> Vec<Member> {
         if st.is_kernel_thread() {
             continue;
         }
-        if q.pgid.is_some_and(|g| st.pgrp == g || st.session == g) {
-            found.push(Member { stat: st, via: Via::Group });
-            continue;
+        if let Some(g) = q.pgid {
+            // Only `pgrp` members are reached by a group signal; session members that moved to
+            // their own group (GNU `timeout` does) must be signalled one by one.
+            let via = if st.pgrp == g {
+                Some(Via::Group)
+            } else if st.session == g {
+                Some(Via::Session)
+            } else {
+                None
+            };
+            if let Some(via) = via {
+                found.push(Member { stat: st, via });
+                continue;
+            }
         }
         if st.is_zombie() {
             if st.ppid == me {

@@ -14,7 +14,7 @@ use stockade_proto::{DEFAULT_GRACE_MS, TerminateReport};
 use super::Signal;
 use super::cgroup;
 use super::pidfd::{PidFd, Reap};
-use super::scan::{Member, Via};
+use super::scan::{self, Member, Via};
 use super::tree::ProcessTree;
 
 /// Default bound on verification after the last signal: how long `terminate` waits for the
@@ -79,9 +79,11 @@ impl ProcessTree {
         // Verify: nothing of the session alive (spared ones included), cgroup empty.
         let verify_deadline = Instant::now() + opts.verify_timeout;
         let mut last_scan = Instant::now();
+        // Unless SIGKILL just went out, the last snapshot is current: no need to rescan at once.
+        let mut fresh = !escalated;
         let survivors = loop {
             let cheap_gone = run.handles_exited() && !self.cgroup_populated();
-            if cheap_gone || last_scan.elapsed() >= RESCAN_INTERVAL {
+            if !fresh && (cheap_gone || last_scan.elapsed() >= RESCAN_INTERVAL) {
                 snap = self.snapshot_async().await;
                 last_scan = Instant::now();
                 // Anything new this late gets SIGKILL straight away.
@@ -91,6 +93,7 @@ impl ProcessTree {
                     run.signal_all(&snap, Signal::SIGKILL);
                 }
             }
+            fresh = false;
             let live = live(&snap);
             if live.is_empty() && !self.cgroup_populated() {
                 break Vec::new();
@@ -170,9 +173,11 @@ impl Run<'_> {
     }
 
     /// Sends `sig` to the whole session: group-wide first (when nothing is spared), then every
-    /// live member individually through a verified pidfd.
+    /// live member individually through a verified pidfd. A polite signal is followed by
+    /// `SIGCONT`, so a stopped process gets to handle it.
     fn signal_all(&mut self, snap: &[Member], sig: Signal) {
         let tree = self.tree;
+        let mut group_signalled = false;
         if self.spare.is_empty() {
             if sig == Signal::SIGKILL
                 && let Some(dir) = tree.cgroup()
@@ -181,17 +186,11 @@ impl Run<'_> {
                 tracing::warn!(cgroup = %dir.display(), error = %e, "cgroup.kill failed");
             }
             // Only while the root is unreaped: until then its pid — the pgid — cannot be reused.
-            if !tree.root_reaped()
-                && let (Some(pgid), Some(raw)) = (
-                    i32::try_from(tree.pgid()).ok().and_then(rustix::process::Pid::from_raw),
-                    rustix::process::Signal::from_named_raw(sig as i32),
-                )
-                && rustix::process::kill_process_group(pgid, raw).is_ok()
-            {
+            if !tree.root_reaped() && signal_group(tree.pgid(), sig) {
+                group_signalled = true;
                 self.signalled.insert(tree.pgid());
             }
         }
-        let group_signalled = self.spare.is_empty() && !tree.root_reaped();
         for m in self.live_unspared(snap) {
             let key = (m.stat.pid, m.stat.start_time);
             if let std::collections::hash_map::Entry::Vacant(slot) = self.handles.entry(key) {
@@ -204,13 +203,21 @@ impl Run<'_> {
                 }
             }
             let Some(h) = self.handles.get(&key) else { continue };
-            // The group signal already reached group members; a second polite signal could
-            // make a shell run its trap twice.
-            let reached = group_signalled && m.via == Via::Group && sig != Signal::SIGKILL;
+            // A polite signal is not sent twice to a process the group signal reached (a second
+            // SIGTERM means "hurry" to many programs). In the group before and after `killpg`
+            // means in it at `killpg`: a process cannot rejoin a group it left.
+            let reached = group_signalled
+                && sig != Signal::SIGKILL
+                && m.via == Via::Group
+                && scan::read_stat(key.0)
+                    .is_some_and(|now| now.start_time == key.1 && now.pgrp == tree.pgid());
             if reached {
                 self.signalled.insert(key.0);
             } else if let Ok(true) = h.signal(sig) {
                 self.signalled.insert(key.0);
+                if sig != Signal::SIGKILL && sig != Signal::SIGCONT {
+                    let _ = h.signal(Signal::SIGCONT);
+                }
             }
         }
     }
@@ -252,4 +259,19 @@ impl Run<'_> {
         }
         self.tree.try_reap_root();
     }
+}
+
+/// `killpg(pgid, sig)`, then `SIGCONT` after a polite signal. Whether the group was signalled.
+fn signal_group(pgid: u32, sig: Signal) -> bool {
+    use rustix::process::{Pid, Signal as RawSignal, kill_process_group};
+    let (Some(pgid), Some(raw)) =
+        (i32::try_from(pgid).ok().and_then(Pid::from_raw), RawSignal::from_named_raw(sig as i32))
+    else {
+        return false;
+    };
+    let sent = kill_process_group(pgid, raw).is_ok();
+    if sent && sig != Signal::SIGKILL && sig != Signal::SIGCONT {
+        let _ = kill_process_group(pgid, RawSignal::CONT);
+    }
+    sent
 }

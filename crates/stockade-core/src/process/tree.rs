@@ -240,7 +240,8 @@ impl ProcessTree {
             if st.pid == self.root_pid || !st.is_zombie() || st.ppid != me {
                 continue;
             }
-            if !(seen.contains(&(st.pid, st.start_time)) || m.via == scan::Via::Group) {
+            let in_session = matches!(m.via, scan::Via::Group | scan::Via::Session);
+            if !(seen.contains(&(st.pid, st.start_time)) || in_session) {
                 continue;
             }
             // A zombie child of ours cannot be recycled until reaped: the pid is stable here.
