@@ -22,3 +22,12 @@
 
 pub mod output;
 pub mod process;
+
+pub mod answer;
+mod engine;
+pub mod session;
+pub mod state_dir;
+
+pub use engine::{Engine, EngineConfig, EngineError, RunSpec};
+pub use session::{Session, SessionEnd, SessionRecord};
+pub use state_dir::{StateDir, StateDirError};

@@ -1,5 +1,30 @@
-//! The `stockade` binary: a thin door onto the engine.
+//! The `stockade` binary: a thin door onto the engine. `main → run → ExitCode`; errors are
+//! printed as one plain sentence with what to do, and a closed stdout (`stockade read … | head`)
+//! is success, not an error.
 
-fn main() {
-    println!("stockade: under construction");
+mod cli;
+mod cmd;
+mod out;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("STOCKADE_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match cmd::dispatch(cli) {
+        Ok(code) => code,
+        Err(e) if out::is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("stockade: {e:#}");
+            ExitCode::from(2)
+        }
+    }
 }

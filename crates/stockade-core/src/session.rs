@@ -1,0 +1,455 @@
+//! A session: one command's process tree, its output log, and a state machine whose terminal
+//! states never change.
+//!
+//! Each session has one *supervisor* task, the only code that ends it. The supervisor waits for
+//! the first of: the root process exiting, the timeout, a kill request, or the disk cap's `kill`
+//! policy. Whatever ended it, the supervisor then runs the one terminate routine over the tree
+//! (so a `&` child or a grandchild holding the pipe never outlives the session), lets the drain
+//! reach EOF (cancelling it after [`DRAIN_GRACE`] if an unkillable writer still holds a pipe),
+//! finishes the log, writes the record and publishes the terminal state — exactly once, on every
+//! path.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use stockade_proto::{Capture, ContainmentMethod, DiskPolicy, SessionState, TerminateReport};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::output::OutputLog;
+use crate::process::{ProcessTree, TerminateOptions};
+
+/// How long the drain may keep reading after the tree is verified gone before it is cancelled.
+/// Only a writer the terminate routine could not find (it reports survivors) can hold the pipe
+/// that long; the reader must never hang on it (cf. codex's `IO_DRAIN_TIMEOUT_MS`).
+pub const DRAIN_GRACE: Duration = Duration::from_millis(2_000);
+/// How often the supervisor looks at the log for the disk cap (and, in `file` capture, at the
+/// spool's size).
+pub const LOG_POLL_INTERVAL: Duration = Duration::from_millis(100);
+/// Name of the session record inside the session directory.
+pub const RECORD_FILE: &str = "session.json";
+
+/// What a session record on disk says about a session.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SessionRecord {
+    /// The session id (`sh-N`).
+    pub id: String,
+    /// The engine instance that ran it.
+    pub instance: String,
+    /// The shell command.
+    pub command: String,
+    /// Working directory, if one was given.
+    pub cwd: Option<PathBuf>,
+    /// The state (flattened: `state` plus its fields).
+    #[serde(flatten)]
+    pub state: SessionState,
+    /// Root pid.
+    pub pid: u32,
+    /// Process group id.
+    pub pgid: u32,
+    /// How the tree is contained.
+    pub containment: ContainmentMethod,
+    /// The per-session cgroup, if any.
+    pub cgroup: Option<PathBuf>,
+    /// Capture mode.
+    pub capture: Capture,
+    /// The spool file.
+    pub spool_path: PathBuf,
+    /// Start time, milliseconds since the Unix epoch.
+    pub started_at_ms: u64,
+    /// End time, milliseconds since the Unix epoch.
+    pub finished_at_ms: Option<u64>,
+    /// The dedup key, if any.
+    pub source: Option<String>,
+    /// What terminating the tree did when the session ended, if anything was left to terminate.
+    pub cleanup: Option<TerminateReport>,
+}
+
+/// How a session ended, beyond its state.
+#[derive(Debug, Clone)]
+pub struct SessionEnd {
+    /// The terminal state.
+    pub state: SessionState,
+    /// Wall time from spawn to the end.
+    pub wall_time: Duration,
+    /// The terminate report for whatever was left (or killed) when it ended.
+    pub cleanup: Option<TerminateReport>,
+}
+
+/// A request to the supervisor to end the session.
+struct KillRequest {
+    opts: TerminateOptions,
+    reason: String,
+    reply: oneshot::Sender<TerminateReport>,
+}
+
+/// Why the supervisor stopped waiting.
+enum Ending {
+    Root { code: Option<i32>, signal: Option<i32> },
+    Timeout,
+    Kill(KillRequest),
+    DiskCap(String),
+}
+
+/// One running or finished command.
+pub struct Session {
+    id: String,
+    instance: String,
+    command: String,
+    cwd: Option<PathBuf>,
+    source: Option<String>,
+    capture: Capture,
+    started_at: SystemTime,
+    started: Instant,
+    log: Arc<OutputLog>,
+    tree: Arc<ProcessTree>,
+    state: watch::Sender<SessionState>,
+    end: Mutex<Option<SessionEnd>>,
+    kill_tx: mpsc::Sender<KillRequest>,
+    dir: PathBuf,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session").field("id", &self.id).field("command", &self.command).finish()
+    }
+}
+
+/// What the engine hands [`Session::start`].
+pub(crate) struct SessionParts {
+    pub id: String,
+    pub instance: String,
+    pub command: String,
+    pub cwd: Option<PathBuf>,
+    pub source: Option<String>,
+    pub capture: Capture,
+    pub dir: PathBuf,
+    pub log: Arc<OutputLog>,
+    pub tree: Arc<ProcessTree>,
+    pub drain: Option<std::thread::JoinHandle<()>>,
+    pub drain_cancel: Option<Arc<crate::output::DrainCancel>>,
+    pub timeout: Option<Duration>,
+    pub grace: Duration,
+}
+
+impl Session {
+    /// Start supervising a freshly spawned tree. Must be called inside a tokio runtime.
+    pub(crate) fn start(parts: SessionParts) -> Arc<Session> {
+        let (kill_tx, kill_rx) = mpsc::channel(4);
+        let (state, _) = watch::channel(SessionState::Running);
+        let session = Arc::new(Session {
+            id: parts.id,
+            instance: parts.instance,
+            command: parts.command,
+            cwd: parts.cwd,
+            source: parts.source,
+            capture: parts.capture,
+            started_at: SystemTime::now(),
+            started: Instant::now(),
+            log: parts.log,
+            tree: parts.tree,
+            state,
+            end: Mutex::new(None),
+            kill_tx,
+            dir: parts.dir,
+        });
+        session.write_record(None);
+        let supervisor = Supervisor {
+            session: Arc::clone(&session),
+            kill_rx,
+            drain: parts.drain,
+            drain_cancel: parts.drain_cancel,
+            timeout: parts.timeout,
+            grace: parts.grace,
+        };
+        tokio::spawn(supervisor.run());
+        session
+    }
+
+    /// The session id (`sh-N`).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The shell command it runs.
+    pub fn command(&self) -> &str {
+        &self.command
+    }
+
+    /// The dedup key, if any.
+    pub fn source(&self) -> Option<&str> {
+        self.source.as_deref()
+    }
+
+    /// Root pid.
+    pub fn pid(&self) -> u32 {
+        self.tree.root_pid()
+    }
+
+    /// The output log.
+    pub fn log(&self) -> &Arc<OutputLog> {
+        &self.log
+    }
+
+    /// The process tree.
+    pub fn tree(&self) -> &Arc<ProcessTree> {
+        &self.tree
+    }
+
+    /// The session directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// When it started.
+    pub fn started_at(&self) -> SystemTime {
+        self.started_at
+    }
+
+    /// The current state.
+    pub fn state(&self) -> SessionState {
+        self.state.borrow().clone()
+    }
+
+    /// How it ended, once it has.
+    pub fn end(&self) -> Option<SessionEnd> {
+        self.end.lock().map(|e| e.clone()).unwrap_or_else(|p| p.into_inner().clone())
+    }
+
+    /// Wall time so far (or until the end).
+    pub fn wall_time(&self) -> Duration {
+        self.end().map(|e| e.wall_time).unwrap_or_else(|| self.started.elapsed())
+    }
+
+    /// Wait until the session reaches a terminal state or `timeout` passes; returns the state.
+    pub async fn wait(&self, timeout: Option<Duration>) -> SessionState {
+        let mut rx = self.state.subscribe();
+        let done = rx.wait_for(SessionState::is_terminal);
+        match timeout {
+            None => {
+                let _ = done.await;
+            }
+            Some(t) => {
+                let _ = tokio::time::timeout(t, done).await;
+            }
+        }
+        self.state()
+    }
+
+    /// Terminate the session's tree (if it is still running) through the one terminate routine,
+    /// and wait for the session to be finalised. On a finished session this verifies that nothing
+    /// of it remains and reports what it found.
+    pub async fn kill(&self, opts: TerminateOptions, reason: &str) -> TerminateReport {
+        let (reply, rx) = oneshot::channel();
+        let request = KillRequest { opts: opts.clone(), reason: reason.to_owned(), reply };
+        if self.kill_tx.send(request).await.is_ok()
+            && let Ok(report) = rx.await
+        {
+            self.wait(None).await;
+            return report;
+        }
+        // The supervisor has already finished: verify, through the same routine, that the
+        // tree is gone (it answers at once when it is).
+        self.tree.terminate(&opts).await
+    }
+
+    /// The record as it stands now.
+    pub fn record(&self) -> SessionRecord {
+        let end = self.end();
+        SessionRecord {
+            id: self.id.clone(),
+            instance: self.instance.clone(),
+            command: self.command.clone(),
+            cwd: self.cwd.clone(),
+            state: self.state(),
+            pid: self.tree.root_pid(),
+            pgid: self.tree.pgid(),
+            containment: self.tree.method(),
+            cgroup: self.tree.cgroup().map(Path::to_path_buf),
+            capture: self.capture,
+            spool_path: self.log.spool_path().to_path_buf(),
+            started_at_ms: unix_ms(self.started_at),
+            finished_at_ms: end.as_ref().map(|e| unix_ms(self.started_at + e.wall_time)),
+            source: self.source.clone(),
+            cleanup: end.and_then(|e| e.cleanup),
+        }
+    }
+
+    /// Persist the record atomically (write a temporary file, then rename).
+    fn write_record(&self, _end: Option<&SessionEnd>) {
+        let record = self.record();
+        if let Err(e) = write_json_atomic(&self.dir.join(RECORD_FILE), &record) {
+            tracing::warn!(id = %self.id, error = %e, "could not write the session record");
+        }
+    }
+
+    /// Publish the terminal state, exactly once.
+    fn finalize(&self, end: SessionEnd) {
+        {
+            let mut slot = self.end.lock().unwrap_or_else(|p| p.into_inner());
+            if slot.is_some() {
+                return;
+            }
+            *slot = Some(end.clone());
+        }
+        // Terminal states are terminal: `send_if_modified` refuses to leave one.
+        self.state.send_if_modified(|s| {
+            if s.is_terminal() {
+                false
+            } else {
+                *s = end.state.clone();
+                true
+            }
+        });
+        self.write_record(Some(&end));
+    }
+}
+
+/// Read a session record from a session directory.
+pub fn read_record(dir: &Path) -> Option<SessionRecord> {
+    let text = std::fs::read(dir.join(RECORD_FILE)).ok()?;
+    serde_json::from_slice(&text).ok()
+}
+
+/// Write `value` as JSON to `path` atomically.
+pub(crate) fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let tmp = path.with_extension("json.tmp");
+    let _ = std::fs::remove_file(&tmp);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&tmp)?;
+    serde_json::to_writer_pretty(&mut file, value)?;
+    file.write_all(b"\n")?;
+    std::fs::rename(&tmp, path)
+}
+
+fn unix_ms(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+struct Supervisor {
+    session: Arc<Session>,
+    kill_rx: mpsc::Receiver<KillRequest>,
+    drain: Option<std::thread::JoinHandle<()>>,
+    drain_cancel: Option<Arc<crate::output::DrainCancel>>,
+    timeout: Option<Duration>,
+    grace: Duration,
+}
+
+impl Supervisor {
+    async fn run(mut self) {
+        let session = Arc::clone(&self.session);
+        let ending = self.wait_for_ending().await;
+        let default_opts = TerminateOptions { grace: self.grace, ..TerminateOptions::default() };
+        // Whatever ended the session, the one terminate routine runs over the tree, so nothing
+        // it started outlives it.
+        let (state, report, reply) = match ending {
+            Ending::Root { code, signal } => {
+                let report = session.tree.terminate(&default_opts).await;
+                let state = match (code, signal) {
+                    (_, Some(signal)) => SessionState::Signaled { signal },
+                    (Some(code), None) => SessionState::Exited { code },
+                    (None, None) => SessionState::Failed { reason: "exit status unknown".into() },
+                };
+                (state, report, None)
+            }
+            Ending::Timeout => {
+                let report = session.tree.terminate(&default_opts).await;
+                (SessionState::TimedOut, report, None)
+            }
+            Ending::DiskCap(reason) => {
+                let report = session.tree.terminate(&default_opts).await;
+                (SessionState::Killed { reason }, report, None)
+            }
+            Ending::Kill(req) => {
+                let report = session.tree.terminate(&req.opts).await;
+                (SessionState::Killed { reason: req.reason }, report, Some(req.reply))
+            }
+        };
+        // The root is gone now (terminated or exited); reap it if the ending was not its exit.
+        let _ = tokio::time::timeout(Duration::from_millis(500), session.tree.wait_root()).await;
+        self.finish_drain().await;
+        if session.capture == Capture::File {
+            sync_file_capture(&session);
+        }
+        if let Err(e) = session.log.finish() {
+            tracing::warn!(id = %session.id, error = %e, "could not finish the output log");
+        }
+        let cleanup =
+            (!report.pids_signalled.is_empty() || !report.terminated).then(|| report.clone());
+        session.finalize(SessionEnd { state, wall_time: session.started.elapsed(), cleanup });
+        if let Some(reply) = reply {
+            let _ = reply.send(report);
+        }
+        // Answer kill requests that raced with the end through the same routine.
+        while let Ok(req) = self.kill_rx.try_recv() {
+            let _ = req.reply.send(session.tree.terminate(&req.opts).await);
+        }
+    }
+
+    async fn wait_for_ending(&mut self) -> Ending {
+        let session = Arc::clone(&self.session);
+        let deadline = self.timeout.map(|t| tokio::time::Instant::now() + t);
+        let timeout = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        let cap_watch = async {
+            let mut tick = tokio::time::interval(LOG_POLL_INTERVAL);
+            loop {
+                tick.tick().await;
+                if session.capture == Capture::File {
+                    sync_file_capture(&session);
+                }
+                if let Some(hit) = session.log.cap_reached()
+                    && hit.policy == DiskPolicy::Kill
+                {
+                    return hit.reason;
+                }
+            }
+        };
+        tokio::select! {
+            exit = session.tree.wait_root() => match exit {
+                Ok(exit) => Ending::Root { code: exit.code, signal: exit.signal },
+                Err(e) => {
+                    tracing::warn!(id = %session.id, error = %e, "cannot wait for the root process");
+                    Ending::Root { code: None, signal: None }
+                }
+            },
+            () = timeout => Ending::Timeout,
+            Some(req) = self.kill_rx.recv() => Ending::Kill(req),
+            reason = cap_watch => Ending::DiskCap(reason),
+        }
+    }
+
+    /// Let the drain reach EOF; cancel it if a writer nobody could kill still holds a pipe.
+    async fn finish_drain(&mut self) {
+        let Some(handle) = self.drain.take() else { return };
+        let deadline = Instant::now() + DRAIN_GRACE;
+        while !handle.is_finished() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        if !handle.is_finished()
+            && let Some(cancel) = &self.drain_cancel
+        {
+            tracing::warn!(id = %self.session.id, "output pipe still held open after terminate; stopped reading it");
+            cancel.cancel();
+        }
+        let _ = tokio::task::spawn_blocking(move || handle.join()).await;
+    }
+}
+
+/// In `file` capture the child writes the spool itself; take notice of what it wrote.
+fn sync_file_capture(session: &Session) {
+    if let Err(e) = session.log.sync_from_file() {
+        tracing::warn!(id = %session.id, error = %e, "cannot follow the spool file");
+    }
+}

@@ -1,0 +1,234 @@
+//! The state directory: where spools, session records and the id counter live.
+//!
+//! Layout (all directories 0700):
+//!
+//! ```text
+//! $STOCKADE_HOME/            default $XDG_STATE_HOME/stockade, else ~/.local/state/stockade
+//!   next-id                  the session id counter (ids are never reused within a state dir)
+//!   spool/<instance>/<id>/   one directory per engine instance and per session
+//!     output.log             the spool (owned by `output`)
+//!     session.json           the session record (owned by `session`)
+//! ```
+
+use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// The environment variable that overrides the state directory.
+pub const HOME_ENV: &str = "STOCKADE_HOME";
+/// Name of the id counter file.
+const COUNTER_FILE: &str = "next-id";
+/// Name of the folder holding one directory per engine instance.
+const SPOOL_DIR: &str = "spool";
+/// Prefix of every session id (`sh-1`, `sh-2`, …).
+pub const SESSION_ID_PREFIX: &str = "sh-";
+
+/// Errors about the state directory.
+#[derive(Debug, thiserror::Error)]
+pub enum StateDirError {
+    /// Neither `STOCKADE_HOME`, `XDG_STATE_HOME` nor `HOME` is set.
+    #[error("cannot find a state directory: set STOCKADE_HOME (or HOME)")]
+    NoHome,
+    /// A directory could not be created or used.
+    #[error(
+        "state directory {path} is not usable: {source} (set STOCKADE_HOME to a writable directory)"
+    )]
+    Unusable {
+        /// The directory.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A path that must be a real directory is a symlink or a file.
+    #[error(
+        "{path} is not a directory Stockade created (a symlink or a file is in the way); remove it or choose another STOCKADE_HOME"
+    )]
+    NotADirectory {
+        /// The path.
+        path: PathBuf,
+    },
+    /// The id counter is unreadable.
+    #[error("the session id counter {path} is damaged: {detail}")]
+    BadCounter {
+        /// The counter file.
+        path: PathBuf,
+        /// What is wrong with it.
+        detail: String,
+    },
+    /// No session with this id exists in the state directory.
+    #[error("no session {id} in {home}")]
+    NoSuchSession {
+        /// The id asked for.
+        id: String,
+        /// The state directory searched.
+        home: PathBuf,
+    },
+}
+
+/// A resolved, existing state directory.
+#[derive(Debug, Clone)]
+pub struct StateDir {
+    root: PathBuf,
+}
+
+impl StateDir {
+    /// Where the state directory is, from the environment (`STOCKADE_HOME`, `XDG_STATE_HOME`,
+    /// `HOME`), without creating it.
+    pub fn locate() -> Result<PathBuf, StateDirError> {
+        let non_empty = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
+        if let Some(home) = non_empty(HOME_ENV) {
+            return Ok(PathBuf::from(home));
+        }
+        if let Some(xdg) = non_empty("XDG_STATE_HOME") {
+            return Ok(PathBuf::from(xdg).join("stockade"));
+        }
+        let home = non_empty("HOME").ok_or(StateDirError::NoHome)?;
+        Ok(PathBuf::from(home).join(".local/state/stockade"))
+    }
+
+    /// Open (creating if needed, mode 0700) the state directory at `root`.
+    pub fn open(root: impl Into<PathBuf>) -> Result<StateDir, StateDirError> {
+        let root = root.into();
+        ensure_private_dir(&root, true)?;
+        ensure_private_dir(&root.join(SPOOL_DIR), false)?;
+        Ok(StateDir { root })
+    }
+
+    /// The state directory's path.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The directory of one engine instance (created, 0700).
+    pub fn instance_dir(&self, instance: &str) -> Result<PathBuf, StateDirError> {
+        let dir = self.root.join(SPOOL_DIR).join(instance);
+        ensure_private_dir(&dir, false)?;
+        Ok(dir)
+    }
+
+    /// Allocate the next session id (`sh-N`). Ids are never reused within this state directory,
+    /// even across processes: the counter file is locked while it is advanced.
+    pub fn allocate_id(&self) -> Result<String, StateDirError> {
+        let path = self.root.join(COUNTER_FILE);
+        let unusable = |source| StateDirError::Unusable { path: path.clone(), source };
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+            .map_err(unusable)?;
+        rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
+            .map_err(|e| unusable(e.into()))?;
+        let mut text = String::new();
+        file.read_to_string(&mut text).map_err(unusable)?;
+        let next: u64 = match text.trim() {
+            "" => 1,
+            t => t.parse().map_err(|_| StateDirError::BadCounter {
+                path: path.clone(),
+                detail: format!("expected a number, found {t:?}"),
+            })?,
+        };
+        file.seek(SeekFrom::Start(0)).map_err(unusable)?;
+        file.set_len(0).map_err(unusable)?;
+        write!(file, "{}", next.saturating_add(1)).map_err(unusable)?;
+        file.sync_data().map_err(unusable)?;
+        Ok(format!("{SESSION_ID_PREFIX}{next}"))
+        // The lock is released when `file` is closed.
+    }
+
+    /// Find the directory of session `id`, whatever instance ran it.
+    pub fn find_session(&self, id: &str) -> Result<PathBuf, StateDirError> {
+        let not_found =
+            || StateDirError::NoSuchSession { id: id.to_owned(), home: self.root.clone() };
+        if !is_session_id(id) {
+            return Err(not_found());
+        }
+        let spool = self.root.join(SPOOL_DIR);
+        let entries = fs::read_dir(&spool)
+            .map_err(|source| StateDirError::Unusable { path: spool.clone(), source })?;
+        for entry in entries.flatten() {
+            let candidate = entry.path().join(id);
+            if fs::symlink_metadata(&candidate).map(|m| m.is_dir()).unwrap_or(false) {
+                return Ok(candidate);
+            }
+        }
+        Err(not_found())
+    }
+}
+
+/// Whether `s` has the shape of a session id (`sh-` and digits), so it is safe to use as a path
+/// component.
+pub fn is_session_id(s: &str) -> bool {
+    s.strip_prefix(SESSION_ID_PREFIX)
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Create `dir` with mode 0700 if missing; refuse a symlink or a non-directory in its place.
+fn ensure_private_dir(dir: &Path, recursive: bool) -> Result<(), StateDirError> {
+    let unusable = |source| StateDirError::Unusable { path: dir.to_path_buf(), source };
+    match DirBuilder::new().recursive(recursive).mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(unusable(e)),
+    }
+    let meta = fs::symlink_metadata(dir).map_err(unusable)?;
+    if !meta.is_dir() {
+        return Err(StateDirError::NotADirectory { path: dir.to_path_buf() });
+    }
+    if meta.permissions().mode() & 0o077 != 0 {
+        // Tighten a directory we own that was created with a looser mode.
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(unusable)?;
+    }
+    // Probe that we can write here, so an unwritable state dir is reported up front.
+    let probe = dir.join(format!(".probe-{}", std::process::id()));
+    File::create(&probe).map_err(unusable)?;
+    let _ = fs::remove_file(&probe);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_never_reused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = StateDir::open(tmp.path().join("home")).unwrap();
+        let a = dir.allocate_id().unwrap();
+        let b = dir.allocate_id().unwrap();
+        assert_eq!((a.as_str(), b.as_str()), ("sh-1", "sh-2"));
+        // A second handle on the same directory continues the sequence.
+        let again = StateDir::open(tmp.path().join("home")).unwrap();
+        assert_eq!(again.allocate_id().unwrap(), "sh-3");
+    }
+
+    #[test]
+    fn state_dir_is_private() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = StateDir::open(tmp.path().join("home")).unwrap();
+        let mode = fs::metadata(dir.root()).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        let inst = dir.instance_dir("i1").unwrap();
+        assert_eq!(fs::metadata(inst).unwrap().permissions().mode() & 0o777, 0o700);
+    }
+
+    #[test]
+    fn symlinked_instance_dir_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = StateDir::open(tmp.path().join("home")).unwrap();
+        std::os::unix::fs::symlink(tmp.path(), dir.root().join("spool/evil")).unwrap();
+        assert!(matches!(dir.instance_dir("evil"), Err(StateDirError::NotADirectory { .. })));
+    }
+
+    #[test]
+    fn session_ids_are_checked_before_use_as_paths() {
+        assert!(is_session_id("sh-12"));
+        for bad in ["sh-", "sh-1/../x", "../sh-1", "sh-1a", "x-1"] {
+            assert!(!is_session_id(bad), "{bad}");
+        }
+    }
+}

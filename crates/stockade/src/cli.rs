@@ -1,0 +1,296 @@
+//! The command line, declared with clap's derive API. Every subcommand's `--help` explains it.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use stockade_proto::{Capture, DiskPolicy, ReadMode, Stream};
+
+/// Stockade runs shell commands for AI coding agents: it keeps every byte they print on disk,
+/// shows a bounded, honest view of it, and makes sure nothing they started outlives them.
+#[derive(Debug, Parser)]
+#[command(name = "stockade", version, propagate_version = true, max_term_width = 100)]
+pub struct Cli {
+    /// State directory (spools, session records). Default: $XDG_STATE_HOME/stockade, else
+    /// ~/.local/state/stockade.
+    #[arg(long, global = true, env = "STOCKADE_HOME", value_name = "DIR")]
+    pub home: Option<PathBuf>,
+
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a command in the foreground and print its bounded output (full output kept on disk).
+    ///
+    /// The command runs under `/bin/sh -c` in its own session and process group (and cgroup where
+    /// available). When it exits, times out or is interrupted, whatever it left running is
+    /// terminated and the answer says so. The exit status is the command's own (128+N for a
+    /// signal, 124 for a timeout).
+    ///
+    /// Examples:
+    ///   stockade run 'seq 1 3000000'
+    ///   stockade run --direction head -- cargo build
+    ///   stockade run --timeout-ms 5000 --json 'make test'
+    Run(RunArgs),
+    /// Read a session's output log: by cursor, its tail, its head, or head+tail.
+    ///
+    /// TARGET is a session id (`sh-3`), a session directory or a spool file. Every byte the
+    /// command printed is on disk, so nothing is lost to a slow reader.
+    Read(ReadArgs),
+    /// Search a session's full output with a regular expression (ripgrep's engine).
+    Grep(GrepArgs),
+    /// Say which process containment is active on this machine, and why.
+    Doctor(DoctorArgs),
+}
+
+/// Which part of the output a bounded answer shows.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Direction {
+    /// The end (default): results and the last error are usually there.
+    Tail,
+    /// The start: with compiler errors the first one is the cause.
+    Head,
+    /// Both ends, with a marker where the middle was left out.
+    Middle,
+}
+
+impl From<Direction> for ReadMode {
+    fn from(d: Direction) -> ReadMode {
+        match d {
+            Direction::Tail => ReadMode::Tail,
+            Direction::Head => ReadMode::Head,
+            Direction::Middle => ReadMode::Middle,
+        }
+    }
+}
+
+/// Output bounds shared by `run` and `read`.
+#[derive(Debug, Clone, Args)]
+pub struct LimitArgs {
+    /// Most bytes of output to show (e.g. 50KiB, 2000, 1MiB).
+    #[arg(long, value_name = "SIZE", default_value = "50KiB", value_parser = parse_size_usize)]
+    pub max_bytes: usize,
+    /// Most lines of output to show.
+    #[arg(long, value_name = "N", default_value_t = stockade_proto::DEFAULT_MAX_LINES)]
+    pub max_lines: usize,
+}
+
+/// `stockade run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The command: one shell string (`'ls | wc -l'`), or words after `--` (quoted for the shell).
+    #[arg(required = true, num_args = 1.., value_name = "COMMAND", trailing_var_arg = true, allow_hyphen_values = true)]
+    pub command: Vec<String>,
+    /// The shell that runs the command.
+    #[arg(long, value_name = "PATH", default_value = "/bin/sh")]
+    pub shell: PathBuf,
+    /// Run the shell as a login shell (`-lc`).
+    #[arg(long)]
+    pub login: bool,
+    /// Working directory.
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+    /// Extra environment variable (repeatable).
+    #[arg(long = "env", value_name = "KEY=VALUE", value_parser = parse_env)]
+    pub env: Vec<(String, String)>,
+    /// Terminate the whole process tree after this many milliseconds.
+    #[arg(long, value_name = "MS")]
+    pub timeout_ms: Option<u64>,
+    /// Grace between SIGTERM and SIGKILL when terminating, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = stockade_proto::DEFAULT_GRACE_MS)]
+    pub grace_ms: u64,
+    /// Which part of the output to show when it is too long.
+    #[arg(long, value_enum, default_value = "tail")]
+    pub direction: Direction,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+    /// `pipe`: Stockade reads the output; `file`: the command writes straight into the spool.
+    #[arg(long, value_enum, default_value = "pipe")]
+    pub capture: CaptureArg,
+    /// Bytes of the newest output kept in memory.
+    #[arg(long, value_name = "SIZE", default_value = "1MiB", value_parser = parse_size_usize)]
+    pub retained_cap: usize,
+    /// Most bytes written to the spool file for this command.
+    #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = parse_size_u64)]
+    pub disk_cap: u64,
+    /// What happens at the disk cap: `kill` the command, or `keep-head-tail` (drop the middle).
+    #[arg(long, value_enum, default_value = "kill")]
+    pub disk_policy: DiskPolicyArg,
+    /// Do not use a cgroup even where one is available (process group + /proc scan only).
+    #[arg(long)]
+    pub no_cgroup: bool,
+    /// Print the structured result as JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `--capture`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum CaptureArg {
+    /// Stockade reads the pipes, writes the spool and keeps the newest bytes in memory.
+    Pipe,
+    /// stdout and stderr are the spool file itself; Stockade copies nothing.
+    File,
+}
+
+impl From<CaptureArg> for Capture {
+    fn from(c: CaptureArg) -> Capture {
+        match c {
+            CaptureArg::Pipe => Capture::Pipe,
+            CaptureArg::File => Capture::File,
+        }
+    }
+}
+
+/// `--disk-policy`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum DiskPolicyArg {
+    /// Terminate the command's tree at the cap.
+    Kill,
+    /// Keep the head on disk and the newest bytes; report the dropped middle exactly.
+    KeepHeadTail,
+}
+
+impl From<DiskPolicyArg> for DiskPolicy {
+    fn from(p: DiskPolicyArg) -> DiskPolicy {
+        match p {
+            DiskPolicyArg::Kill => DiskPolicy::Kill,
+            DiskPolicyArg::KeepHeadTail => DiskPolicy::KeepHeadTail,
+        }
+    }
+}
+
+/// `--stream`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum StreamArg {
+    /// Standard output only.
+    Stdout,
+    /// Standard error only.
+    Stderr,
+}
+
+impl From<StreamArg> for Stream {
+    fn from(s: StreamArg) -> Stream {
+        match s {
+            StreamArg::Stdout => Stream::Stdout,
+            StreamArg::Stderr => Stream::Stderr,
+        }
+    }
+}
+
+/// `--mode`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ModeArg {
+    /// From `--after` onward.
+    Delta,
+    /// The end.
+    Tail,
+    /// The start.
+    Head,
+    /// Both ends.
+    Middle,
+}
+
+impl From<ModeArg> for ReadMode {
+    fn from(m: ModeArg) -> ReadMode {
+        match m {
+            ModeArg::Delta => ReadMode::Delta,
+            ModeArg::Tail => ReadMode::Tail,
+            ModeArg::Head => ReadMode::Head,
+            ModeArg::Middle => ReadMode::Middle,
+        }
+    }
+}
+
+/// `stockade read`.
+#[derive(Debug, Args)]
+pub struct ReadArgs {
+    /// A session id (`sh-3`), a session directory, or a spool file.
+    pub target: String,
+    /// Show what follows this byte offset (a cursor from an earlier answer).
+    #[arg(long, value_name = "CURSOR")]
+    pub after: Option<u64>,
+    /// Which part to show (default: `delta` with --after, else `tail`).
+    #[arg(long, value_enum)]
+    pub mode: Option<ModeArg>,
+    /// Only this stream.
+    #[arg(long, value_enum)]
+    pub stream: Option<StreamArg>,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+    /// Write exactly the bytes of the range (no notice, no lossy conversion), for piping.
+    #[arg(long, conflicts_with_all = ["json", "stream"])]
+    pub raw: bool,
+    /// Print the structured result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `stockade grep`.
+#[derive(Debug, Args)]
+pub struct GrepArgs {
+    /// A session id (`sh-3`), a session directory, or a spool file.
+    pub target: String,
+    /// The regular expression (Rust regex syntax, as ripgrep).
+    pub pattern: String,
+    /// Lines of context before and after each match.
+    #[arg(short = 'C', long, value_name = "N", default_value_t = 0)]
+    pub context: usize,
+    /// Stop after this many matching lines.
+    #[arg(long, value_name = "N", default_value_t = 200)]
+    pub max_matches: usize,
+    /// Case-insensitive.
+    #[arg(short = 'i', long)]
+    pub ignore_case: bool,
+    /// Print the structured result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `stockade doctor`.
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Print as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_size_u64(s: &str) -> Result<u64, String> {
+    parse_size::Config::new()
+        .with_binary()
+        .parse_size(s)
+        .map_err(|e| format!("{e}: write a size such as 4096, 64KiB, 20MiB or 1GiB"))
+}
+
+fn parse_size_usize(s: &str) -> Result<usize, String> {
+    let n = parse_size_u64(s)?;
+    usize::try_from(n).map_err(|_| format!("{s} is too large for this machine"))
+}
+
+fn parse_env(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+        _ => Err(format!("{s:?} is not KEY=VALUE")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn sizes_parse_in_binary_units() {
+        assert_eq!(parse_size_u64("1MiB"), Ok(1 << 20));
+        assert_eq!(parse_size_u64("20MB"), Ok(20 << 20));
+        assert!(parse_size_u64("lots").is_err());
+    }
+}

@@ -1,0 +1,51 @@
+//! `stockade doctor`: which containment is active here, and why.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use stockade_core::process::{Containment, ContainmentConfig};
+
+use stockade_proto::ContainmentMethod;
+
+use crate::cli::DoctorArgs;
+use crate::out;
+
+pub fn doctor(home: Option<PathBuf>, args: DoctorArgs) -> anyhow::Result<ExitCode> {
+    let state_dir = super::state_dir(home);
+    let info = Containment::detect(&ContainmentConfig::default()).describe();
+    if args.json {
+        let value = serde_json::json!({
+            "containment": info,
+            "state_dir": state_dir.as_ref().map(|d| d.root().display().to_string()).ok(),
+            "state_dir_error": state_dir.as_ref().err().map(|e| e.to_string()),
+        });
+        out::print_json(&value)?;
+    } else {
+        let mut text = match info.method {
+            ContainmentMethod::Cgroup => format!(
+                "containment: cgroup v2 (one cgroup per session under {}, killed with cgroup.kill)\n",
+                info.cgroup_root.as_deref().map(|p| p.display().to_string()).unwrap_or_default()
+            ),
+            ContainmentMethod::ProcessGroup => format!(
+                "containment: process group + /proc marker scan (no cgroup: {})\n",
+                info.fallback_reason.as_deref().unwrap_or("cgroups are turned off")
+            ),
+        };
+        if let Some(mount) = &info.cgroup_mount {
+            text.push_str(&format!("cgroup2 mount: {}\n", mount.display()));
+        }
+        match (&info.subreaper, &info.subreaper_error) {
+            (true, _) => {
+                text.push_str("child subreaper: on (orphans of a session are reaped here)\n")
+            }
+            (false, Some(e)) => text.push_str(&format!("child subreaper: off ({e})\n")),
+            (false, None) => text.push_str("child subreaper: off\n"),
+        }
+        match &state_dir {
+            Ok(d) => text.push_str(&format!("state directory: {} (ok)\n", d.root().display())),
+            Err(e) => text.push_str(&format!("state directory: NOT usable: {e}\n")),
+        }
+        out::print(&text)?;
+    }
+    Ok(if state_dir.is_ok() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}

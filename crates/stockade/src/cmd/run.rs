@@ -1,0 +1,118 @@
+//! `stockade run`: one command in the foreground through an in-process engine.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use stockade_core::output::ReadRequest;
+use stockade_core::process::{CgroupMode, ContainmentConfig};
+use stockade_core::{Engine, EngineConfig, RunSpec, answer};
+use stockade_proto::{OutputLimits, RunResult};
+
+use crate::cli::RunArgs;
+use crate::out;
+
+pub fn run(home: Option<PathBuf>, args: RunArgs) -> anyhow::Result<ExitCode> {
+    let state_dir = super::state_dir(home)?;
+    let mut config = EngineConfig::new(state_dir, super::oneshot_instance());
+    config.grace = Duration::from_millis(args.grace_ms);
+    if args.no_cgroup {
+        config.containment =
+            ContainmentConfig { cgroup: CgroupMode::Off, ..ContainmentConfig::default() };
+    }
+    let spec = RunSpec {
+        command: shell_command(&args.command),
+        shell: Some(args.shell.clone()),
+        login: args.login,
+        cwd: args.cwd.clone(),
+        env: args.env.clone(),
+        timeout: args.timeout_ms.map(Duration::from_millis),
+        capture: args.capture.into(),
+        retained_cap: Some(args.retained_cap),
+        disk_cap: Some(args.disk_cap),
+        disk_policy: Some(args.disk_policy.into()),
+        source: None,
+    };
+    let rt = super::runtime()?;
+    let result = rt.block_on(async {
+        let engine = Engine::new(config)?;
+        let session = engine.run(spec)?;
+        // Ctrl-C or SIGTERM to this client ends the command's whole tree, through the same
+        // terminate routine as everything else.
+        tokio::select! {
+            _ = session.wait(None) => {}
+            _ = interrupted() => {
+                session.kill(engine.terminate_options(), "interrupted (the client got SIGINT/SIGTERM)").await;
+            }
+        }
+        let request = ReadRequest {
+            mode: args.direction.into(),
+            after: 0,
+            limits: OutputLimits { max_bytes: args.limits.max_bytes, max_lines: args.limits.max_lines },
+            stream: None,
+            label: Some(session.id().to_owned()),
+        };
+        let view = session.log().read(&request)?;
+        let end = session.end();
+        anyhow::Ok(RunResult {
+            id: session.id().to_owned(),
+            state: session.state(),
+            pid: session.pid(),
+            wall_time_ms: session.wall_time().as_millis() as u64,
+            cleanup: end.and_then(|e| e.cleanup),
+            view,
+        })
+    })?;
+    if args.json {
+        out::print_json(&result)?;
+    } else {
+        out::print(&answer::render(
+            &result.id,
+            &result.state,
+            Duration::from_millis(result.wall_time_ms),
+            &result.view,
+            result.cleanup.as_ref(),
+        ))?;
+    }
+    Ok(ExitCode::from(answer::exit_status(&result.state).clamp(0, 255) as u8))
+}
+
+/// Join command words into one shell string. A single word is taken as a shell string as it is
+/// (`stockade run 'ls | wc -l'`); several are quoted so the shell runs exactly those words.
+fn shell_command(words: &[String]) -> String {
+    if let [one] = words {
+        return one.clone();
+    }
+    words.iter().map(|w| shell_quote(w)).collect::<Vec<_>>().join(" ")
+}
+
+fn shell_quote(word: &str) -> String {
+    let safe = !word.is_empty()
+        && word.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b));
+    if safe { word.to_owned() } else { format!("'{}'", word.replace('\'', r"'\''")) }
+}
+
+async fn interrupted() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
+        (Ok(mut int), Ok(mut term)) => {
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+        }
+        _ => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_are_quoted_for_the_shell() {
+        let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(shell_command(&words(&["ls | wc -l"])), "ls | wc -l");
+        assert_eq!(shell_command(&words(&["echo", "a b", "it's"])), r"echo 'a b' 'it'\''s'");
+    }
+}
