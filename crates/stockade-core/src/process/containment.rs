@@ -161,7 +161,7 @@ impl Containment {
     }
 }
 
-fn find_mount() -> Result<Cgroup2Mount, String> {
+pub(crate) fn find_mount() -> Result<Cgroup2Mount, String> {
     let text =
         std::fs::read_to_string(MOUNTINFO).map_err(|e| format!("cannot read {MOUNTINFO}: {e}"))?;
     cgroup::parse_mountinfo(&text).ok_or_else(|| "no cgroup2 hierarchy is mounted".to_owned())

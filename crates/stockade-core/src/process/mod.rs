@@ -54,7 +54,7 @@ pub use pidfd::{PidFd, PidFdError};
 pub use scan::process_start_time;
 pub use spawn::{SessionMarker, SpawnError, SpawnSpec, SpawnedTree, StdioSpec, spawn};
 pub use terminate::{DEFAULT_VERIFY_TIMEOUT, TerminateOptions};
-pub use tree::{ProcessTree, RootExit};
+pub use tree::{AdoptSpec, ProcessTree, RootExit};
 
 /// Name of the environment variable that marks every process of a session.
 pub const MARKER_ENV: &str = "STOCKADE_SESSION";

@@ -16,6 +16,19 @@ use super::pidfd::{PidFd, Reap};
 use super::scan::{self, Member, SessionQuery};
 use super::spawn::SessionMarker;
 
+/// What a session record knows about a tree another daemon started (see [`ProcessTree::adopt`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdoptSpec {
+    /// The root's pid.
+    pub root_pid: u32,
+    /// The root's start time as recorded (`/proc/<pid>/stat` field 22).
+    pub root_start_time: u64,
+    /// The session marker.
+    pub marker: SessionMarker,
+    /// The session cgroup directory, if it had one.
+    pub cgroup: Option<PathBuf>,
+}
+
 /// How the root of a tree ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RootExit {
@@ -31,7 +44,10 @@ pub struct RootExit {
 /// if it has exited and removes the session cgroup if it is empty.
 #[derive(Debug)]
 pub struct ProcessTree {
-    pub(crate) root: PidFd,
+    /// `None` for an adopted tree whose root was already gone (or whose pid was recycled).
+    pub(crate) root: Option<PidFd>,
+    /// Adopted from an earlier daemon's record: the root is not our child.
+    pub(crate) adopted: bool,
     pub(crate) root_pid: u32,
     pub(crate) root_start_time: u64,
     pub(crate) pgid: u32,
@@ -65,7 +81,8 @@ impl ProcessTree {
         let mut seen = BTreeSet::new();
         seen.insert((root_pid, root_start_time));
         ProcessTree {
-            root,
+            root: Some(root),
+            adopted: false,
             root_pid,
             root_start_time,
             pgid: root_pid,
@@ -76,6 +93,37 @@ impl ProcessTree {
             root_exit: Mutex::new(None),
             seen: Mutex::new(seen),
             _containment: containment,
+        }
+    }
+
+    /// A tree started by an earlier daemon of this instance, rebuilt from its registry record
+    /// for crash recovery, so the same [`ProcessTree::terminate`] cleans up what is left. The
+    /// root is only trusted if its start time still matches the record: a recycled root pid is
+    /// never signalled (nor is its process group). The rest of the session is found through
+    /// the cgroup (if the record has one and it still exists) and the marker.
+    pub fn adopt(record: AdoptSpec, containment: &Containment) -> ProcessTree {
+        let root = PidFd::open_verified(record.root_pid, record.root_start_time).ok();
+        let cgroup = record.cgroup.filter(|dir| dir.join("cgroup.procs").exists());
+        let cgroup_path = cgroup.as_deref().and_then(|dir| match &containment.inner.cgroup {
+            Some(root) => root.mount.path_of(dir),
+            None => super::containment::find_mount().ok()?.path_of(dir),
+        });
+        let marker_entry = record.marker.env_entry().into_bytes();
+        let mut seen = BTreeSet::new();
+        seen.insert((record.root_pid, record.root_start_time));
+        ProcessTree {
+            root,
+            adopted: true,
+            root_pid: record.root_pid,
+            root_start_time: record.root_start_time,
+            pgid: record.root_pid,
+            marker: record.marker,
+            marker_entry,
+            cgroup,
+            cgroup_path,
+            root_exit: Mutex::new(None),
+            seen: Mutex::new(seen),
+            _containment: containment.clone(),
         }
     }
 
@@ -113,28 +161,41 @@ impl ProcessTree {
         }
     }
 
-    /// The root's pidfd (readable once the root has exited).
-    pub fn root_pidfd(&self) -> &PidFd {
-        &self.root
+    /// The root's pidfd (readable once the root has exited); `None` for an adopted tree whose
+    /// root was already gone.
+    pub fn root_pidfd(&self) -> Option<&PidFd> {
+        self.root.as_ref()
     }
 
-    /// How the root ended, if it has been reaped.
+    /// How the root ended, if it has been reaped (`code` and `signal` both `None` when that is
+    /// unknowable: an adopted root is not this process's child).
     pub fn root_exit(&self) -> Option<RootExit> {
         *lock(&self.root_exit)
     }
 
     /// Reaps the root if it has exited. Never blocks; safe to call from any path.
     pub(crate) fn try_reap_root(&self) -> Option<RootExit> {
+        const UNKNOWN: RootExit = RootExit { code: None, signal: None };
         let mut slot = lock(&self.root_exit);
-        if slot.is_none() {
-            match self.root.try_reap() {
-                Ok(Reap::Reaped(exit)) => *slot = Some(exit),
-                Ok(Reap::Running) => {}
-                Ok(Reap::NotOurs) | Err(_) => {
+        if slot.is_some() {
+            return *slot;
+        }
+        let Some(root) = &self.root else {
+            *slot = Some(UNKNOWN);
+            return *slot;
+        };
+        if !root.has_exited() {
+            return None;
+        }
+        match root.try_reap() {
+            Ok(Reap::Reaped(exit)) => *slot = Some(exit),
+            Ok(Reap::Running) => {}
+            Ok(Reap::NotOurs) | Err(_) => {
+                if !self.adopted {
                     // Reaped elsewhere (should not happen): record what is known, not a guess.
                     tracing::warn!(pid = self.root_pid, "root was not reapable through its pidfd");
-                    *slot = Some(RootExit { code: None, signal: None });
                 }
+                *slot = Some(UNKNOWN);
             }
         }
         *slot
@@ -146,8 +207,11 @@ impl ProcessTree {
         if let Some(exit) = self.try_reap_root() {
             return Ok(exit);
         }
+        let Some(root) = &self.root else {
+            return Ok(RootExit { code: None, signal: None });
+        };
         // Each waiter registers its own duplicate: one fd cannot be registered twice.
-        let dup = self.root.as_fd().try_clone_to_owned()?;
+        let dup = root.as_fd().try_clone_to_owned()?;
         // SAFETY: `dup` is an open pidfd owned by the AsyncFd for its whole life.
         let async_fd = unsafe { AsyncFd::register_with_interest(dup, Interest::READABLE) }?;
         loop {
@@ -159,9 +223,11 @@ impl ProcessTree {
         }
     }
 
-    /// Whether the root has been reaped (then the pgid is no longer reserved for this session).
+    /// Whether the root has been reaped — or, for an adopted root (not our child), has exited:
+    /// then its pid, hence the pgid, may be recycled at any time and no longer names the session.
     pub(crate) fn root_reaped(&self) -> bool {
         lock(&self.root_exit).is_some()
+            || self.root.as_ref().is_none_or(|r| self.adopted && r.has_exited())
     }
 
     pub(crate) fn query(&self) -> SessionQuery {
@@ -257,7 +323,7 @@ impl ProcessTree {
 
 impl Drop for ProcessTree {
     fn drop(&mut self) {
-        if self.try_reap_root().is_none() {
+        if self.try_reap_root().is_none() && !self.adopted {
             tracing::warn!(
                 pid = self.root_pid,
                 session = %self.marker.value(),
