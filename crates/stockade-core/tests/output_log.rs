@@ -667,7 +667,9 @@ fn bad_regex_is_a_typed_error() {
     let (_t, log) = new_log(OutputConfig::default());
     log.append(Stream::Stdout, b"x\n").unwrap();
     match log.grep(&GrepRequest { pattern: "(unclosed".into(), ..Default::default() }) {
-        Err(OutputError::BadRegex(msg)) => assert!(msg.contains("unclosed"), "{msg}"),
+        Err(OutputError::BadRegex { reason, .. }) => {
+            assert!(reason.contains("unclosed"), "{reason}")
+        }
         other => panic!("expected BadRegex, got {other:?}"),
     }
 }

@@ -82,7 +82,7 @@ pub struct LimitArgs {
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// The command: one shell string (`'ls | wc -l'`), or words after `--` (quoted for the shell).
-    #[arg(required = true, num_args = 1.., value_name = "COMMAND", trailing_var_arg = true, allow_hyphen_values = true)]
+    #[arg(required = true, num_args = 1.., value_name = "COMMAND", trailing_var_arg = true)]
     pub command: Vec<String>,
     /// The shell that runs the command.
     #[arg(long, value_name = "PATH", default_value = "/bin/sh")]

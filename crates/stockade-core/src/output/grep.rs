@@ -150,7 +150,10 @@ pub(crate) fn grep(log: &OutputLog, req: &super::GrepRequest) -> Result<GrepResu
         .case_insensitive(req.ignore_case)
         .line_terminator(Some(b'\n'))
         .build(&req.pattern)
-        .map_err(|e| OutputError::BadRegex(e.to_string()))?;
+        .map_err(|e| OutputError::BadRegex {
+            pattern: req.pattern.clone(),
+            reason: regex_reason(&e.to_string()),
+        })?;
     let snap = log.snapshot(req.stream.is_some())?;
     let (spooled, map) = {
         let st = lock(&log.state);
@@ -209,4 +212,11 @@ mod tests {
         assert_eq!(s.len(), GREP_LINE_MAX_BYTES + '…'.len_utf8());
         assert_eq!(bounded_text(b"abc\r\n"), "abc");
     }
+}
+
+/// The regex engine's message is several lines (the pattern, a caret, then `error: …`); keep the
+/// last line, the reason, so the error is one sentence.
+fn regex_reason(message: &str) -> String {
+    let last = message.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or(message);
+    last.trim().trim_start_matches("error:").trim().to_owned()
 }

@@ -135,8 +135,13 @@ pub enum OutputError {
     #[error("stream filter unavailable: {0}")]
     IndexUnavailable(String),
     /// The grep pattern does not compile.
-    #[error("bad regex: {0}")]
-    BadRegex(String),
+    #[error("bad regex {pattern:?}: {reason}")]
+    BadRegex {
+        /// The pattern as given.
+        pattern: String,
+        /// Why it does not compile.
+        reason: String,
+    },
     /// A line is longer than grep can hold in memory.
     #[error("grep: {0}")]
     Grep(String),

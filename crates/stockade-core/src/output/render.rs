@@ -6,6 +6,11 @@ use stockade_proto::{Gap, OutputView};
 use super::index::stream_slot;
 use super::{Collected, OutputError, OutputLog, REASON_DISK_CAP, ReadRequest, Snap, view};
 
+/// Content a view always shows when there is any, however small `max_bytes` is.
+const MIN_CONTENT_BYTES: usize = 256;
+/// Longest UTF-8 encoding of one character: the least content that can always advance.
+const MAX_UTF8_CHAR: usize = 4;
+
 /// Builds one [`OutputView`].
 pub(super) struct Render<'a> {
     log: &'a OutputLog,
@@ -72,8 +77,13 @@ impl<'a> Render<'a> {
         notice.render().len() + 2 * marker.len() + 2
     }
 
+    /// Content bytes of the view. The notice is paid for out of `max_bytes` where it fits; when
+    /// `max_bytes` is smaller than the notice, the content still gets up to
+    /// [`MIN_CONTENT_BYTES`] (and the answer exceeds `max_bytes` by the notice): a cursor read
+    /// must always make progress, or a reader would loop forever on the same offset.
     fn budget(&self) -> usize {
-        self.max_bytes.saturating_sub(self.reserve())
+        let floor = self.max_bytes.clamp(MAX_UTF8_CHAR, MIN_CONTENT_BYTES);
+        self.max_bytes.saturating_sub(self.reserve()).max(floor)
     }
 
     fn stream_total(&self) -> u64 {
