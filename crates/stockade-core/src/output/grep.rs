@@ -201,6 +201,13 @@ pub(crate) fn grep(log: &OutputLog, req: &super::GrepRequest) -> Result<GrepResu
     })
 }
 
+/// The regex engine's message is several lines (the pattern, a caret, then `error: …`); keep the
+/// last line, the reason, so the error is one sentence.
+fn regex_reason(message: &str) -> String {
+    let last = message.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or(message);
+    last.trim().trim_start_matches("error:").trim().to_owned()
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -212,11 +219,4 @@ mod tests {
         assert_eq!(s.len(), GREP_LINE_MAX_BYTES + '…'.len_utf8());
         assert_eq!(bounded_text(b"abc\r\n"), "abc");
     }
-}
-
-/// The regex engine's message is several lines (the pattern, a caret, then `error: …`); keep the
-/// last line, the reason, so the error is one sentence.
-fn regex_reason(message: &str) -> String {
-    let last = message.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or(message);
-    last.trim().trim_start_matches("error:").trim().to_owned()
 }
