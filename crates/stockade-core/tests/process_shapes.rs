@@ -210,3 +210,38 @@ both_modes!(leaves_zombies, |mode| {
         assert!(stat(pid).is_none_or(|s| s.start != start), "zombie {pid} was not reaped");
     }
 });
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn escape_into_sub_cgroup() {
+    // A (root) session process makes a sub-cgroup of its session cgroup and moves into it: still
+    // found, still killed, and the session cgroup (with the sub-cgroup) is removed.
+    let containment = Mode::Cgroup.containment();
+    let Some(mount) = containment
+        .describe()
+        .cgroup_mount
+        .filter(|_| containment.describe().cgroup_root.is_some())
+    else {
+        eprintln!("note: no cgroup containment here; skipped");
+        return;
+    };
+    let mut guard = Guard::new();
+    let marker = unique_marker("subcg", Mode::Cgroup);
+    let entry = marker.env_entry();
+    let mut spec = SpawnSpec::shell(
+        r#"cg="$CG_MOUNT$(sed -n 's/^0:://p' /proc/self/cgroup)"; mkdir "$cg/sub" && sh -c 'echo $$ > "$1/sub/cgroup.procs" && exec sleep 1000' - "$cg" & wait"#,
+        marker,
+    );
+    spec.env = vec![("CG_MOUNT".into(), mount.into_os_string())];
+    let tree = guard.track(spawn(spec, &containment).unwrap().tree);
+    let dir = tree.cgroup().unwrap().to_path_buf();
+    wait_shape(&entry, "sub-cgroup", |p| {
+        p.len() >= 2
+            && std::fs::read_to_string(dir.join("sub/cgroup.procs"))
+                .is_ok_and(|t| !t.trim().is_empty())
+    });
+    let r = tree.terminate(&opts(POLITE_GRACE)).await;
+    assert!(r.terminated, "{r:?}");
+    assert!(!r.escalated, "{r:?}");
+    assert!(marked_pids(&entry).is_empty());
+    assert!(!dir.exists(), "session cgroup with a sub-cgroup not removed");
+}

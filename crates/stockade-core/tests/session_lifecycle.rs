@@ -1,6 +1,8 @@
 //! Sessions seen from outside: a foreground run leaves nothing behind, timeouts and the disk cap
 //! end the whole tree, terminal states never change, every path finalises.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;

@@ -1,6 +1,8 @@
 //! The `stockade` binary as a user drives it: answers, exit statuses, reads by id, and one plain
 //! sentence for every kind of bad input.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
+
 use std::path::Path;
 use std::process::{Command, Output};
 

@@ -109,14 +109,30 @@ pub(crate) fn open_procs_for_placement(dir: &Path) -> io::Result<OwnedFd> {
     Ok(OwnedFd::from(file))
 }
 
-/// The pids in `<dir>/cgroup.procs` (live processes only: zombies are not listed). A removed
+/// The pids in `<dir>/cgroup.procs` and in every cgroup below it (a session process may create
+/// sub-cgroups and move into them). Live processes only: zombies are not listed. A removed
 /// directory reads as empty.
 pub(crate) fn procs(dir: &Path) -> io::Result<Vec<u32>> {
-    match fs::read_to_string(dir.join("cgroup.procs")) {
-        Ok(text) => Ok(text.lines().filter_map(|l| l.trim().parse().ok()).collect()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
-        Err(e) => Err(e),
+    let mut pids: Vec<u32> = match fs::read_to_string(dir.join("cgroup.procs")) {
+        Ok(text) => text.lines().filter_map(|l| l.trim().parse().ok()).collect(),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    for sub in subdirs(dir) {
+        pids.extend(procs(&sub)?);
     }
+    Ok(pids)
+}
+
+fn subdirs(dir: &Path) -> Vec<PathBuf> {
+    fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Whether anything in the cgroup (or below) is alive, from `cgroup.events`.
@@ -141,6 +157,15 @@ pub(crate) fn remove(dir: &Path) -> io::Result<()> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(e),
     }
+}
+
+/// Removes a session cgroup and the (empty) sub-cgroups its processes may have made. Only for a
+/// session's own directory: never for the per-daemon directory other sessions live in.
+pub(crate) fn remove_session(dir: &Path) -> io::Result<()> {
+    for sub in subdirs(dir) {
+        remove_session(&sub)?;
+    }
+    remove(dir)
 }
 
 /// Checks that a child really can be moved into a cgroup under `instance_dir`: creates a probe

@@ -99,12 +99,19 @@ impl ProcessTree {
                 break Vec::new();
             }
             if Instant::now() >= verify_deadline {
+                if live.is_empty()
+                    && let Some(dir) = self.cgroup()
+                {
+                    // Populated but nothing verifiable: name the raw members rather than claim
+                    // the cgroup is empty.
+                    break cgroup::procs(dir).unwrap_or_default();
+                }
                 break live;
             }
             tokio::time::sleep(POLL_INTERVAL).await;
         };
 
-        let terminated = survivors.is_empty();
+        let terminated = survivors.is_empty() && !self.cgroup_populated();
         if terminated {
             // Everything is dead now: a fresh look finds every zombie, reparented to us or not.
             snap = self.snapshot_async().await;
@@ -113,7 +120,7 @@ impl ProcessTree {
         if terminated
             && self.root_reaped()
             && let Some(dir) = self.cgroup()
-            && let Err(e) = cgroup::remove(dir)
+            && let Err(e) = cgroup::remove_session(dir)
         {
             tracing::debug!(cgroup = %dir.display(), error = %e, "session cgroup not removed yet");
         }

@@ -331,7 +331,7 @@ impl Drop for ProcessTree {
             );
         }
         if let Some(dir) = &self.cgroup
-            && let Err(e) = cgroup::remove(dir)
+            && let Err(e) = cgroup::remove_session(dir)
         {
             tracing::debug!(cgroup = %dir.display(), error = %e, "session cgroup not removed");
         }
