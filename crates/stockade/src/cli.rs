@@ -44,6 +44,37 @@ pub enum Command {
     Grep(GrepArgs),
     /// Say which process containment is active on this machine, and why.
     Doctor(DoctorArgs),
+    /// Run or control the daemon that keeps background sessions alive between clients.
+    ///
+    /// `stockade daemon` (or `stockade daemon run`) serves in the foreground; client commands
+    /// start it on demand unless `--no-autostart` is given.
+    Daemon(DaemonArgs),
+}
+
+/// `stockade daemon`.
+#[derive(Debug, Args)]
+pub struct DaemonArgs {
+    /// What to do (default: `run`).
+    #[command(subcommand)]
+    pub action: Option<DaemonAction>,
+}
+
+/// `stockade daemon <action>`.
+#[derive(Debug, Subcommand)]
+pub enum DaemonAction {
+    /// Serve JSON-RPC on the Unix socket in the foreground until SIGTERM/SIGINT or `daemon stop`.
+    Run(DaemonRunArgs),
+}
+
+/// `stockade daemon run`: how the daemon is set up.
+#[derive(Debug, Clone, Default, Args)]
+pub struct DaemonRunArgs {
+    /// Socket path (default: $STOCKADE_HOME/stockade.sock).
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// Do not use a cgroup even where one is available.
+    #[arg(long)]
+    pub no_cgroup: bool,
 }
 
 /// Which part of the output a bounded answer shows.

@@ -1,0 +1,1 @@
+//! The daemon client. (being written)
