@@ -49,6 +49,8 @@ pub enum Command {
     /// `stockade daemon` (or `stockade daemon run`) serves in the foreground; client commands
     /// start it on demand unless `--no-autostart` is given.
     Daemon(DaemonArgs),
+    /// Measure Stockade: memory growth with output, edge cases, drain and spawn speed.
+    Bench(crate::cmd::bench::BenchArgs),
 }
 
 /// `stockade daemon`.

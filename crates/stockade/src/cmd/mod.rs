@@ -1,5 +1,6 @@
 //! One file per subcommand; each translates its arguments into engine calls.
 
+pub mod bench;
 mod daemon_run;
 mod doctor;
 mod read;
@@ -21,6 +22,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Read(args) => read::read(home, args),
         Command::Grep(args) => read::grep(home, args),
         Command::Doctor(args) => doctor::doctor(home, args),
+        Command::Bench(args) => bench::bench(home, args),
         Command::Daemon(args) => match args.action {
             None => daemon_run::run(home, crate::cli::DaemonRunArgs::default()),
             Some(crate::cli::DaemonAction::Run(run)) => daemon_run::run(home, run),
