@@ -188,6 +188,7 @@ fn cgroup_root(mount: &Cgroup2Mount, mode: &CgroupMode) -> Result<PathBuf, Strin
             mount.dir_of(&own)
         }
     };
+    sweep_stale(&parent);
     let instance_dir = parent.join(format!("stockade-{}", std::process::id()));
     cgroup::ensure_dir(&instance_dir)
         .map_err(|e| format!("cannot create cgroup {}: {e}", instance_dir.display()))?;
@@ -196,4 +197,27 @@ fn cgroup_root(mount: &Cgroup2Mount, mode: &CgroupMode) -> Result<PathBuf, Strin
         return Err(why);
     }
     Ok(instance_dir)
+}
+
+/// Removes the empty `stockade-<pid>` cgroups of daemons that are gone (a daemon that exited
+/// without dropping its containment leaves one). Populated ones are left for crash recovery;
+/// `rmdir` refuses them anyway.
+fn sweep_stale(parent: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else { return };
+    for entry in entries.filter_map(Result::ok) {
+        let name = entry.file_name();
+        let Some(pid) =
+            name.to_str().and_then(|n| n.strip_prefix("stockade-")?.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            match cgroup::remove_session(&entry.path()) {
+                Ok(()) => tracing::info!(cgroup = %entry.path().display(), "removed stale cgroup"),
+                Err(e) => {
+                    tracing::warn!(cgroup = %entry.path().display(), error = %e, "stale cgroup left")
+                }
+            }
+        }
+    }
 }
