@@ -265,6 +265,10 @@ pub struct RunResult {
     pub wall_time_ms: u64,
     /// What terminating the tree did when the session ended, if anything was left running.
     pub cleanup: Option<TerminateReport>,
+    /// `true` when `run` carried a `source` an active session already had: no new command was
+    /// started, and this answer describes that session (absent on the wire means `false`).
+    #[serde(default)]
+    pub deduplicated: bool,
     /// The bounded output (`output`, `truncated`, `total_bytes`, `next_cursor`, …, flattened).
     #[serde(flatten)]
     pub view: OutputView,

@@ -60,6 +60,7 @@ pub fn run(home: Option<PathBuf>, args: RunArgs) -> anyhow::Result<ExitCode> {
             pid: session.pid(),
             wall_time_ms: session.wall_time().as_millis() as u64,
             cleanup: end.and_then(|e| e.cleanup),
+            deduplicated: false,
             view,
         })
     })?;
