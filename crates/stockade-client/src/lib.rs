@@ -1,1 +1,403 @@
-//! The daemon client. (being written)
+//! A client for the Stockade daemon.
+//!
+//! The daemon owns every background session; a client only sends requests and reads answers.
+//! The protocol is JSON-RPC 2.0, one message per line, over the Unix socket
+//! `$STOCKADE_HOME/stockade.sock`; the messages are `stockade_proto::rpc`'s `*Params`/`*Result`
+//! types, so this crate never reaches into daemon internals.
+//!
+//! - [`Client::connect`] finds the daemon for a state directory. When nothing answers and
+//!   [`ConnectOptions::autostart`] is set, it starts one (see `autostart`): the current
+//!   executable, `--home H daemon run`, detached, logging to `$STOCKADE_HOME/daemon.log`.
+//! - [`Client::call`] sends one request and waits, with a deadline, for its answer. A JSON-RPC
+//!   error comes back as [`ClientError::Rpc`] with its code and message. Each answer line is
+//!   read into memory only up to [`MAX_RESPONSE_BYTES`].
+//! - Typed helpers ([`Client::run`], [`Client::read`], …) name the method and its types once.
+//!
+//! The client is blocking: one connection, one request at a time. Open several clients for
+//! concurrent calls (a long-poll `read` holds its connection until it answers).
+
+#![deny(missing_docs)]
+
+mod autostart;
+mod error;
+mod wire;
+
+use std::io::{BufReader, Write as _};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use base64::Engine as _;
+use serde::Serialize;
+use serde::de::{DeserializeOwned, IgnoredAny};
+use serde_json::Value;
+use stockade_proto::RunResult;
+use stockade_proto::rpc::{
+    self, CleanupParams, CleanupResult, ForgetParams, ForgetResult, GrepParams, GrepResultMsg,
+    KillParams, KillResult, ListResult, ReadParams, ReadResult, Request, Response, RunParams,
+    StatsResult, StatusResult, method,
+};
+
+pub use error::ClientError;
+
+/// Name of the daemon's socket in the state directory.
+pub const SOCKET_FILE: &str = "stockade.sock";
+/// Name of the daemon's lock file (holding its pid) in the state directory.
+pub const LOCK_FILE: &str = "daemon.lock";
+/// Name of the log an auto-started daemon writes to, in the state directory.
+pub const LOG_FILE: &str = "daemon.log";
+/// Largest answer line the client reads (bytes). Generous, never unbounded.
+pub const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
+/// Deadline for an answer, on top of any wait the call itself asks for (`wait_ms`, `yield_ms`,
+/// `grace_ms`).
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long auto-start waits for the socket to accept.
+pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The socket of the daemon for state directory `home`.
+pub fn socket_path(home: &Path) -> PathBuf {
+    home.join(SOCKET_FILE)
+}
+
+/// The lock file of the daemon for state directory `home`.
+pub fn lock_path(home: &Path) -> PathBuf {
+    home.join(LOCK_FILE)
+}
+
+/// The log of an auto-started daemon for state directory `home`.
+pub fn log_path(home: &Path) -> PathBuf {
+    home.join(LOG_FILE)
+}
+
+/// The pid recorded in `daemon.lock`, if the file exists and holds one. The process may be
+/// gone: check with [`pid_alive`].
+pub fn daemon_pid(home: &Path) -> Option<u32> {
+    let text = std::fs::read_to_string(lock_path(home)).ok()?;
+    text.split_whitespace().next()?.parse().ok().filter(|&p| p > 0)
+}
+
+/// Whether a process with this pid exists (a zombie counts as gone).
+pub fn pid_alive(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // The state is the first field after the parenthesised command name.
+    let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next());
+    !matches!(state, Some("Z") | Some("X") | None)
+}
+
+/// Decode the exact bytes of a `raw` read (`bytes_b64`); `None` when the answer has none.
+pub fn raw_bytes(result: &ReadResult) -> Result<Option<Vec<u8>>, ClientError> {
+    let Some(b64) = &result.bytes_b64 else { return Ok(None) };
+    base64::engine::general_purpose::STANDARD.decode(b64).map(Some).map_err(|e| {
+        ClientError::Protocol { method: method::READ.into(), detail: format!("bytes_b64: {e}") }
+    })
+}
+
+/// How to reach the daemon.
+#[derive(Debug, Clone)]
+pub struct ConnectOptions {
+    /// The state directory the daemon serves.
+    pub home: PathBuf,
+    /// The socket (default `$home/stockade.sock`).
+    pub socket: Option<PathBuf>,
+    /// Start a daemon when none answers.
+    pub autostart: bool,
+    /// The executable to start as the daemon (default: the current executable, which must be
+    /// the `stockade` binary).
+    pub daemon_program: Option<PathBuf>,
+    /// How long auto-start waits for the socket.
+    pub start_timeout: Duration,
+    /// Deadline for each answer, on top of the wait a call asks for.
+    pub call_timeout: Duration,
+}
+
+impl ConnectOptions {
+    /// Options for the daemon of `home`, with auto-start on.
+    pub fn new(home: impl Into<PathBuf>) -> ConnectOptions {
+        ConnectOptions {
+            home: home.into(),
+            socket: None,
+            autostart: true,
+            daemon_program: None,
+            start_timeout: DEFAULT_START_TIMEOUT,
+            call_timeout: DEFAULT_CALL_TIMEOUT,
+        }
+    }
+
+    /// The socket these options connect to.
+    pub fn socket_path(&self) -> PathBuf {
+        self.socket.clone().unwrap_or_else(|| socket_path(&self.home))
+    }
+}
+
+/// Whether a connect error means "nothing listens there" (no socket file, or a stale one).
+fn is_not_listening(e: &std::io::Error) -> bool {
+    matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused)
+}
+
+/// No parameters: sent as `{}`.
+#[derive(Serialize)]
+struct NoParams {}
+
+/// A connection to the daemon.
+#[derive(Debug)]
+pub struct Client {
+    writer: UnixStream,
+    reader: BufReader<UnixStream>,
+    socket: PathBuf,
+    next_id: u64,
+    started_daemon: bool,
+    call_timeout: Duration,
+    poisoned: bool,
+    line: Vec<u8>,
+}
+
+impl Client {
+    /// Connect to the daemon of `opts.home`, starting one if none answers and
+    /// `opts.autostart` is set.
+    pub fn connect(opts: &ConnectOptions) -> Result<Client, ClientError> {
+        let socket = opts.socket_path();
+        match UnixStream::connect(&socket) {
+            Ok(stream) => Client::from_stream(stream, socket, false, opts.call_timeout),
+            Err(e) if is_not_listening(&e) => {
+                if !opts.autostart {
+                    return Err(ClientError::NotRunning { home: opts.home.clone(), socket });
+                }
+                let stream = autostart::start_and_connect(opts, &socket)?;
+                Client::from_stream(stream, socket, true, opts.call_timeout)
+            }
+            Err(e) => Err(ClientError::Connect { socket, source: e }),
+        }
+    }
+
+    /// Connect to a running daemon without ever starting one: `Ok(None)` when none answers.
+    pub fn connect_existing(opts: &ConnectOptions) -> Result<Option<Client>, ClientError> {
+        let opts = ConnectOptions { autostart: false, ..opts.clone() };
+        match Client::connect(&opts) {
+            Ok(c) => Ok(Some(c)),
+            Err(ClientError::NotRunning { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn from_stream(
+        stream: UnixStream,
+        socket: PathBuf,
+        started_daemon: bool,
+        call_timeout: Duration,
+    ) -> Result<Client, ClientError> {
+        let reader = stream
+            .try_clone()
+            .map_err(|source| ClientError::Connect { socket: socket.clone(), source })?;
+        Ok(Client {
+            writer: stream,
+            reader: BufReader::with_capacity(64 * 1024, reader),
+            socket,
+            next_id: 1,
+            started_daemon,
+            call_timeout,
+            poisoned: false,
+            line: Vec::new(),
+        })
+    }
+
+    /// Whether connecting started the daemon.
+    pub fn started_daemon(&self) -> bool {
+        self.started_daemon
+    }
+
+    /// The socket this client is connected to.
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// Call `method` with `params` and decode its result, waiting at most the call timeout.
+    pub fn call<P: Serialize, R: DeserializeOwned>(
+        &mut self,
+        method: &str,
+        params: &P,
+    ) -> Result<R, ClientError> {
+        self.call_waiting(method, params, Duration::ZERO)
+    }
+
+    /// Like [`call`](Client::call), for a call that itself waits up to `wait` before answering.
+    pub fn call_waiting<P: Serialize, R: DeserializeOwned>(
+        &mut self,
+        method: &str,
+        params: &P,
+        wait: Duration,
+    ) -> Result<R, ClientError> {
+        if self.poisoned {
+            return Err(ClientError::Poisoned);
+        }
+        let result = self.exchange(method, params, self.call_timeout.saturating_add(wait));
+        if matches!(
+            result,
+            Err(ClientError::Timeout { .. }
+                | ClientError::Disconnected { .. }
+                | ClientError::ResponseTooLarge { .. }
+                | ClientError::Io { .. }
+                | ClientError::Protocol { .. })
+        ) {
+            // The answer may still arrive or be half read: the stream is out of step.
+            self.poisoned = true;
+        }
+        let value = result?;
+        serde_json::from_value(value).map_err(|e| ClientError::Protocol {
+            method: method.into(),
+            detail: format!("unexpected result: {e}"),
+        })
+    }
+
+    fn exchange<P: Serialize>(
+        &mut self,
+        method: &str,
+        params: &P,
+        timeout: Duration,
+    ) -> Result<Value, ClientError> {
+        let io = |source: std::io::Error| ClientError::Io { method: method.into(), source };
+        let id = self.next_id;
+        self.next_id += 1;
+        let params = serde_json::to_value(params).map_err(|e| ClientError::Protocol {
+            method: method.into(),
+            detail: format!("cannot encode the parameters: {e}"),
+        })?;
+        let request = Request {
+            jsonrpc: rpc::JSONRPC_VERSION.into(),
+            id: Some(id.into()),
+            method: method.into(),
+            params: Some(params),
+        };
+        let mut line = serde_json::to_vec(&request).map_err(|e| ClientError::Protocol {
+            method: method.into(),
+            detail: format!("cannot encode the request: {e}"),
+        })?;
+        line.push(b'\n');
+        self.writer.set_write_timeout(Some(timeout)).map_err(io)?;
+        self.writer.write_all(&line).map_err(|e| match e.kind() {
+            std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset => {
+                ClientError::Disconnected { method: method.into() }
+            }
+            _ => io(e),
+        })?;
+        // A zero timeout means "block forever" to set_read_timeout; never ask for that.
+        let timeout = timeout.max(Duration::from_millis(1));
+        self.reader.get_ref().set_read_timeout(Some(timeout)).map_err(io)?;
+        let outcome = wire::read_line_bounded(&mut self.reader, &mut self.line, MAX_RESPONSE_BYTES);
+        match outcome {
+            Ok(wire::Line::Complete) => {}
+            Ok(wire::Line::Eof) => return Err(ClientError::Disconnected { method: method.into() }),
+            Ok(wire::Line::TooLarge) => {
+                return Err(ClientError::ResponseTooLarge {
+                    method: method.into(),
+                    limit: MAX_RESPONSE_BYTES,
+                });
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err(ClientError::Timeout { method: method.into(), after: timeout });
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                return Err(ClientError::Disconnected { method: method.into() });
+            }
+            Err(e) => return Err(io(e)),
+        }
+        let response: Response = serde_json::from_slice(&self.line).map_err(|e| {
+            ClientError::Protocol { method: method.into(), detail: format!("not a response: {e}") }
+        })?;
+        // Answers are small or bounded; do not keep a huge buffer around between calls.
+        if self.line.capacity() > 1024 * 1024 {
+            self.line = Vec::new();
+        }
+        if response.id != Value::from(id) {
+            return Err(ClientError::Protocol {
+                method: method.into(),
+                detail: format!("answer for id {} to request {id}", response.id),
+            });
+        }
+        match (response.result, response.error) {
+            (_, Some(err)) => Err(ClientError::Rpc {
+                method: method.into(),
+                code: err.code,
+                message: err.message,
+            }),
+            (Some(result), None) => Ok(result),
+            (None, None) => Ok(Value::Null),
+        }
+    }
+
+    /// `run`: start a command (see [`RunParams`]).
+    pub fn run(&mut self, params: &RunParams) -> Result<RunResult, ClientError> {
+        let wait = params.yield_ms.unwrap_or(0).saturating_add(params.timeout_ms.unwrap_or(0));
+        let wait = if params.background { params.yield_ms.unwrap_or(0) } else { wait };
+        self.call_waiting(method::RUN, params, Duration::from_millis(wait))
+    }
+
+    /// `read`: a bounded view of a session's output, or its exact bytes with `raw` (decode them
+    /// with [`raw_bytes`]). With `wait_ms`, a long poll.
+    pub fn read(&mut self, params: &ReadParams) -> Result<ReadResult, ClientError> {
+        let wait = Duration::from_millis(params.wait_ms.unwrap_or(0));
+        self.call_waiting(method::READ, params, wait)
+    }
+
+    /// `grep`: search a session's full output.
+    pub fn grep(&mut self, params: &GrepParams) -> Result<GrepResultMsg, ClientError> {
+        self.call(method::GREP, params)
+    }
+
+    /// `kill`: terminate a session's tree and report what that did.
+    pub fn kill(&mut self, params: &KillParams) -> Result<KillResult, ClientError> {
+        let grace = params.grace_ms.unwrap_or(stockade_proto::DEFAULT_GRACE_MS);
+        self.call_waiting(method::KILL, params, Duration::from_millis(grace))
+    }
+
+    /// `list`: every session the daemon knows, oldest first.
+    pub fn list(&mut self) -> Result<ListResult, ClientError> {
+        self.call(method::LIST, &NoParams {})
+    }
+
+    /// `forget`: terminate if running, delete the spool, drop the record.
+    pub fn forget(&mut self, id: &str) -> Result<ForgetResult, ClientError> {
+        let params = ForgetParams { id: id.into() };
+        self.call_waiting(
+            method::FORGET,
+            &params,
+            Duration::from_millis(stockade_proto::DEFAULT_GRACE_MS),
+        )
+    }
+
+    /// `cleanup`: forget finished sessions (`all`: every session).
+    pub fn cleanup(&mut self, all: bool) -> Result<CleanupResult, ClientError> {
+        self.call_waiting(
+            method::CLEANUP,
+            &CleanupParams { all },
+            Duration::from_millis(stockade_proto::DEFAULT_GRACE_MS),
+        )
+    }
+
+    /// `stats`: daemon memory and output accounting.
+    pub fn stats(&mut self) -> Result<StatsResult, ClientError> {
+        self.call(method::STATS, &NoParams {})
+    }
+
+    /// `status`: the daemon's pid, socket, version and session count.
+    pub fn status(&mut self) -> Result<StatusResult, ClientError> {
+        self.call(method::STATUS, &NoParams {})
+    }
+
+    /// `shutdown`: ask the daemon to terminate every session and exit. It answers before it
+    /// exits; wait for its pid to go away to know it is gone.
+    pub fn shutdown(&mut self) -> Result<(), ClientError> {
+        let _: IgnoredAny = self.call_waiting(
+            method::SHUTDOWN,
+            &NoParams {},
+            Duration::from_millis(stockade_proto::DEFAULT_GRACE_MS),
+        )?;
+        Ok(())
+    }
+}
