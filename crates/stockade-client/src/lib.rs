@@ -314,7 +314,7 @@ impl Client {
         if self.line.capacity() > 1024 * 1024 {
             self.line = Vec::new();
         }
-        if response.id != Value::from(id) {
+        if response.id.as_u64() != Some(id) {
             return Err(ClientError::Protocol {
                 method: method.into(),
                 detail: format!("answer for id {} to request {id}", response.id),
