@@ -6,6 +6,9 @@
 //! only memory it uses. When the log says the disk cap was hit, the drain keeps reading (the
 //! log counts the bytes and keeps the newest in its hot tail) so the command is not stuck on a
 //! full pipe while the caller terminates it.
+//!
+//! A PTY master is drained the same way, as [`Stream::Pty`]; on Linux it reads `EIO` (not 0)
+//! once every process holding the terminal has closed it, which is its end of file.
 
 use std::os::fd::{AsFd, OwnedFd};
 
@@ -121,6 +124,8 @@ fn read_once(
             Ok(n) => break n,
             Err(Errno::INTR) => continue,
             Err(Errno::AGAIN) => return Ok(true),
+            // A PTY master reads EIO once the last holder of the slave closed it: end of file.
+            Err(Errno::IO) if stream == Stream::Pty => return Ok(true),
             Err(e) => {
                 tracing::warn!(error = %e, stream = stream.as_str(), "reading command output failed; treating as end of file");
                 return Ok(true);

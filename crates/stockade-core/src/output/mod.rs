@@ -40,10 +40,12 @@ mod grep;
 mod hot_tail;
 mod index;
 mod render;
+mod screen;
 mod spool;
 mod view;
 
 pub use drain::{DrainCancel, DrainSummary, drain};
+pub use screen::{MAX_SCREEN_COLS, MAX_SCREEN_ROWS, SCREEN_TAIL_BYTES, render_screen, strip_ansi};
 
 use std::fs::File;
 use std::os::fd::OwnedFd;

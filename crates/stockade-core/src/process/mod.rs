@@ -22,6 +22,9 @@
 //!   left, then *verify* until no process of the session remains. "Signal sent" and "terminated"
 //!   are different answers ([`stockade_proto::TerminateReport`]); survivors are reported, never
 //!   hidden.
+//! * **Terminals and input** ([`spawn_pty`], [`pty`], [`write_input`]): a PTY session runs on a
+//!   pseudo-terminal that is its controlling terminal, through the same spawn path; input to a
+//!   stdin pipe or a terminal is written with a deadline, never a blocking `write`.
 //!
 //! # Identity: a reused pid is never signalled
 //!
@@ -40,7 +43,9 @@
 
 mod cgroup;
 mod containment;
+mod input;
 mod pidfd;
+pub mod pty;
 mod scan;
 mod spawn;
 mod terminate;
@@ -49,10 +54,12 @@ mod tree;
 pub use containment::{
     CgroupMode, Containment, ContainmentConfig, ContainmentInfo, become_subreaper, is_subreaper,
 };
+pub use input::{DEFAULT_INPUT_TIMEOUT, InputError, write_input, write_input_async};
 pub use nix::sys::signal::Signal;
 pub use pidfd::{PidFd, PidFdError};
+pub use pty::{PtyError, try_clone_master};
 pub use scan::process_start_time;
-pub use spawn::{SessionMarker, SpawnError, SpawnSpec, SpawnedTree, StdioSpec, spawn};
+pub use spawn::{SessionMarker, SpawnError, SpawnSpec, SpawnedTree, StdioSpec, spawn, spawn_pty};
 pub use terminate::{DEFAULT_VERIFY_TIMEOUT, TerminateOptions};
 pub use tree::{AdoptSpec, ProcessTree, RootExit};
 

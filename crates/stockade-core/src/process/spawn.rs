@@ -7,10 +7,13 @@ use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
+use stockade_proto::rpc::PtySize;
+
 use super::MARKER_ENV;
 use super::cgroup;
 use super::containment::Containment;
 use super::pidfd::PidFd;
+use super::pty::{self, DEFAULT_TERM, PtyError};
 use super::tree::ProcessTree;
 
 /// The shell every command string runs in.
@@ -20,6 +23,7 @@ const SHELL: &str = "/bin/sh";
 /// containment failure from an `exec` failure (both reach it as a bare errno).
 const STAGE_SETSID: u8 = 1;
 const STAGE_CGROUP: u8 = 2;
+const STAGE_CTTY: u8 = 3;
 
 /// Which session a process belongs to: `STOCKADE_SESSION=<instance>:<id>` in its environment.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -127,6 +131,10 @@ pub struct SpawnedTree {
     pub stdout: Option<OwnedFd>,
     /// Read end of the child's stderr, when [`StdioSpec::Pipe`].
     pub stderr: Option<OwnedFd>,
+    /// The terminal's master side, when spawned with [`spawn_pty`]: read it with the drain as
+    /// [`Stream::Pty`](stockade_proto::Stream::Pty); write and resize through a duplicate
+    /// ([`try_clone_master`](super::try_clone_master)).
+    pub pty_master: Option<OwnedFd>,
 }
 
 /// Why a command could not be started. Nothing of it is left running when this is returned.
@@ -176,11 +184,47 @@ pub enum SpawnError {
     /// The child started but no pidfd could be opened for it (it was killed and reaped again).
     #[error("cannot open a pidfd for the child: {0}")]
     Pidfd(String),
+    /// The pseudo-terminal could not be opened (or the size is out of range).
+    #[error("cannot open a pseudo-terminal: {0}")]
+    Pty(#[from] PtyError),
+    /// A PTY spawn was given stdio other than [`StdioSpec::Null`]: the terminal is all three.
+    #[error("a PTY session's stdin, stdout and stderr are the terminal; the spec set them too")]
+    PtyStdio,
+    /// The child could not make the terminal its controlling terminal (`TIOCSCTTY`).
+    #[error("cannot make the pseudo-terminal the controlling terminal: {0}")]
+    ControllingTerminal(io::Error),
 }
 
 /// Spawns `spec` as the root of a new process tree: own session and process group, the session
 /// marker in its environment, and — with cgroup containment — inside a fresh cgroup before `exec`.
 pub fn spawn(spec: SpawnSpec, containment: &Containment) -> Result<SpawnedTree, SpawnError> {
+    spawn_with(spec, None, containment)
+}
+
+/// Like [`spawn`], on a new pseudo-terminal of `size` (rows × cols; 24 × 80 is the usual
+/// default): the terminal is the child's stdin, stdout, stderr and controlling terminal (so
+/// Ctrl-C, job control and `SIGWINCH` work), `TERM` is [`DEFAULT_TERM`] unless `spec.env` sets
+/// it, and the master comes back in [`SpawnedTree::pty_master`]. `spec`'s stdio must be
+/// [`StdioSpec::Null`] (what [`SpawnSpec::shell`] gives). Containment, marker and termination are
+/// exactly those of [`spawn`].
+pub fn spawn_pty(
+    spec: SpawnSpec,
+    size: PtySize,
+    containment: &Containment,
+) -> Result<SpawnedTree, SpawnError> {
+    let null = |s: &StdioSpec| matches!(s, StdioSpec::Null);
+    if !(null(&spec.stdin) && null(&spec.stdout) && null(&spec.stderr)) {
+        return Err(SpawnError::PtyStdio);
+    }
+    pty::validate_size(size)?;
+    spawn_with(spec, Some(size), containment)
+}
+
+fn spawn_with(
+    spec: SpawnSpec,
+    pty_size: Option<PtySize>,
+    containment: &Containment,
+) -> Result<SpawnedTree, SpawnError> {
     spec.marker.validate()?;
     if let Some(cwd) = &spec.cwd {
         match std::fs::metadata(cwd) {
@@ -203,7 +247,7 @@ pub fn spawn(spec: SpawnSpec, containment: &Containment) -> Result<SpawnedTree, 
         ),
         None => None,
     };
-    let result = spawn_in(spec, containment, cgroup_dir.clone());
+    let result = spawn_in(spec, pty_size, containment, cgroup_dir.clone());
     if result.is_err()
         && let Some(dir) = &cgroup_dir
     {
@@ -214,6 +258,7 @@ pub fn spawn(spec: SpawnSpec, containment: &Containment) -> Result<SpawnedTree, 
 
 fn spawn_in(
     spec: SpawnSpec,
+    pty_size: Option<PtySize>,
     containment: &Containment,
     cgroup_dir: Option<PathBuf>,
 ) -> Result<SpawnedTree, SpawnError> {
@@ -224,6 +269,7 @@ fn spawn_in(
         ),
         None => None,
     };
+    let pair = pty_size.map(pty::open_pair).transpose()?;
     let (stage_read, stage_write) = rustix::pipe::pipe_with(
         rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK,
     )
@@ -238,14 +284,29 @@ fn spawn_in(
         cmd.env(k, v);
     }
     cmd.env(MARKER_ENV, spec.marker.value());
-    cmd.stdin(spec.stdin.into_stdio());
-    cmd.stdout(spec.stdout.into_stdio());
-    cmd.stderr(spec.stderr.into_stdio());
+    match &pair {
+        Some(pair) => {
+            if !spec.env.iter().any(|(k, _)| k == "TERM") {
+                cmd.env("TERM", DEFAULT_TERM);
+            }
+            let slave = || pair.slave.try_clone().map(Stdio::from).map_err(SpawnError::Pipe);
+            cmd.stdin(slave()?);
+            cmd.stdout(slave()?);
+            cmd.stderr(slave()?);
+        }
+        None => {
+            cmd.stdin(spec.stdin.into_stdio());
+            cmd.stdout(spec.stdout.into_stdio());
+            cmd.stderr(spec.stderr.into_stdio());
+        }
+    }
+    let controlling_tty = pair.is_some();
 
     let stage_fd = stage_write.as_raw_fd();
     let procs_fd = placement.as_ref().map(AsRawFd::as_raw_fd);
     // SAFETY: the closure runs between fork and exec and calls only async-signal-safe functions
-    // (setsid, write) on descriptors that stay open in the parent until `spawn` returns.
+    // (setsid, ioctl, write) on descriptors that stay open in the parent until `spawn` returns.
+    // std has already dup'ed the stdio onto fds 0-2 when it runs, so fd 0 is the PTY slave.
     unsafe {
         cmd.pre_exec(move || {
             let fail = |stage: u8| {
@@ -255,6 +316,10 @@ fn spawn_in(
             };
             if libc::setsid() < 0 {
                 return fail(STAGE_SETSID);
+            }
+            // The new session has no controlling terminal yet: take the slave as ours.
+            if controlling_tty && libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                return fail(STAGE_CTTY);
             }
             if let Some(fd) = procs_fd {
                 // "0" moves the writing process itself.
@@ -270,6 +335,8 @@ fn spawn_in(
     drop(cmd); // closes the child's ends of pipes and caller-given fds in the parent
     drop(stage_write);
     drop(placement);
+    // The child holds the slave now; ours would keep the master from ever reading EOF.
+    let pty_master = pair.map(|p| p.master);
     let mut child = match spawned {
         Ok(child) => child,
         Err(source) => {
@@ -277,6 +344,7 @@ fn spawn_in(
             let staged = rustix::io::read(&stage_read, &mut stage).unwrap_or(0) == 1;
             return Err(match (staged, stage[0]) {
                 (true, STAGE_SETSID) => SpawnError::Setsid(source),
+                (true, STAGE_CTTY) => SpawnError::ControllingTerminal(source),
                 (true, STAGE_CGROUP) => {
                     SpawnError::CgroupPlacement { path: cgroup_dir.unwrap_or_default(), source }
                 }
@@ -303,5 +371,5 @@ fn spawn_in(
     drop(child);
 
     let tree = ProcessTree::new_spawned(pidfd, spec.marker, cgroup_dir, containment.clone());
-    Ok(SpawnedTree { tree, stdin, stdout, stderr })
+    Ok(SpawnedTree { tree, stdin, stdout, stderr, pty_master })
 }
