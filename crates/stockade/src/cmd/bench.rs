@@ -1,12 +1,235 @@
-//! `stockade bench`: the seed's experiment as a command. (being written)
+//! `stockade bench`: the seed's experiment as a command. Arguments only; the harness is the
+//! `stockade-bench` crate, which talks to fresh daemons over their sockets like any client.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// `stockade bench` arguments.
-#[derive(Debug, clap::Args)]
-pub struct BenchArgs {}
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use stockade_bench::peers::{self, PeerSpec};
+use stockade_bench::runner::{self, GrowthConfig, Variant};
+use stockade_bench::{edges, plots, speed, summary};
+use stockade_proto::Capture;
 
-pub fn bench(_home: Option<PathBuf>, _args: BenchArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("the bench is not built yet")
+/// `stockade bench` arguments.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Which measurement.
+    #[command(subcommand)]
+    pub command: BenchCommand,
+}
+
+/// The measurements.
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Memory against output: N background commands × BYTES each, one fresh engine per run.
+    ///
+    /// For each bytes size, variant and N: start a fresh engine (a Stockade daemon with
+    /// `--home` under the work directory, or a peer), launch N background commands that wait for
+    /// a barrier file and then print (`yes X | head -c BYTES; sleep S`), sample the engine every
+    /// 100 ms, release the barrier, never read the output, wait until every command ended, tear
+    /// everything down and delete the spools. Writes `raw/<variant>/<run_id>.jsonl` (the
+    /// samples), `summary.jsonl` (appended, one row a run), `summary.md` and the SVG plots.
+    ///
+    /// Variants: `pipe` and `file` (Stockade's capture modes), `node` (the shipped Node.js
+    /// replica of seed 000's baseline under --max-old-space-size=512; skipped with a reason if
+    /// `node` is not installed), and any `--peer NAME=COMMAND`.
+    ///
+    /// The peer contract: COMMAND runs as `/bin/sh -c 'exec COMMAND'` with BENCH_N,
+    /// BENCH_COMMAND (the shell command each of the N runs), BENCH_BYTES, BENCH_BARRIER,
+    /// BENCH_SLEEP and BENCH_PROGRESS (a file it may overwrite with the output bytes received);
+    /// it starts the N commands its own way, prints `ready` on stdout, and exits 0 when all have
+    /// ended. Its root process is what is sampled; its process group is killed at the end.
+    ///
+    /// Examples:
+    ///   stockade bench growth --variants pipe,file,node
+    ///   stockade bench growth --variants pipe --concurrency 64,128
+    ///   stockade bench growth --variants pipe --concurrency 4 --bytes 20MiB,256MiB,1GiB
+    Growth(GrowthArgs),
+    /// The seed's ten hard cases as a 0/1 table with the reason for each 0.
+    Edges(EdgesArgs),
+    /// 1 GiB through a daemon session (pipe capture) against writing it straight to a file.
+    Drain(DrainArgs),
+    /// `run true` round trips through the daemon against a bare fork+exec+wait.
+    Spawn(SpawnArgs),
+    /// Redraw `summary.md` and the SVGs of an output directory from its JSONL.
+    Plot(PlotArgs),
+}
+
+/// Options every bench shares.
+#[derive(Debug, Args)]
+pub struct CommonArgs {
+    /// Output directory (JSONL, Markdown, SVG).
+    #[arg(long, value_name = "DIR", default_value = "bench-out")]
+    pub out: PathBuf,
+    /// A shorter version (about a minute; smaller sizes).
+    #[arg(long)]
+    pub quick: bool,
+}
+
+/// `stockade bench growth`.
+#[derive(Debug, Args)]
+pub struct GrowthArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Concurrency levels (default 2,4,8,16,32; quick 2,4,8).
+    #[arg(long, value_name = "N,…", value_delimiter = ',')]
+    pub concurrency: Vec<usize>,
+    /// Bytes each command prints (default 20MiB; quick 4MiB).
+    #[arg(long, value_name = "SIZE,…", value_delimiter = ',', value_parser = parse_size)]
+    pub bytes: Vec<u64>,
+    /// Engines: pipe, file, node (default pipe,file,node).
+    #[arg(long, value_name = "NAME,…", value_delimiter = ',')]
+    pub variants: Vec<String>,
+    /// Another engine, run through the peer contract (repeatable).
+    #[arg(long, value_name = "NAME=COMMAND")]
+    pub peer: Vec<PeerSpec>,
+    /// Seconds each command sleeps after printing (the post-output window; default 2, quick 1).
+    #[arg(long, value_name = "S")]
+    pub sleep: Option<u64>,
+    /// The dashed memory line on the plots.
+    #[arg(long, value_name = "SIZE", default_value = "512MiB", value_parser = parse_size)]
+    pub memory_line: u64,
+}
+
+/// `stockade bench edges`.
+#[derive(Debug, Args)]
+pub struct EdgesArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+/// `stockade bench drain`.
+#[derive(Debug, Args)]
+pub struct DrainArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Bytes per round (default 1GiB; quick 64MiB).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub bytes: Option<u64>,
+    /// Rounds of each side (the best is kept).
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub rounds: usize,
+}
+
+/// `stockade bench spawn`.
+#[derive(Debug, Args)]
+pub struct SpawnArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Round trips of each side (default 200; quick 30; medians are compared).
+    #[arg(long, value_name = "N")]
+    pub rounds: Option<usize>,
+}
+
+/// `stockade bench plot`.
+#[derive(Debug, Args)]
+pub struct PlotArgs {
+    /// The output directory of earlier runs.
+    #[arg(long, value_name = "DIR", default_value = "bench-out")]
+    pub out: PathBuf,
+    /// The dashed memory line on the plots.
+    #[arg(long, value_name = "SIZE", default_value = "512MiB", value_parser = parse_size)]
+    pub memory_line: u64,
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    parse_size::Config::new()
+        .with_binary()
+        .parse_size(s)
+        .map_err(|e| format!("{e}: write a size such as 1MiB, 20MiB or 1GiB"))
+}
+
+/// Run a bench. `--home` is where temporary daemon homes and spools go (default: the system
+/// temporary directory); each run's are deleted when it ends.
+pub fn bench(home: Option<PathBuf>, args: BenchArgs) -> anyhow::Result<ExitCode> {
+    let exe =
+        std::env::current_exe().context("cannot find the stockade binary to start daemons")?;
+    let work = home.unwrap_or_else(std::env::temp_dir);
+    match args.command {
+        BenchCommand::Growth(a) => growth(exe, work, a),
+        BenchCommand::Edges(a) => {
+            let cfg = edges::EdgeConfig {
+                exe,
+                out: a.common.out.clone(),
+                sizes: if a.common.quick { edges::Sizes::QUICK } else { edges::Sizes::FULL },
+                work_dir: work,
+            };
+            let results = edges::edges(&cfg)?;
+            print!("{}", edges::markdown(&results));
+            println!("Written: {}", a.common.out.join("edges.md").display());
+            let all = results.iter().all(|r| r.pass == 1);
+            Ok(if all { ExitCode::SUCCESS } else { ExitCode::from(1) })
+        }
+        BenchCommand::Drain(a) => {
+            let bytes = a.bytes.unwrap_or(if a.common.quick { 64 << 20 } else { 1 << 30 });
+            let s = speed::drain(&exe, &a.common.out, &work, bytes, a.rounds.max(1))?;
+            println!("{}", s.line());
+            Ok(ExitCode::SUCCESS)
+        }
+        BenchCommand::Spawn(a) => {
+            let rounds = a.rounds.unwrap_or(if a.common.quick { 30 } else { 200 });
+            let s = speed::spawn(&exe, &a.common.out, &work, rounds.max(1))?;
+            println!("{}", s.line());
+            Ok(ExitCode::SUCCESS)
+        }
+        BenchCommand::Plot(a) => {
+            let rows = summary::read_jsonl(&a.out.join("summary.jsonl"))?;
+            summary::write_markdown(&a.out.join("summary.md"), &rows)?;
+            let written =
+                plots::growth_plots(&a.out, &rows, a.memory_line as f64 / (1 << 20) as f64)?;
+            for p in written {
+                println!("{}", p.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn growth(exe: PathBuf, work: PathBuf, a: GrowthArgs) -> anyhow::Result<ExitCode> {
+    let quick = a.common.quick;
+    let concurrency = if a.concurrency.is_empty() {
+        if quick { vec![2, 4, 8] } else { vec![2, 4, 8, 16, 32] }
+    } else {
+        a.concurrency
+    };
+    let bytes =
+        if a.bytes.is_empty() { vec![if quick { 4 << 20 } else { 20 << 20 }] } else { a.bytes };
+    let names = if a.variants.is_empty() {
+        vec!["pipe".to_owned(), "file".to_owned(), "node".to_owned()]
+    } else {
+        a.variants
+    };
+    let mut variants = Vec::new();
+    for name in names {
+        match name.trim() {
+            "pipe" | "stockade-pipe" => variants.push(Variant::Stockade(Capture::Pipe)),
+            "file" | "stockade-file" => variants.push(Variant::Stockade(Capture::File)),
+            "node" | "node-baseline" => match peers::node_baseline(&a.common.out.join("peers")) {
+                Ok(spec) => variants.push(Variant::Peer(spec)),
+                Err(why) => eprintln!("stockade bench: skipping the node baseline: {why}"),
+            },
+            other => anyhow::bail!(
+                "unknown variant {other:?}: use pipe, file, node, or --peer NAME=COMMAND"
+            ),
+        }
+    }
+    variants.extend(a.peer.into_iter().map(Variant::Peer));
+    anyhow::ensure!(!variants.is_empty(), "no variant to run");
+    anyhow::ensure!(concurrency.iter().all(|&n| n > 0), "concurrency must be at least 1");
+    let cfg = GrowthConfig {
+        exe,
+        out: a.common.out.clone(),
+        variants,
+        concurrency,
+        bytes,
+        sleep_s: a.sleep.unwrap_or(if quick { 1 } else { 2 }),
+        work_dir: work,
+        memory_line_mib: a.memory_line as f64 / (1 << 20) as f64,
+    };
+    let rows = runner::growth(&cfg)?;
+    print!("{}", summary::markdown(&rows));
+    println!("Written: {}", cfg.out.join("summary.md").display());
+    let failed = rows.iter().any(|r| r.exit == "harness error");
+    Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }

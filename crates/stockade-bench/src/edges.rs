@@ -1,0 +1,698 @@
+//! The seed's ten hard cases as a 0/1 table, each with the reason for a 0.
+//!
+//! Every case runs in a fresh daemon with the sampler on; a case passes only if its bytes are
+//! exact (or its dropped range exact, or its kill verified) *and* the daemon's peak RSS stayed
+//! within `sessions × (hot-tail cap + 256 KiB) + slack` of its idle RSS, so memory never follows
+//! the bytes printed.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use stockade_proto::rpc::{
+    KillParams, KillResult, ListResult, ReadParams, ReadResult, RunParams, SessionInfo, method,
+};
+use stockade_proto::{DEFAULT_RETAINED_CAP, DiskPolicy, ReadMode, RunResult, SessionState};
+
+use crate::daemon::Daemon;
+use crate::progress;
+use crate::rpc::RpcClient;
+use crate::runner::{Load, barrier_command};
+use crate::sampler::{Sampler, Source};
+use crate::summary;
+use crate::{BenchError, MIB, Result, mib};
+
+/// Per-session allowance over the hot tail (SPEC §5).
+const SESSION_OVERHEAD: u64 = 256 * 1024;
+/// Fixed allowance for the daemon's own working memory under load (runtime, buffers, RPC).
+const SLACK: u64 = 16 * MIB;
+
+/// How big the cases are.
+#[derive(Debug, Clone, Copy)]
+pub struct Sizes {
+    /// B4 / C2 / R2: bytes per command (4 commands).
+    pub four_each: u64,
+    /// B6 and the single line.
+    pub thirty: u64,
+    /// The slow stream's duration.
+    pub slow: Duration,
+    /// No polling: bytes of the one command.
+    pub no_poll: u64,
+    /// Poll after spooling: bytes.
+    pub spooled: u64,
+    /// Disk cap and what is printed against it.
+    pub cap: u64,
+    /// Printed against the cap.
+    pub cap_print: u64,
+}
+
+impl Sizes {
+    /// The seed's sizes.
+    pub const FULL: Sizes = Sizes {
+        four_each: 20 * MIB,
+        thirty: 30 * MIB,
+        slow: Duration::from_secs(120),
+        no_poll: 200 * MIB,
+        spooled: 20 * MIB,
+        cap: 8 * MIB,
+        cap_print: 32 * MIB,
+    };
+    /// `--quick`: small enough for CI on two cores.
+    pub const QUICK: Sizes = Sizes {
+        four_each: 2 * MIB,
+        thirty: 3 * MIB,
+        slow: Duration::from_secs(5),
+        no_poll: 16 * MIB,
+        spooled: 4 * MIB,
+        cap: 2 * MIB,
+        cap_print: 8 * MIB,
+    };
+}
+
+/// One case's outcome.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EdgeResult {
+    /// Case id (`B4_stdout_4x20MB`, …).
+    pub case: String,
+    /// What it does.
+    pub what: String,
+    /// 1 = pass, 0 = fail.
+    pub pass: u8,
+    /// Why it failed (empty on pass), or what was checked.
+    pub reason: String,
+    /// Daemon idle RSS, MiB.
+    pub baseline_rss_mib: f64,
+    /// Daemon peak RSS, MiB.
+    pub peak_rss_mib: f64,
+    /// The memory bound that applied (ΔRSS), MiB.
+    pub bound_mib: f64,
+    /// Output printed, MiB.
+    pub output_mib: f64,
+    /// Seconds.
+    pub seconds: f64,
+    /// Raw samples, relative to the output directory.
+    pub raw: String,
+}
+
+/// The edge-case run.
+#[derive(Debug, Clone)]
+pub struct EdgeConfig {
+    /// The `stockade` binary.
+    pub exe: PathBuf,
+    /// Output directory.
+    pub out: PathBuf,
+    /// Sizes.
+    pub sizes: Sizes,
+    /// Temporary state (daemon homes and spools), removed after each case.
+    pub work_dir: PathBuf,
+}
+
+struct Ctx {
+    client: RpcClient,
+    daemon: Daemon,
+    tmp: PathBuf,
+    sizes: Sizes,
+    /// Live sessions at once (for the memory bound).
+    sessions: u64,
+    output: u64,
+    checked: Vec<String>,
+}
+
+type Case = (&'static str, &'static str, fn(&mut Ctx) -> Result<()>);
+
+const CASES: [Case; 10] = [
+    ("B4_stdout_4x20MB", "4 background commands print 20 MiB each on stdout at once", case_b4),
+    ("C2_stderr_4x20MB", "the same on stderr", case_c2),
+    ("R2_log_stream_4x20MB", "4 × 20 MiB of a real log line", case_r2),
+    ("B6_small_chunks_30MB", "30 MiB written 32 bytes at a time", case_b6),
+    ("huge_single_line_30MB", "30 MiB without a newline; the tail view stays bounded", case_line),
+    ("slow_stream_120s", "one line every 0.5 s for 120 s, followed by long polls", case_slow),
+    (
+        "no_poll_background",
+        "200 MiB in the background, never read: the pipe is drained",
+        case_no_poll,
+    ),
+    (
+        "poll_after_spool",
+        "read everything by cursor after it finished: bytes exact",
+        case_poll_after,
+    ),
+    (
+        "kill_while_outputting",
+        "kill a pipeline mid-stream: killed, verified, no survivors",
+        case_kill,
+    ),
+    (
+        "disk_cap_edge",
+        "disk cap with `kill` and `keep-head-tail`: exact dropped range",
+        case_disk_cap,
+    ),
+];
+
+/// Run all ten cases; write `edges.jsonl` and `edges.md` in `out`.
+pub fn edges(cfg: &EdgeConfig) -> Result<Vec<EdgeResult>> {
+    std::fs::create_dir_all(&cfg.out).map_err(|e| BenchError::path("create", &cfg.out, e))?;
+    let pb = progress::bar(CASES.len() as u64, "edges");
+    let mut results = Vec::new();
+    for (case, what, f) in CASES {
+        pb.set_message(case);
+        let r = run_case(cfg, case, what, f);
+        progress::note(
+            &pb,
+            &format!("{case}: {} {}", r.pass, if r.pass == 1 { "" } else { r.reason.as_str() }),
+        );
+        results.push(r);
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    let mut jsonl = String::new();
+    for r in &results {
+        jsonl.push_str(&serde_json::to_string(r)?);
+        jsonl.push('\n');
+    }
+    let p = cfg.out.join("edges.jsonl");
+    std::fs::write(&p, jsonl).map_err(|e| BenchError::path("write", &p, e))?;
+    let p = cfg.out.join("edges.md");
+    std::fs::write(&p, markdown(&results)).map_err(|e| BenchError::path("write", &p, e))?;
+    Ok(results)
+}
+
+/// The 0/1 table.
+pub fn markdown(results: &[EdgeResult]) -> String {
+    let mut s = String::from(
+        "| case | what | pass | reason / checked | idle RSS MiB | peak RSS MiB | ΔRSS bound MiB | output MiB | s |\n| --- | --- | :---: | --- | ---: | ---: | ---: | ---: | ---: |\n",
+    );
+    for r in results {
+        s.push_str(&format!(
+            "| {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |\n",
+            r.case,
+            r.what,
+            r.pass,
+            r.reason.replace('|', "\\|"),
+            r.baseline_rss_mib,
+            r.peak_rss_mib,
+            r.bound_mib,
+            r.output_mib,
+            r.seconds
+        ));
+    }
+    let passed = results.iter().filter(|r| r.pass == 1).count();
+    s.push_str(&format!("\n{passed}/{} passed.\n", results.len()));
+    s
+}
+
+fn run_case(cfg: &EdgeConfig, case: &str, what: &str, f: fn(&mut Ctx) -> Result<()>) -> EdgeResult {
+    let start = Instant::now();
+    let raw_rel = format!("raw/edges/{case}.jsonl");
+    let mut r = EdgeResult {
+        case: case.into(),
+        what: what.into(),
+        raw: raw_rel.clone(),
+        ..EdgeResult::default()
+    };
+    let tmp = match std::fs::create_dir_all(&cfg.work_dir)
+        .and_then(|()| tempfile::Builder::new().prefix("stockade-edge-").tempdir_in(&cfg.work_dir))
+    {
+        Ok(t) => t,
+        Err(e) => {
+            r.reason = format!("cannot create a temporary directory: {e}");
+            return r;
+        }
+    };
+    let outcome = (|| -> Result<(Result<()>, Ctx, Sampler)> {
+        let daemon = Daemon::start(&cfg.exe, &tmp.path().join("home"))?;
+        let client = daemon.client()?;
+        let sampler = Sampler::start(
+            daemon.pid(),
+            Source::Daemon(daemon.client()?),
+            &cfg.out.join(&raw_rel),
+        )?;
+        std::thread::sleep(Duration::from_millis(300));
+        sampler.mark_release();
+        let mut ctx = Ctx {
+            client,
+            daemon,
+            tmp: tmp.path().to_path_buf(),
+            sizes: cfg.sizes,
+            sessions: 1,
+            output: 0,
+            checked: Vec::new(),
+        };
+        let res = f(&mut ctx);
+        std::thread::sleep(Duration::from_millis(300));
+        Ok((res, ctx, sampler))
+    })();
+    match outcome {
+        Err(e) => r.reason = format!("harness: {e}"),
+        Ok((res, mut ctx, sampler)) => {
+            let rows = sampler.finish();
+            let died = !ctx.daemon.is_alive();
+            ctx.daemon.shutdown();
+            let s = summary::summarise(&rows, ctx.output);
+            r.baseline_rss_mib = s.baseline_rss_mib;
+            r.peak_rss_mib = s.peak_rss_mib;
+            r.output_mib = mib(ctx.output);
+            let bound = ctx.sessions * (DEFAULT_RETAINED_CAP as u64 + SESSION_OVERHEAD) + SLACK;
+            r.bound_mib = mib(bound);
+            let delta = s.peak_rss_mib - s.baseline_rss_mib;
+            let mut reasons = Vec::new();
+            if let Err(e) = res {
+                reasons.push(e.to_string());
+            }
+            if died {
+                reasons.push(format!("the daemon died: {}", ctx.daemon.stderr_tail()));
+            }
+            if delta > mib(bound) {
+                reasons.push(format!(
+                    "memory not bounded: ΔRSS {delta:.1} MiB > {:.1} MiB",
+                    mib(bound)
+                ));
+            }
+            if reasons.is_empty() {
+                r.pass = 1;
+                ctx.checked.push(format!("ΔRSS {delta:.1} ≤ {:.1} MiB", mib(bound)));
+                r.reason = ctx.checked.join("; ");
+            } else {
+                r.reason = reasons.join("; ");
+            }
+        }
+    }
+    r.seconds = (start.elapsed().as_secs_f64() * 10.0).round() / 10.0;
+    r
+}
+
+fn fail(m: impl Into<String>) -> BenchError {
+    BenchError::msg(m)
+}
+
+impl Ctx {
+    fn run(&mut self, params: RunParams) -> Result<RunResult> {
+        let res: RunResult = self.client.call(method::RUN, &params)?;
+        self.daemon.track_session(res.pid);
+        Ok(res)
+    }
+
+    fn run_bg(&mut self, command: String) -> Result<RunResult> {
+        self.run(RunParams {
+            command,
+            background: true,
+            yield_ms: Some(0),
+            max_bytes: Some(1024),
+            ..RunParams::default()
+        })
+    }
+
+    fn list(&mut self) -> Result<Vec<SessionInfo>> {
+        let l: ListResult = self.client.call(method::LIST, &json!({}))?;
+        Ok(l.sessions)
+    }
+
+    /// Wait until every session has ended; their final records.
+    fn wait_all(&mut self, limit: Duration) -> Result<Vec<SessionInfo>> {
+        let start = Instant::now();
+        loop {
+            let all = self.list()?;
+            if all.iter().all(|s| s.state.is_terminal()) {
+                return Ok(all);
+            }
+            if start.elapsed() > limit {
+                return Err(fail(format!("sessions still running after {}s", limit.as_secs())));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn read(&mut self, p: &ReadParams) -> Result<ReadResult> {
+        self.client.call(method::READ, p)
+    }
+
+    fn barrier(&self) -> PathBuf {
+        self.tmp.join("barrier")
+    }
+}
+
+fn limit_for(bytes: u64) -> Duration {
+    Duration::from_secs(60 + bytes / (8 * MIB))
+}
+
+/// Every session exited 0 with exactly `bytes` printed and on disk.
+fn check_exact(sessions: &[SessionInfo], bytes: u64, checked: &mut Vec<String>) -> Result<()> {
+    for s in sessions {
+        if s.state != (SessionState::Exited { code: 0 }) {
+            return Err(fail(format!("{} ended {:?}", s.id, s.state)));
+        }
+        if s.total_bytes != bytes {
+            return Err(fail(format!("{} counted {} bytes, printed {bytes}", s.id, s.total_bytes)));
+        }
+        let on_disk = std::fs::metadata(&s.spool_path).map(|m| m.len()).unwrap_or(0);
+        if on_disk != bytes {
+            return Err(fail(format!("{} has {on_disk} bytes on disk, printed {bytes}", s.id)));
+        }
+    }
+    checked.push(format!("{}× {bytes} B exact in counts and spools", sessions.len()));
+    Ok(())
+}
+
+fn four_at_once(ctx: &mut Ctx, load: Load) -> Result<()> {
+    let bytes = ctx.sizes.four_each;
+    let cmd = barrier_command(&ctx.barrier(), bytes, 0, load);
+    for _ in 0..4 {
+        ctx.run_bg(cmd.clone())?;
+    }
+    ctx.sessions = 4;
+    ctx.output = 4 * bytes;
+    std::fs::write(ctx.barrier(), b"go").map_err(|e| BenchError::io("release the barrier", e))?;
+    let all = ctx.wait_all(limit_for(4 * bytes))?;
+    check_exact(&all, bytes, &mut ctx.checked)
+}
+
+fn case_b4(ctx: &mut Ctx) -> Result<()> {
+    four_at_once(ctx, Load::Stdout)
+}
+
+fn case_c2(ctx: &mut Ctx) -> Result<()> {
+    four_at_once(ctx, Load::Stderr)?;
+    // Every byte must be attributed to stderr.
+    let ids: Vec<String> = ctx.list()?.into_iter().map(|s| s.id).collect();
+    for id in ids {
+        let r = ctx.read(&ReadParams {
+            id: id.clone(),
+            mode: Some(ReadMode::Tail),
+            stream: Some(stockade_proto::Stream::Stdout),
+            max_bytes: Some(64),
+            ..ReadParams::default()
+        })?;
+        if !r.view.output.trim().is_empty() && !r.view.output.contains('[') {
+            return Err(fail(format!("{id}: stderr bytes shown as stdout")));
+        }
+    }
+    ctx.checked.push("nothing attributed to stdout".into());
+    Ok(())
+}
+
+fn case_r2(ctx: &mut Ctx) -> Result<()> {
+    four_at_once(ctx, Load::LogStream)
+}
+
+fn case_b6(ctx: &mut Ctx) -> Result<()> {
+    let bytes = ctx.sizes.thirty;
+    ctx.output = bytes;
+    ctx.run_bg(format!("yes X | head -c {bytes} | dd bs=32 status=none"))?;
+    let all = ctx.wait_all(limit_for(bytes * 8))?;
+    check_exact(&all, bytes, &mut ctx.checked)
+}
+
+fn case_line(ctx: &mut Ctx) -> Result<()> {
+    let bytes = ctx.sizes.thirty;
+    ctx.output = bytes;
+    let res = ctx.run_bg(format!("head -c {bytes} /dev/zero | tr '\\0' x"))?;
+    let all = ctx.wait_all(limit_for(bytes))?;
+    check_exact(&all, bytes, &mut ctx.checked)?;
+    let max = 50 * 1024;
+    let r = ctx.read(&ReadParams {
+        id: res.id,
+        mode: Some(ReadMode::Tail),
+        max_bytes: Some(max),
+        ..ReadParams::default()
+    })?;
+    if r.view.output.len() > max + 4096 {
+        return Err(fail(format!(
+            "tail view is {} bytes for max_bytes {max}",
+            r.view.output.len()
+        )));
+    }
+    if !r.view.truncated || r.view.total_lines != 1 {
+        return Err(fail(format!(
+            "tail view truncated={} total_lines={} (want true, 1)",
+            r.view.truncated, r.view.total_lines
+        )));
+    }
+    ctx.checked.push(format!("tail view {} B, 1 line, truncated", r.view.output.len()));
+    Ok(())
+}
+
+fn case_slow(ctx: &mut Ctx) -> Result<()> {
+    let lines = (ctx.sizes.slow.as_millis() / 500).max(2);
+    let res = ctx.run_bg(format!(
+        "i=0; while [ $i -lt {lines} ]; do echo \"slow line $i\"; i=$((i+1)); sleep 0.5; done"
+    ))?;
+    let expected: String = (0..lines).map(|i| format!("slow line {i}\n")).collect();
+    ctx.output = expected.len() as u64;
+    let mut got = Vec::new();
+    let mut cursor = 0u64;
+    let mut polls = 0u32;
+    let deadline = Instant::now() + ctx.sizes.slow + Duration::from_secs(60);
+    loop {
+        let r = ctx.read(&ReadParams {
+            id: res.id.clone(),
+            after: Some(cursor),
+            mode: Some(ReadMode::Delta),
+            raw: true,
+            wait_ms: Some(2_000),
+            max_bytes: Some(64 * 1024),
+            ..ReadParams::default()
+        })?;
+        polls += 1;
+        got.extend(decode_b64(r.bytes_b64.as_deref().unwrap_or(""))?);
+        cursor = r.view.next_cursor;
+        if r.state.is_terminal() && cursor >= r.view.total_bytes {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(fail("the slow stream did not end in time"));
+        }
+    }
+    if got != expected.as_bytes() {
+        return Err(fail(format!(
+            "read {} bytes by cursor, printed {}",
+            got.len(),
+            expected.len()
+        )));
+    }
+    ctx.checked.push(format!("{lines} lines exact over {polls} long polls"));
+    Ok(())
+}
+
+fn case_no_poll(ctx: &mut Ctx) -> Result<()> {
+    let bytes = ctx.sizes.no_poll;
+    ctx.output = bytes;
+    ctx.run_bg(format!("yes X | head -c {bytes}"))?;
+    let all = ctx.wait_all(limit_for(bytes))?;
+    check_exact(&all, bytes, &mut ctx.checked)
+}
+
+fn case_poll_after(ctx: &mut Ctx) -> Result<()> {
+    let bytes = ctx.sizes.spooled;
+    ctx.output = bytes;
+    let res = ctx.run_bg(format!("yes X | head -c {bytes}"))?;
+    ctx.wait_all(limit_for(bytes))?;
+    let mut cursor = 0u64;
+    let mut n = 0u64;
+    let mut reads = 0u32;
+    loop {
+        let r = ctx.read(&ReadParams {
+            id: res.id.clone(),
+            after: Some(cursor),
+            mode: Some(ReadMode::Delta),
+            raw: true,
+            max_bytes: Some(MIB as usize),
+            ..ReadParams::default()
+        })?;
+        reads += 1;
+        let chunk = decode_b64(r.bytes_b64.as_deref().unwrap_or(""))?;
+        for (i, b) in chunk.iter().enumerate() {
+            let want = if (cursor + i as u64) % 2 == 0 { b'X' } else { b'\n' };
+            if *b != want {
+                return Err(fail(format!(
+                    "byte {} is {b:#x}, printed {want:#x}",
+                    cursor + i as u64
+                )));
+            }
+        }
+        n += chunk.len() as u64;
+        if r.view.next_cursor <= cursor || r.view.next_cursor >= r.view.total_bytes {
+            cursor = r.view.next_cursor;
+            break;
+        }
+        cursor = r.view.next_cursor;
+    }
+    if n != bytes || cursor != bytes {
+        return Err(fail(format!("read {n} bytes (cursor {cursor}) by cursor, printed {bytes}")));
+    }
+    ctx.checked.push(format!("{bytes} B read back exact in {reads} reads, from the spool"));
+    Ok(())
+}
+
+fn case_kill(ctx: &mut Ctx) -> Result<()> {
+    let res = ctx.run_bg("(yes A | cat) & yes B | cat; wait".into())?;
+    let start = Instant::now();
+    loop {
+        let all = ctx.list()?;
+        if all.iter().any(|s| s.total_bytes > MIB) {
+            break;
+        }
+        if start.elapsed() > Duration::from_secs(20) {
+            return Err(fail("no output before the kill"));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let k: KillResult = ctx
+        .client
+        .call(method::KILL, &KillParams { id: res.id.clone(), ..KillParams::default() })?;
+    let printed = ctx.list()?.first().map_or(0, |s| s.total_bytes);
+    ctx.output = printed;
+    if !matches!(k.state, SessionState::Killed { .. }) {
+        return Err(fail(format!("state after kill is {}", k.state.name())));
+    }
+    if !k.report.terminated || !k.report.survivors.is_empty() {
+        return Err(fail(format!(
+            "terminated={} survivors={:?}",
+            k.report.terminated, k.report.survivors
+        )));
+    }
+    let alive: Vec<u32> = k
+        .report
+        .pids_signalled
+        .iter()
+        .copied()
+        .filter(|&p| crate::proc::rss_and_peak(p).is_some())
+        .collect();
+    if !alive.is_empty() {
+        return Err(fail(format!("still running after kill: {alive:?}")));
+    }
+    ctx.checked.push(format!(
+        "killed, {} pids signalled, none left, {} B printed",
+        k.report.pids_signalled.len(),
+        printed
+    ));
+    Ok(())
+}
+
+fn case_disk_cap(ctx: &mut Ctx) -> Result<()> {
+    let (cap, print) = (ctx.sizes.cap, ctx.sizes.cap_print);
+    ctx.sessions = 2;
+    ctx.output = 2 * print;
+    let base = RunParams {
+        command: format!("yes X | head -c {print}"),
+        background: true,
+        yield_ms: Some(0),
+        max_bytes: Some(1024),
+        disk_cap: Some(cap),
+        ..RunParams::default()
+    };
+    let killed = ctx.run(RunParams { disk_policy: Some(DiskPolicy::Kill), ..base.clone() })?;
+    let kept = ctx.run(RunParams { disk_policy: Some(DiskPolicy::KeepHeadTail), ..base })?;
+    let all = ctx.wait_all(limit_for(2 * print))?;
+    let find = |id: &str| all.iter().find(|s| s.id == id).cloned();
+    let (Some(k), Some(h)) = (find(&killed.id), find(&kept.id)) else {
+        return Err(fail("a session is missing from list"));
+    };
+    // `kill`: terminated at the cap, the spool holds exactly the cap, the rest is reported dropped.
+    if !matches!(k.state, SessionState::Killed { .. }) {
+        return Err(fail(format!("kill policy: state {} (want killed)", k.state.name())));
+    }
+    let k_disk = std::fs::metadata(&k.spool_path).map(|m| m.len()).unwrap_or(0);
+    if k_disk > cap || k.total_bytes.saturating_sub(k_disk) != k.dropped_bytes {
+        return Err(fail(format!(
+            "kill policy: {k_disk} B on disk (cap {cap}), total {}, dropped {} (want total − disk)",
+            k.total_bytes, k.dropped_bytes
+        )));
+    }
+    // `keep-head-tail`: the head up to the cap, the newest retained_cap bytes, the middle dropped.
+    if h.state != (SessionState::Exited { code: 0 }) || h.total_bytes != print {
+        return Err(fail(format!(
+            "keep-head-tail: ended {} with {} B (want exited 0, {print} B)",
+            h.state.name(),
+            h.total_bytes
+        )));
+    }
+    let want_gap = (cap, print - DEFAULT_RETAINED_CAP as u64);
+    let r = ctx.read(&ReadParams {
+        id: h.id.clone(),
+        mode: Some(ReadMode::Tail),
+        max_bytes: Some(64),
+        ..ReadParams::default()
+    })?;
+    let gaps: Vec<(u64, u64)> = r.view.gaps.iter().map(|g| (g.start, g.end)).collect();
+    if gaps != vec![want_gap] || h.dropped_bytes != want_gap.1 - want_gap.0 {
+        return Err(fail(format!(
+            "keep-head-tail: gaps {gaps:?}, dropped {} (want [{}..{}), {})",
+            h.dropped_bytes,
+            want_gap.0,
+            want_gap.1,
+            want_gap.1 - want_gap.0
+        )));
+    }
+    let h_disk = std::fs::metadata(&h.spool_path).map(|m| m.len()).unwrap_or(0);
+    if h_disk + h.dropped_bytes != print {
+        return Err(fail(format!(
+            "keep-head-tail: {h_disk} B on disk + {} dropped ≠ {print}",
+            h.dropped_bytes
+        )));
+    }
+    ctx.checked.push(format!(
+        "kill: killed at {k_disk} B, {} B dropped; keep-head-tail: gap [{}..{}) exact",
+        k.dropped_bytes, want_gap.0, want_gap.1
+    ));
+    Ok(())
+}
+
+/// Decode standard base64 (with or without padding).
+pub fn decode_b64(s: &str) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(s.len() / 4 * 3);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for c in s.bytes() {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            b'=' | b'\n' | b'\r' => continue,
+            _ => return Err(fail(format!("bad base64 byte {c:#x}"))),
+        };
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    Ok(out)
+}
+
+/// Where the edge results of a directory are.
+pub fn results_path(out: &Path) -> PathBuf {
+    out.join("edges.jsonl")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_round_trips_the_standard_alphabet() {
+        assert_eq!(decode_b64("aGVsbG8gd29ybGQ=").unwrap_or_default(), b"hello world");
+        assert_eq!(decode_b64("AP8=").unwrap_or_default(), vec![0, 255]);
+        assert!(decode_b64("!!").is_err());
+    }
+
+    #[test]
+    fn the_table_has_every_case() {
+        let rows: Vec<EdgeResult> = CASES
+            .iter()
+            .map(|(c, w, _)| EdgeResult {
+                case: (*c).into(),
+                what: (*w).into(),
+                ..EdgeResult::default()
+            })
+            .collect();
+        let md = markdown(&rows);
+        assert_eq!(
+            md.lines().filter(|l| l.starts_with("| ") && !l.starts_with("| case")).count(),
+            10
+        );
+    }
+}

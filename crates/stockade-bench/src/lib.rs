@@ -1,0 +1,50 @@
+//! Stockade's experiment harness: seed 000's experiment made a command.
+//!
+//! # The method
+//!
+//! **start → hold → release → sample → wait → clean up → summarise → plot.**
+//!
+//! * [`runner`] starts a *fresh* engine for every run: a Stockade daemon (`stockade --home <tmp>
+//!   daemon run`, talked to over its socket with [`rpc`], like any client) or a *peer*, another
+//!   engine given as a command ([`peers`]). It launches N background commands held behind a
+//!   start barrier (each waits for a file, then prints), starts the sampler, releases them
+//!   together, never reads their output, waits until every command is done, and tears everything
+//!   down: `shutdown`, then `SIGKILL` by pid / process group as a last resort, never by name.
+//! * [`sampler`] samples the engine every 100 ms: RSS and peak RSS from `/proc/<pid>/status`,
+//!   and for Stockade the daemon's own accounting from `stats` (allocator bytes, hot tails,
+//!   spooled, dropped and output bytes). One JSONL row per sample: the raw data is the primary
+//!   artefact, everything else is derived from it.
+//! * [`summary`] turns a run's samples into one row (baseline / peak / final RSS and allocator
+//!   bytes, output MiB, ΔRSS per output MiB, OOM, exit) and writes Markdown + JSONL tables.
+//! * [`plots`] draws the SVGs in the seed's report style from the summary and the raw rows.
+//! * [`edges`] runs the seed's ten hard cases and says 0/1 with the reason for every 0.
+//! * [`speed`] measures draining 1 GiB through the daemon against writing it straight to a file,
+//!   and a `run true` round trip against a bare fork+exec+wait.
+//!
+//! Every process the harness starts is owned by a guard whose `Drop` ends it (and its process
+//! group), so a failed or interrupted run leaves nothing behind.
+
+#![deny(missing_docs)]
+
+pub mod daemon;
+pub mod edges;
+mod error;
+pub mod peers;
+pub mod plots;
+pub mod proc;
+pub mod progress;
+pub mod rpc;
+pub mod runner;
+pub mod sampler;
+pub mod speed;
+pub mod summary;
+
+pub use error::{BenchError, Result};
+
+/// One mebibyte, the unit every table and plot uses.
+pub const MIB: u64 = 1024 * 1024;
+
+/// Bytes as MiB, for tables and plots.
+pub fn mib(bytes: u64) -> f64 {
+    bytes as f64 / MIB as f64
+}

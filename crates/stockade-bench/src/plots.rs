@@ -1,0 +1,554 @@
+//! SVG plots in seed 000's report style: paper background, Georgia titles, muted grid, one
+//! low-saturation colour per variant, a dashed memory line, and only the annotations that matter
+//! (peak, OOM, exit). Every plot is drawn from the raw JSONL and `summary.jsonl`, so it can be
+//! redrawn at any time with `stockade bench plot`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+use crate::sampler::{Sample, read_samples};
+use crate::summary::RunSummary;
+use crate::{BenchError, Result, mib};
+
+/// Background.
+pub const BG: RGBColor = RGBColor(0xfb, 0xfa, 0xf6);
+/// Titles.
+pub const TITLE: RGBColor = RGBColor(0x1e, 0x24, 0x30);
+/// Text, axes labels and ticks.
+pub const TEXT: RGBColor = RGBColor(0x26, 0x31, 0x3f);
+/// Subtitles and notes.
+pub const NOTE: RGBColor = RGBColor(0x5d, 0x66, 0x73);
+/// Grid lines.
+pub const GRID: RGBColor = RGBColor(0xdd, 0xd7, 0xcc);
+/// Axis spines.
+pub const SPINE: RGBColor = RGBColor(0xb8, 0xb2, 0xa8);
+/// The dashed memory line.
+pub const MEMORY_LINE: RGBColor = RGBColor(0x7a, 0x5e, 0xa8);
+/// Variant colours: baseline-like peers, Stockade pipe, Stockade file, then extras.
+pub const PALETTE: [RGBColor; 5] = [
+    RGBColor(0xb8, 0x4a, 0x39),
+    RGBColor(0x3e, 0x7a, 0x52),
+    RGBColor(0x1f, 0x5a, 0xa6),
+    RGBColor(0x8a, 0x6d, 0x3b),
+    RGBColor(0x4a, 0x6a, 0x7a),
+];
+
+const TITLE_FONT: &str = "Georgia, serif";
+const BODY_FONT: &str = "sans-serif";
+const SIZE: (u32, u32) = (960, 560);
+
+/// The colour of a variant: Stockade pipe green, file blue, the first peer red, others after.
+pub fn variant_color(variant: &str, peers: &[String]) -> RGBColor {
+    match variant {
+        "stockade-pipe" => PALETTE[1],
+        "stockade-file" => PALETTE[2],
+        v => {
+            let i = peers.iter().position(|p| p == v).unwrap_or(0);
+            if i == 0 { PALETTE[0] } else { PALETTE[3 + (i - 1) % 2] }
+        }
+    }
+}
+
+fn is_stockade(v: &str) -> bool {
+    v.starts_with("stockade-")
+}
+
+/// One line on a chart.
+#[derive(Debug, Clone)]
+pub struct Series {
+    /// Legend label (empty: not in the legend).
+    pub label: String,
+    /// Colour.
+    pub color: RGBColor,
+    /// Opacity (0..1).
+    pub alpha: f64,
+    /// Points, in x order.
+    pub points: Vec<(f64, f64)>,
+    /// Draw a marker on every point.
+    pub markers: bool,
+}
+
+/// An annotation: a marker and a short text.
+#[derive(Debug, Clone)]
+pub struct Mark {
+    /// Where.
+    pub at: (f64, f64),
+    /// What (`peak 431 MiB`, `OOM`, `exit 2`).
+    pub text: String,
+    /// Colour of the marker.
+    pub color: RGBColor,
+    /// A cross instead of a dot (OOM, exit).
+    pub cross: bool,
+}
+
+/// A horizontal dashed line with its label.
+#[derive(Debug, Clone)]
+pub struct HLine {
+    /// y value.
+    pub y: f64,
+    /// Label.
+    pub label: String,
+}
+
+/// A whole chart.
+#[derive(Debug, Clone, Default)]
+pub struct Chart {
+    /// Title (Georgia).
+    pub title: String,
+    /// Subtitle (notes colour).
+    pub subtitle: String,
+    /// x axis description.
+    pub x_desc: String,
+    /// y axis description.
+    pub y_desc: String,
+    /// The lines.
+    pub series: Vec<Series>,
+    /// Annotations.
+    pub marks: Vec<Mark>,
+    /// Dashed memory lines.
+    pub hlines: Vec<HLine>,
+    /// x is log2 of the value shown on the ticks.
+    pub x_log2: bool,
+}
+
+fn perr<E: std::fmt::Debug>(e: E) -> BenchError {
+    BenchError::msg(format!("plot: {e:?}"))
+}
+
+/// Draw `chart` to an SVG file.
+pub fn draw(chart: &Chart, path: &Path) -> Result<()> {
+    let pts = chart.series.iter().flat_map(|s| s.points.iter().copied());
+    let (mut x0, mut x1, mut y1) = (f64::INFINITY, f64::NEG_INFINITY, 0.0f64);
+    for (x, y) in pts.chain(chart.marks.iter().map(|m| m.at)) {
+        x0 = x0.min(x);
+        x1 = x1.max(x);
+        y1 = y1.max(y);
+    }
+    for h in &chart.hlines {
+        y1 = y1.max(h.y);
+    }
+    if !x0.is_finite() || !x1.is_finite() {
+        (x0, x1) = (0.0, 1.0);
+    }
+    if x1 - x0 < 1e-9 {
+        x1 = x0 + 1.0;
+    }
+    let pad = (x1 - x0) * 0.04;
+    let (x0, x1) = if chart.x_log2 { (x0 - 0.3, x1 + 0.3) } else { (x0.min(0.0), x1 + pad) };
+    let y1 = if y1 <= 0.0 { 1.0 } else { y1 * 1.12 };
+
+    let root = SVGBackend::new(path, SIZE).into_drawing_area();
+    root.fill(&BG).map_err(perr)?;
+    root.draw(&Text::new(
+        chart.title.clone(),
+        (28, 18),
+        (TITLE_FONT, 22).into_font().color(&TITLE),
+    ))
+    .map_err(perr)?;
+    root.draw(&Text::new(
+        chart.subtitle.clone(),
+        (28, 48),
+        (BODY_FONT, 13).into_font().color(&NOTE),
+    ))
+    .map_err(perr)?;
+    let area = root.margin(74, 18, 18, 28);
+    let mut ctx = ChartBuilder::on(&area)
+        .x_label_area_size(44)
+        .y_label_area_size(64)
+        .build_cartesian_2d(x0..x1, 0.0..y1)
+        .map_err(perr)?;
+    let tick = (BODY_FONT, 12).into_font().color(&TEXT);
+    let desc = (BODY_FONT, 13).into_font().color(&TEXT);
+    let log2 = chart.x_log2;
+    let x_fmt = move |x: &f64| {
+        if log2 {
+            let v = 2f64.powf(*x);
+            if (v - v.round()).abs() < 1e-6 { format!("{}", v.round()) } else { String::new() }
+        } else {
+            trim_num(*x)
+        }
+    };
+    let y_fmt = |y: &f64| trim_num(*y);
+    let x_ticks = if log2 { ((x1 - x0).ceil() as usize).max(2) * 2 } else { 10 };
+    ctx.configure_mesh()
+        .bold_line_style(GRID.stroke_width(1))
+        .light_line_style(TRANSPARENT)
+        .axis_style(SPINE.stroke_width(1))
+        .x_labels(x_ticks)
+        .y_labels(8)
+        .label_style(tick)
+        .axis_desc_style(desc)
+        .x_desc(chart.x_desc.as_str())
+        .y_desc(chart.y_desc.as_str())
+        .x_label_formatter(&x_fmt)
+        .y_label_formatter(&y_fmt)
+        .draw()
+        .map_err(perr)?;
+    for h in &chart.hlines {
+        ctx.draw_series(DashedLineSeries::new(
+            vec![(x0, h.y), (x1, h.y)],
+            8,
+            5,
+            MEMORY_LINE.stroke_width(2),
+        ))
+        .map_err(perr)?;
+        ctx.draw_series(std::iter::once(Text::new(
+            h.label.clone(),
+            (x0 + (x1 - x0) * 0.01, h.y + y1 * 0.012),
+            (BODY_FONT, 12).into_font().color(&MEMORY_LINE).pos(Pos::new(HPos::Left, VPos::Bottom)),
+        )))
+        .map_err(perr)?;
+    }
+    for s in &chart.series {
+        let style = s.color.mix(s.alpha).stroke_width(2);
+        let drawn = ctx.draw_series(LineSeries::new(s.points.clone(), style)).map_err(perr)?;
+        if !s.label.is_empty() {
+            let c = s.color;
+            drawn.label(s.label.clone()).legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(3))
+            });
+        }
+        if s.markers {
+            let c = s.color.mix(s.alpha);
+            ctx.draw_series(s.points.iter().map(|&p| Circle::new(p, 3, c.filled())))
+                .map_err(perr)?;
+        }
+    }
+    for m in &chart.marks {
+        let c = m.color;
+        if m.cross {
+            ctx.draw_series(std::iter::once(Cross::new(m.at, 6, c.stroke_width(2))))
+                .map_err(perr)?;
+        } else {
+            ctx.draw_series(std::iter::once(Circle::new(m.at, 4, c.filled()))).map_err(perr)?;
+        }
+        ctx.draw_series(std::iter::once(Text::new(
+            m.text.clone(),
+            (m.at.0, m.at.1 + y1 * 0.02),
+            (BODY_FONT, 12).into_font().color(&TEXT).pos(Pos::new(HPos::Center, VPos::Bottom)),
+        )))
+        .map_err(perr)?;
+    }
+    if chart.series.iter().any(|s| !s.label.is_empty()) {
+        ctx.configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(BG.mix(0.92))
+            .border_style(SPINE)
+            .label_font((BODY_FONT, 12).into_font().color(&TEXT))
+            .draw()
+            .map_err(perr)?;
+    }
+    root.present().map_err(perr)?;
+    Ok(())
+}
+
+fn trim_num(x: f64) -> String {
+    if (x - x.round()).abs() < 1e-9 {
+        format!("{}", x.round() as i64)
+    } else if x.abs() >= 10.0 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.1}")
+    }
+}
+
+/// The growth plots, one set per "bytes each" size, from every row in the directory:
+/// `time-rss-<B>.svg`, `time-rss-stockade-<B>.svg`, `time-output-<B>.svg`,
+/// `concurrency-peak-rss.svg`, `concurrency-peak-rss-stockade.svg`, `output-delta-rss.svg`.
+pub fn growth_plots(out: &Path, rows: &[RunSummary], memory_line_mib: f64) -> Result<Vec<PathBuf>> {
+    let rows: Vec<&RunSummary> = latest(rows);
+    let mut peers: Vec<String> =
+        rows.iter().map(|r| r.variant.clone()).filter(|v| !is_stockade(v)).collect();
+    peers.sort();
+    peers.dedup();
+    let mut written = Vec::new();
+    let mut sizes: Vec<u64> = rows.iter().map(|r| r.bytes_each).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let mem_line = HLine {
+        y: memory_line_mib,
+        label: format!("{memory_line_mib:.0} MiB memory line (Node --max-old-space-size)"),
+    };
+    let target = HLine { y: 40.0, label: "SPEC §5: pipe ≤ 40 MiB at 32×20 MiB".into() };
+    let target_file = HLine { y: 8.0, label: "file ≤ 8 MiB".into() };
+    for &b in &sizes {
+        let group: Vec<&RunSummary> = rows.iter().copied().filter(|r| r.bytes_each == b).collect();
+        let raws: Vec<(&RunSummary, Vec<Sample>)> = group
+            .iter()
+            .filter_map(|r| read_samples(&out.join(&r.raw)).ok().map(|s| (*r, s)))
+            .collect();
+        let tag = crate::runner::human(b);
+        for (stockade_only, name) in
+            [(false, format!("time-rss-{tag}.svg")), (true, format!("time-rss-stockade-{tag}.svg"))]
+        {
+            let picked: Vec<&(&RunSummary, Vec<Sample>)> =
+                raws.iter().filter(|(r, _)| !stockade_only || is_stockade(&r.variant)).collect();
+            if picked.is_empty() || (stockade_only && peers.is_empty()) {
+                continue;
+            }
+            let mut chart = time_chart(&picked, &peers, |s| Some(mib(s.rss_bytes)));
+            chart.title = format!("Engine RSS over time, N commands × {tag}");
+            chart.subtitle = "VmRSS of the engine process every 100 ms; t = 0 when the barrier is released; one line per N (darker = more)".into();
+            chart.y_desc = "RSS (MiB)".into();
+            chart.hlines = if stockade_only {
+                vec![target.clone()]
+            } else if peers.is_empty() {
+                vec![]
+            } else {
+                vec![mem_line.clone()]
+            };
+            let path = out.join(&name);
+            draw(&chart, &path)?;
+            written.push(path);
+        }
+        if !raws.is_empty() {
+            let picked: Vec<&(&RunSummary, Vec<Sample>)> = raws.iter().collect();
+            let mut chart = time_chart(&picked, &peers, |s| s.output_bytes.map(mib));
+            chart.marks.clear();
+            chart.title = format!("Output printed over time, N commands × {tag}");
+            chart.subtitle = "bytes counted by the engine (Stockade `stats`, a peer's progress file); nobody reads them".into();
+            chart.y_desc = "output (MiB)".into();
+            let path = out.join(format!("time-output-{tag}.svg"));
+            draw(&chart, &path)?;
+            written.push(path);
+        }
+    }
+    // Concurrency → peak RSS, per (variant, bytes) with at least two N.
+    for stockade_only in [false, true] {
+        if stockade_only && peers.is_empty() {
+            continue;
+        }
+        let mut chart = Chart {
+            title: "Peak RSS by concurrency".into(),
+            subtitle: "peak VmHWM of the engine per run; ✕ = the engine died (OOM)".into(),
+            x_desc: "concurrent commands (N)".into(),
+            y_desc: "peak RSS (MiB)".into(),
+            x_log2: true,
+            ..Chart::default()
+        };
+        let mut keys: BTreeMap<(String, u64), Vec<&RunSummary>> = BTreeMap::new();
+        for r in rows.iter().filter(|r| r.rows > 0 && (!stockade_only || is_stockade(&r.variant))) {
+            keys.entry((r.variant.clone(), r.bytes_each)).or_default().push(r);
+        }
+        for ((v, b), mut rs) in keys {
+            if rs.len() < 2 {
+                continue;
+            }
+            rs.sort_by_key(|r| r.n);
+            let color = variant_color(&v, &peers);
+            chart.series.push(Series {
+                label: format!("{v} × {}", crate::runner::human(b)),
+                color,
+                alpha: 1.0,
+                points: rs.iter().map(|r| ((r.n as f64).log2(), r.peak_rss_mib)).collect(),
+                markers: true,
+            });
+            for r in rs.iter().filter(|r| r.oom || r.exit.starts_with("died")) {
+                chart.marks.push(Mark {
+                    at: ((r.n as f64).log2(), r.peak_rss_mib),
+                    text: if r.oom { "OOM".into() } else { format!("exit {}", r.exit) },
+                    color,
+                    cross: true,
+                });
+            }
+            if let Some(top) = rs
+                .iter()
+                .filter(|r| !r.oom)
+                .max_by(|a, b| a.peak_rss_mib.total_cmp(&b.peak_rss_mib))
+            {
+                chart.marks.push(Mark {
+                    at: ((top.n as f64).log2(), top.peak_rss_mib),
+                    text: format!("peak {:.0} MiB", top.peak_rss_mib),
+                    color,
+                    cross: false,
+                });
+            }
+        }
+        if chart.series.is_empty() {
+            continue;
+        }
+        chart.hlines = if stockade_only {
+            vec![target.clone(), target_file.clone()]
+        } else if peers.is_empty() {
+            vec![target.clone()]
+        } else {
+            vec![mem_line.clone()]
+        };
+        let name = if stockade_only {
+            "concurrency-peak-rss-stockade.svg"
+        } else {
+            "concurrency-peak-rss.svg"
+        };
+        let path = out.join(name);
+        draw(&chart, &path)?;
+        written.push(path);
+    }
+    // Output → ΔRSS: a growth series per (variant, bytes) and a sweep series per (variant, N).
+    let mut chart = Chart {
+        title: "Memory growth per MiB printed".into(),
+        subtitle: "peak RSS minus idle RSS against total output; a flat line is the invariant, a diagonal is O(output)".into(),
+        x_desc: "total output (MiB)".into(),
+        y_desc: "ΔRSS (MiB)".into(),
+        ..Chart::default()
+    };
+    let mut by_bytes: BTreeMap<(String, u64), Vec<&RunSummary>> = BTreeMap::new();
+    let mut by_n: BTreeMap<(String, usize), Vec<&RunSummary>> = BTreeMap::new();
+    for r in rows.iter().filter(|r| r.rows > 0) {
+        by_bytes.entry((r.variant.clone(), r.bytes_each)).or_default().push(r);
+        by_n.entry((r.variant.clone(), r.n)).or_default().push(r);
+    }
+    for ((v, b), mut rs) in by_bytes {
+        if rs.len() < 2 {
+            continue;
+        }
+        rs.sort_by(|a, b| a.total_output_mib.total_cmp(&b.total_output_mib));
+        chart.series.push(Series {
+            label: format!("{v}, N varies × {}", crate::runner::human(b)),
+            color: variant_color(&v, &peers),
+            alpha: 1.0,
+            points: rs.iter().map(|r| (r.total_output_mib, r.delta_rss_mib)).collect(),
+            markers: true,
+        });
+        for r in rs.iter().filter(|r| r.oom) {
+            chart.marks.push(Mark {
+                at: (r.total_output_mib, r.delta_rss_mib),
+                text: "OOM".into(),
+                color: variant_color(&v, &peers),
+                cross: true,
+            });
+        }
+    }
+    for ((v, n), mut rs) in by_n {
+        let mut sizes: Vec<u64> = rs.iter().map(|r| r.bytes_each).collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        if sizes.len() < 2 {
+            continue;
+        }
+        rs.sort_by(|a, b| a.total_output_mib.total_cmp(&b.total_output_mib));
+        chart.series.push(Series {
+            label: format!("{v}, N={n}, bytes vary"),
+            color: variant_color(&v, &peers),
+            alpha: 0.55,
+            points: rs.iter().map(|r| (r.total_output_mib, r.delta_rss_mib)).collect(),
+            markers: true,
+        });
+    }
+    if !chart.series.is_empty() {
+        let path = out.join("output-delta-rss.svg");
+        draw(&chart, &path)?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
+/// Keep the newest row of each (variant, N, bytes): a re-run replaces an older one in the plots.
+fn latest(rows: &[RunSummary]) -> Vec<&RunSummary> {
+    let mut map: BTreeMap<(String, usize, u64), &RunSummary> = BTreeMap::new();
+    for r in rows {
+        map.insert((r.variant.clone(), r.n, r.bytes_each), r);
+    }
+    map.into_values().collect()
+}
+
+fn time_chart(
+    runs: &[&(&RunSummary, Vec<Sample>)],
+    peers: &[String],
+    value: impl Fn(&Sample) -> Option<f64>,
+) -> Chart {
+    let mut chart = Chart { x_desc: "time since release (s)".into(), ..Chart::default() };
+    let mut ns: Vec<usize> = runs.iter().map(|(r, _)| r.n).collect();
+    ns.sort_unstable();
+    ns.dedup();
+    let mut labelled: Vec<String> = Vec::new();
+    let mut peak_per_variant: BTreeMap<String, (f64, f64, usize)> = BTreeMap::new();
+    for (r, samples) in runs {
+        let color = variant_color(&r.variant, peers);
+        let rank = ns.iter().position(|&n| n == r.n).unwrap_or(0);
+        let alpha = 0.35 + 0.65 * (rank as f64 + 1.0) / ns.len() as f64;
+        let points: Vec<(f64, f64)> = samples
+            .iter()
+            .filter(|s| s.alive)
+            .filter_map(|s| value(s).map(|v| (s.t_ms as f64 / 1000.0, v)))
+            .collect();
+        let label = if labelled.contains(&r.variant) {
+            String::new()
+        } else {
+            labelled.push(r.variant.clone());
+            format!(
+                "{} (N = {})",
+                r.variant,
+                ns.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", ")
+            )
+        };
+        if let Some(&(x, y)) = points.iter().max_by(|a, b| a.1.total_cmp(&b.1)) {
+            let e = peak_per_variant.entry(r.variant.clone()).or_insert((x, y, r.n));
+            if y > e.1 {
+                *e = (x, y, r.n);
+            }
+        }
+        if r.oom || r.exit.starts_with("died") {
+            if let Some(&last) = points.last() {
+                chart.marks.push(Mark {
+                    at: last,
+                    text: if r.oom { format!("OOM N={}", r.n) } else { format!("exit N={}", r.n) },
+                    color,
+                    cross: true,
+                });
+            }
+        }
+        chart.series.push(Series { label, color, alpha, points, markers: false });
+    }
+    for (v, (x, y, n)) in peak_per_variant {
+        if chart.marks.iter().any(|m| m.cross && (m.at.1 - y).abs() < 1e-9) {
+            continue;
+        }
+        chart.marks.push(Mark {
+            at: (x, y),
+            text: format!("peak {y:.0} MiB (N={n})"),
+            color: variant_color(&v, peers),
+            cross: false,
+        });
+    }
+    chart
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chart_renders_in_the_report_style() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("c.svg");
+        let chart = Chart {
+            title: "t".into(),
+            subtitle: "s".into(),
+            series: vec![Series {
+                label: "stockade-pipe".into(),
+                color: PALETTE[1],
+                alpha: 1.0,
+                points: vec![(1.0, 2.0), (2.0, 3.0)],
+                markers: true,
+            }],
+            hlines: vec![HLine { y: 5.0, label: "line".into() }],
+            marks: vec![Mark {
+                at: (2.0, 3.0),
+                text: "OOM".into(),
+                color: PALETTE[0],
+                cross: true,
+            }],
+            x_log2: true,
+            ..Chart::default()
+        };
+        draw(&chart, &path).unwrap_or_else(|e| panic!("{e}"));
+        let svg = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{e}"));
+        assert!(svg.contains("#FBFAF6") || svg.contains("#fbfaf6"), "background");
+        assert!(svg.contains("Georgia"));
+        assert!(svg.to_lowercase().contains("#7a5ea8"));
+        assert!(svg.contains("stroke-dasharray") || svg.matches("#7A5EA8").count() > 2);
+    }
+}

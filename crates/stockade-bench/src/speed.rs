@@ -1,0 +1,255 @@
+//! Speed: draining output through the daemon against writing it straight to a file, and a
+//! `run true` round trip against a bare fork+exec+wait. Both alternate the two sides round by
+//! round (so page-cache warm-up favours neither) and write every round as JSONL.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use stockade_proto::rpc::{CleanupParams, RunParams, method};
+use stockade_proto::{RunResult, SessionState};
+
+use crate::daemon::Daemon;
+use crate::{BenchError, MIB, Result, mib};
+
+/// One measured round.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Round {
+    /// `drain` or `spawn`.
+    pub bench: String,
+    /// Round number.
+    pub round: usize,
+    /// Seconds through the daemon.
+    pub stockade_s: f64,
+    /// Seconds for the direct equivalent.
+    pub direct_s: f64,
+}
+
+/// The summary line of a speed bench.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SpeedSummary {
+    /// `drain` or `spawn`.
+    pub bench: String,
+    /// Bytes per drain round (0 for spawn).
+    pub bytes: u64,
+    /// Rounds.
+    pub rounds: usize,
+    /// Best (drain) or median (spawn) seconds through the daemon.
+    pub stockade_s: f64,
+    /// Best (drain) or median (spawn) seconds for the direct equivalent.
+    pub direct_s: f64,
+    /// stockade / direct.
+    pub ratio: f64,
+    /// The SPEC goal for the ratio.
+    pub goal: f64,
+    /// Daemon peak RSS over the bench, MiB.
+    pub daemon_peak_rss_mib: f64,
+}
+
+impl SpeedSummary {
+    /// The one line printed.
+    pub fn line(&self) -> String {
+        let verdict = if self.ratio <= self.goal { "meets" } else { "misses" };
+        match self.bench.as_str() {
+            "drain" => format!(
+                "drain {:.0} MiB: stockade pipe {:.3}s ({:.2} GiB/s) vs straight to a file {:.3}s → {:.2}× ({verdict} the ≤ {:.2}× goal); daemon peak RSS {:.1} MiB",
+                mib(self.bytes),
+                self.stockade_s,
+                self.bytes as f64 / self.stockade_s / f64::from(1u32 << 30),
+                self.direct_s,
+                self.ratio,
+                self.goal,
+                self.daemon_peak_rss_mib
+            ),
+            _ => format!(
+                "spawn: `run true` round trip {:.2} ms vs fork+exec+wait of /bin/sh -c true {:.2} ms (medians of {}) → {:.2}× ({verdict} the ≤ {:.0}× goal)",
+                self.stockade_s * 1000.0,
+                self.direct_s * 1000.0,
+                self.rounds,
+                self.ratio,
+                self.goal
+            ),
+        }
+    }
+}
+
+/// Drain goal (SPEC §5).
+pub const DRAIN_GOAL: f64 = 1.25;
+/// Spawn goal (SPEC §5).
+pub const SPAWN_GOAL: f64 = 2.0;
+
+fn tmpdir(work: &Path) -> Result<tempfile::TempDir> {
+    std::fs::create_dir_all(work).map_err(|e| BenchError::path("create", work, e))?;
+    tempfile::Builder::new()
+        .prefix("stockade-speed-")
+        .tempdir_in(work)
+        .map_err(|e| BenchError::path("create a temporary directory in", work, e))
+}
+
+fn write_jsonl<T: Serialize>(path: &Path, rows: &[T]) -> Result<()> {
+    let mut s = String::new();
+    for r in rows {
+        s.push_str(&serde_json::to_string(r)?);
+        s.push('\n');
+    }
+    std::fs::write(path, s).map_err(|e| BenchError::path("write", path, e))
+}
+
+/// `bytes` from `yes` through a daemon session (pipe capture, foreground `run`) against
+/// `sh -c 'yes | head -c BYTES > f'`; best of `rounds` each. Writes `out/drain.jsonl`.
+pub fn drain(
+    exe: &Path,
+    out: &Path,
+    work: &Path,
+    bytes: u64,
+    rounds: usize,
+) -> Result<SpeedSummary> {
+    std::fs::create_dir_all(out).map_err(|e| BenchError::path("create", out, e))?;
+    let tmp = tmpdir(work)?;
+    let mut daemon = Daemon::start(exe, &tmp.path().join("home"))?;
+    let mut client = daemon.client()?;
+    let file = tmp.path().join("direct.out");
+    let mut rows = Vec::new();
+    for round in 0..rounds {
+        let t = Instant::now();
+        let status = Command::new("/bin/sh")
+            .arg("-c")
+            .arg(format!(
+                "yes | head -c {bytes} > {}",
+                crate::runner::shell_quote(&file.display().to_string())
+            ))
+            .status()
+            .map_err(|e| BenchError::io("run the direct writer", e))?;
+        let direct = t.elapsed();
+        let written = std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0);
+        let _ = std::fs::remove_file(&file);
+        if !status.success() || written != bytes {
+            return Err(BenchError::msg(format!(
+                "the direct writer wrote {written} of {bytes} bytes"
+            )));
+        }
+        let params = RunParams {
+            command: format!("yes | head -c {bytes}"),
+            max_bytes: Some(1024),
+            disk_cap: Some(bytes + 64 * MIB),
+            ..RunParams::default()
+        };
+        let t = Instant::now();
+        let res: RunResult = client.call(method::RUN, &params)?;
+        let through = t.elapsed();
+        daemon.track_session(res.pid);
+        if res.state != (SessionState::Exited { code: 0 }) || res.view.total_bytes != bytes {
+            return Err(BenchError::msg(format!(
+                "the daemon session ended {} with {} of {bytes} bytes",
+                res.state.name(),
+                res.view.total_bytes
+            )));
+        }
+        // Delete the spool before the next round (keeps the disk and page cache even).
+        let _: serde_json::Value = client.call(method::CLEANUP, &CleanupParams { all: false })?;
+        rows.push(Round {
+            bench: "drain".into(),
+            round,
+            stockade_s: through.as_secs_f64(),
+            direct_s: direct.as_secs_f64(),
+        });
+    }
+    let peak = crate::proc::rss_and_peak(daemon.pid()).map_or(0.0, |(_, p)| mib(p));
+    drop(client);
+    daemon.shutdown();
+    let best = |f: fn(&Round) -> f64| rows.iter().map(f).fold(f64::INFINITY, f64::min);
+    let (s, d) = (best(|r| r.stockade_s), best(|r| r.direct_s));
+    let summary = SpeedSummary {
+        bench: "drain".into(),
+        bytes,
+        rounds,
+        stockade_s: s,
+        direct_s: d,
+        ratio: s / d,
+        goal: DRAIN_GOAL,
+        daemon_peak_rss_mib: peak,
+    };
+    write_jsonl(&out.join("drain.jsonl"), &rows)?;
+    append_summary(out, &summary)?;
+    Ok(summary)
+}
+
+/// `rounds` round trips of a foreground `run true` through the daemon against fork+exec+wait of
+/// `/bin/sh -c true`; medians. Writes `out/spawn.jsonl`.
+pub fn spawn(exe: &Path, out: &Path, work: &Path, rounds: usize) -> Result<SpeedSummary> {
+    std::fs::create_dir_all(out).map_err(|e| BenchError::path("create", out, e))?;
+    let tmp = tmpdir(work)?;
+    let mut daemon = Daemon::start(exe, &tmp.path().join("home"))?;
+    let mut client = daemon.client()?;
+    // Warm up both sides once.
+    let _ = Command::new("/bin/sh").args(["-c", "true"]).status();
+    let warm = RunParams { command: "true".into(), ..RunParams::default() };
+    let _: RunResult = client.call(method::RUN, &warm)?;
+    let mut rows = Vec::new();
+    for round in 0..rounds {
+        let t = Instant::now();
+        let st = Command::new("/bin/sh")
+            .args(["-c", "true"])
+            .status()
+            .map_err(|e| BenchError::io("run /bin/sh -c true", e))?;
+        let direct = t.elapsed();
+        if !st.success() {
+            return Err(BenchError::msg("/bin/sh -c true failed"));
+        }
+        let t = Instant::now();
+        let res: RunResult = client.call(method::RUN, &warm)?;
+        let through = t.elapsed();
+        if res.state != (SessionState::Exited { code: 0 }) {
+            return Err(BenchError::msg(format!("`run true` ended {}", res.state.name())));
+        }
+        rows.push(Round {
+            bench: "spawn".into(),
+            round,
+            stockade_s: through.as_secs_f64(),
+            direct_s: direct.as_secs_f64(),
+        });
+        if round % 50 == 49 {
+            let _: serde_json::Value =
+                client.call(method::CLEANUP, &CleanupParams { all: false })?;
+        }
+    }
+    let peak = crate::proc::rss_and_peak(daemon.pid()).map_or(0.0, |(_, p)| mib(p));
+    drop(client);
+    daemon.shutdown();
+    let median = |f: fn(&Round) -> f64| {
+        let mut v: Vec<f64> = rows.iter().map(f).collect();
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied().unwrap_or(0.0)
+    };
+    let (s, d) = (median(|r| r.stockade_s), median(|r| r.direct_s));
+    let summary = SpeedSummary {
+        bench: "spawn".into(),
+        bytes: 0,
+        rounds,
+        stockade_s: s,
+        direct_s: d,
+        ratio: if d > 0.0 { s / d } else { 0.0 },
+        goal: SPAWN_GOAL,
+        daemon_peak_rss_mib: peak,
+    };
+    write_jsonl(&out.join("spawn.jsonl"), &rows)?;
+    append_summary(out, &summary)?;
+    Ok(summary)
+}
+
+fn append_summary(out: &Path, s: &SpeedSummary) -> Result<()> {
+    use std::io::Write;
+    let path = out.join("speed.jsonl");
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .map_err(|e| BenchError::path("open", &path, e))?;
+    writeln!(f, "{}", serde_json::to_string(s)?).map_err(|e| BenchError::path("write", &path, e))
+}
+
+/// Default work directory for temporary state: the system temp dir.
+pub fn default_work_dir() -> PathBuf {
+    std::env::temp_dir()
+}
