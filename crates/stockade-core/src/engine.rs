@@ -5,12 +5,12 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use stockade_proto::{
     Capture, ContainmentMethod, DEFAULT_DISK_CAP, DEFAULT_GRACE_MS, DEFAULT_RETAINED_CAP,
-    DiskPolicy, Stream,
+    DiskPolicy, Stream, TerminateReport,
 };
 
 use crate::output::{DrainCancel, OutputConfig, OutputError, OutputLog, drain};
@@ -27,6 +27,18 @@ pub const DEFAULT_SHELL: &str = "/bin/sh";
 pub const MAX_RETAINED_CAP: usize = 64 * 1024 * 1024;
 /// Smallest retained cap: the tail of a view must fit in it.
 pub const MIN_RETAINED_CAP: usize = 4 * 1024;
+/// Default bound on sessions running at once.
+pub const DEFAULT_MAX_RUNNING: usize = 256;
+/// Default bound on finished sessions kept (records and spools); the oldest are forgotten first.
+pub const DEFAULT_MAX_FINISHED: usize = 1_000;
+/// Default bound on the sum of the retained caps (hot tails) of running sessions.
+pub const DEFAULT_HOT_TAIL_BUDGET: u64 = 512 * 1024 * 1024;
+/// Default largest disk cap one session may ask for.
+pub const DEFAULT_MAX_DISK_CAP: u64 = 16 * 1024 * 1024 * 1024;
+/// Default bound on the bytes in the spools of all sessions this engine keeps.
+pub const DEFAULT_DISK_BUDGET: u64 = 64 * 1024 * 1024 * 1024;
+/// How often `shutdown` looks again for sessions whose spawn was in progress when it began.
+const SHUTDOWN_RESCAN: Duration = Duration::from_millis(10);
 
 /// Errors the engine answers with.
 #[derive(Debug, thiserror::Error)]
@@ -46,6 +58,40 @@ pub enum EngineError {
     /// No session with this id.
     #[error("no session {0}; `stockade ps` lists the sessions")]
     NoSuchSession(String),
+    /// A configured limit would be exceeded; the sentence says which and what to do.
+    #[error("{0}")]
+    LimitReached(String),
+    /// The engine is shutting down and starts nothing new.
+    #[error("the engine is shutting down and starts no new command")]
+    ShuttingDown,
+}
+
+/// The engine's limits (SPEC §3 "Limits"). Hitting one is [`EngineError::LimitReached`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineLimits {
+    /// Most sessions running at once.
+    pub max_running: usize,
+    /// Most finished sessions kept; beyond it the oldest finished are forgotten (never a
+    /// running one).
+    pub max_finished: usize,
+    /// Most bytes the hot tails of running sessions may reserve together (sum of retained caps).
+    pub hot_tail_budget: u64,
+    /// Largest disk cap one session may ask for.
+    pub max_disk_cap: u64,
+    /// Most bytes all kept spools may hold together; a new run is refused once they do.
+    pub disk_budget: u64,
+}
+
+impl Default for EngineLimits {
+    fn default() -> Self {
+        EngineLimits {
+            max_running: DEFAULT_MAX_RUNNING,
+            max_finished: DEFAULT_MAX_FINISHED,
+            hot_tail_budget: DEFAULT_HOT_TAIL_BUDGET,
+            max_disk_cap: DEFAULT_MAX_DISK_CAP,
+            disk_budget: DEFAULT_DISK_BUDGET,
+        }
+    }
 }
 
 /// How an engine is set up.
@@ -65,6 +111,8 @@ pub struct EngineConfig {
     pub disk_cap: u64,
     /// Default disk-cap policy.
     pub disk_policy: DiskPolicy,
+    /// Limits on sessions, memory and disk.
+    pub limits: EngineLimits,
 }
 
 impl EngineConfig {
@@ -78,6 +126,7 @@ impl EngineConfig {
             retained_cap: DEFAULT_RETAINED_CAP,
             disk_cap: DEFAULT_DISK_CAP,
             disk_policy: DiskPolicy::default(),
+            limits: EngineLimits::default(),
         }
     }
 }
@@ -109,11 +158,76 @@ pub struct RunSpec {
     pub source: Option<String>,
 }
 
+/// What [`Engine::start`] answers: the session, and whether it was already running.
+#[derive(Debug, Clone)]
+pub struct Started {
+    /// The session.
+    pub session: Arc<Session>,
+    /// `true` when the run carried the `source` of an active session: nothing new was started and
+    /// `session` is that one.
+    pub deduplicated: bool,
+}
+
+/// What forgetting a session did.
+#[derive(Debug, Clone)]
+pub struct Forgotten {
+    /// The session id.
+    pub id: String,
+    /// The terminate report, if it was still running.
+    pub report: Option<TerminateReport>,
+    /// Bytes of spool removed.
+    pub removed_bytes: u64,
+}
+
+/// Output and memory accounting over every session the engine keeps.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EngineStats {
+    /// Bytes the output logs hold in memory (hot tails and bookkeeping).
+    pub hot_tail_bytes: u64,
+    /// Bytes on disk in spools.
+    pub spooled_bytes: u64,
+    /// Bytes printed but not on disk (disk cap / disk full).
+    pub dropped_bytes: u64,
+    /// Bytes printed by all sessions.
+    pub output_bytes: u64,
+    /// Sessions by state name (`running`, `exited`, …).
+    pub sessions: BTreeMap<String, u64>,
+}
+
+/// The sessions of one engine, and the admissions in flight (spawns not yet registered).
+#[derive(Default)]
+struct Registry {
+    sessions: BTreeMap<u64, Arc<Session>>,
+    /// Runs admitted whose session is not registered yet.
+    pending: usize,
+    /// Retained caps those pending runs reserved.
+    pending_tail: u64,
+    /// Set by `shutdown`: nothing new is admitted.
+    closed: bool,
+}
+
+/// An admitted run: holds its place in the limits until the session is registered (or the
+/// spawn fails).
+struct Admission<'a> {
+    engine: &'a Engine,
+    retained_cap: u64,
+}
+
+impl Drop for Admission<'_> {
+    fn drop(&mut self) {
+        let mut reg = self.engine.registry();
+        reg.pending = reg.pending.saturating_sub(1);
+        reg.pending_tail = reg.pending_tail.saturating_sub(self.retained_cap);
+    }
+}
+
 /// The engine of one instance.
 pub struct Engine {
     config: EngineConfig,
     containment: Containment,
-    sessions: Mutex<BTreeMap<u64, Arc<Session>>>,
+    registry: Mutex<Registry>,
+    /// Serialises runs that carry a `source`, so two of them cannot both start a copy.
+    source_lock: Mutex<()>,
 }
 
 impl Engine {
@@ -122,7 +236,16 @@ impl Engine {
     pub fn new(config: EngineConfig) -> Result<Engine, EngineError> {
         config.state_dir.instance_dir(&config.instance)?;
         let containment = Containment::detect(&config.containment);
-        Ok(Engine { config, containment, sessions: Mutex::new(BTreeMap::new()) })
+        Ok(Engine {
+            config,
+            containment,
+            registry: Mutex::new(Registry::default()),
+            source_lock: Mutex::new(()),
+        })
+    }
+
+    fn registry(&self) -> MutexGuard<'_, Registry> {
+        self.registry.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The configuration.
@@ -140,8 +263,86 @@ impl Engine {
         self.containment.method()
     }
 
-    /// Start a command. Returns once it is spawned; wait on the session for its end.
+    /// Start a command. Returns once it is spawned; wait on the session for its end. A run whose
+    /// `source` an active session already has answers with that session.
     pub fn run(&self, spec: RunSpec) -> Result<Arc<Session>, EngineError> {
+        self.start(spec).map(|s| s.session)
+    }
+
+    /// Start a command, or — when `spec.source` names an active session — answer with that one
+    /// (`deduplicated`). Refuses with [`EngineError::LimitReached`] when a limit would be exceeded.
+    pub fn start(&self, spec: RunSpec) -> Result<Started, EngineError> {
+        let _source_guard = spec
+            .source
+            .is_some()
+            .then(|| self.source_lock.lock().unwrap_or_else(PoisonError::into_inner));
+        if let Some(source) = spec.source.as_deref()
+            && let Some(session) = self.active_with_source(source)
+        {
+            return Ok(Started { session, deduplicated: true });
+        }
+        let session = self.spawn_session(spec)?;
+        self.prune_finished();
+        Ok(Started { session, deduplicated: false })
+    }
+
+    /// The running session started with this `source`, if any.
+    pub fn active_with_source(&self, source: &str) -> Option<Arc<Session>> {
+        self.registry()
+            .sessions
+            .values()
+            .find(|s| s.source() == Some(source) && !s.state().is_terminal())
+            .cloned()
+    }
+
+    /// Check the limits and reserve a place for one more running session.
+    fn admit(&self, retained_cap: usize, disk_cap: u64) -> Result<Admission<'_>, EngineError> {
+        let limits = self.config.limits;
+        if disk_cap > limits.max_disk_cap {
+            return Err(EngineError::LimitReached(format!(
+                "a disk cap of {disk_cap} bytes is above this engine's per-session limit of {} bytes; ask for a smaller disk_cap",
+                limits.max_disk_cap
+            )));
+        }
+        let mut reg = self.registry();
+        if reg.closed {
+            return Err(EngineError::ShuttingDown);
+        }
+        let mut running = reg.pending;
+        let mut tail = reg.pending_tail;
+        let mut spooled = 0u64;
+        for s in reg.sessions.values() {
+            spooled = spooled.saturating_add(s.log().stats().spooled_bytes);
+            if !s.state().is_terminal() {
+                running += 1;
+                tail = tail.saturating_add(s.log().config().retained_cap as u64);
+            }
+        }
+        if running >= limits.max_running {
+            return Err(EngineError::LimitReached(format!(
+                "{running} sessions are running, the limit is {}; wait for one to finish or kill one",
+                limits.max_running
+            )));
+        }
+        let wanted = tail.saturating_add(retained_cap as u64);
+        if wanted > limits.hot_tail_budget {
+            return Err(EngineError::LimitReached(format!(
+                "the hot tails of running sessions would hold {wanted} bytes, the budget is {} bytes; ask for a smaller retained_cap or wait for sessions to finish",
+                limits.hot_tail_budget
+            )));
+        }
+        if spooled >= limits.disk_budget {
+            return Err(EngineError::LimitReached(format!(
+                "the spools already hold {spooled} bytes, the disk budget is {} bytes; forget or clean up finished sessions",
+                limits.disk_budget
+            )));
+        }
+        reg.pending += 1;
+        reg.pending_tail = reg.pending_tail.saturating_add(retained_cap as u64);
+        Ok(Admission { engine: self, retained_cap: retained_cap as u64 })
+    }
+
+    fn spawn_session(&self, spec: RunSpec) -> Result<Arc<Session>, EngineError> {
         if spec.command.trim().is_empty() {
             return Err(EngineError::Invalid(
                 "the command is empty: give a shell command to run".into(),
@@ -153,11 +354,13 @@ impl Engine {
                 "retained cap {retained_cap} bytes is out of range ({MIN_RETAINED_CAP}..={MAX_RETAINED_CAP})"
             )));
         }
+        let disk_cap = spec.disk_cap.unwrap_or(self.config.disk_cap);
+        let admission = self.admit(retained_cap, disk_cap)?;
         let id = self.config.state_dir.allocate_id()?;
         let dir = self.config.state_dir.instance_dir(&self.config.instance)?.join(&id);
         let output = OutputConfig {
             retained_cap,
-            disk_cap: spec.disk_cap.unwrap_or(self.config.disk_cap),
+            disk_cap,
             disk_policy: spec.disk_policy.unwrap_or(self.config.disk_policy),
             capture: spec.capture,
         };
@@ -233,15 +436,15 @@ impl Engine {
             grace: self.config.grace,
         });
         let key = id_number(&id);
-        self.sessions.lock().unwrap_or_else(|p| p.into_inner()).insert(key, Arc::clone(&session));
+        self.registry().sessions.insert(key, Arc::clone(&session));
+        drop(admission);
         Ok(session)
     }
 
     /// The session with this id.
     pub fn session(&self, id: &str) -> Result<Arc<Session>, EngineError> {
-        self.sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        self.registry()
+            .sessions
             .get(&id_number(id))
             .cloned()
             .ok_or_else(|| EngineError::NoSuchSession(id.to_owned()))
@@ -249,7 +452,7 @@ impl Engine {
 
     /// Every session, oldest first.
     pub fn sessions(&self) -> Vec<Arc<Session>> {
-        self.sessions.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect()
+        self.registry().sessions.values().cloned().collect()
     }
 
     /// Terminate options with this engine's grace.
@@ -257,15 +460,139 @@ impl Engine {
         TerminateOptions { grace: self.config.grace, ..TerminateOptions::default() }
     }
 
-    /// Terminate every running session (shutdown) through the one routine, concurrently.
+    /// Terminate the session (if running), delete its directory (spool, record) and drop it.
+    pub async fn forget(&self, id: &str) -> Result<Forgotten, EngineError> {
+        let session = self.session(id)?;
+        let report = if session.state().is_terminal() {
+            None
+        } else {
+            Some(session.kill(self.terminate_options(), "forgotten").await)
+        };
+        // A session that was running is final now: `kill` waits for the supervisor to finish.
+        let removed = self.registry().sessions.remove(&id_number(id));
+        let removed_bytes = match removed {
+            Some(s) => remove_session_dir(s).await,
+            None => 0, // a concurrent forget got there first
+        };
+        Ok(Forgotten { id: id.to_owned(), report, removed_bytes })
+    }
+
+    /// Forget every finished session, or every session (terminating the running ones) with
+    /// `all`. Returns what was forgotten, oldest first.
+    pub async fn cleanup(&self, all: bool) -> Vec<Forgotten> {
+        let targets: Vec<Arc<Session>> =
+            self.sessions().into_iter().filter(|s| all || s.state().is_terminal()).collect();
+        let running: Vec<Arc<Session>> =
+            targets.iter().filter(|s| !s.state().is_terminal()).cloned().collect();
+        let mut reports = self.kill_all(running, "cleaned up").await;
+        let mut forgotten = Vec::with_capacity(targets.len());
+        for s in targets {
+            let report = reports.remove(s.id());
+            let removed = self.registry().sessions.remove(&id_number(s.id()));
+            let removed_bytes = match removed {
+                Some(s) => remove_session_dir(s).await,
+                None => continue,
+            };
+            forgotten.push(Forgotten { id: s.id().to_owned(), report, removed_bytes });
+        }
+        forgotten
+    }
+
+    /// Forget the oldest finished sessions beyond `max_finished`. Never touches a running one.
+    pub fn prune_finished(&self) -> Vec<String> {
+        let doomed: Vec<Arc<Session>> = {
+            let mut reg = self.registry();
+            let finished: Vec<u64> = reg
+                .sessions
+                .iter()
+                .filter(|(_, s)| s.state().is_terminal())
+                .map(|(k, _)| *k)
+                .collect();
+            let excess = finished.len().saturating_sub(self.config.limits.max_finished);
+            finished[..excess].iter().filter_map(|k| reg.sessions.remove(k)).collect()
+        };
+        let ids = doomed.iter().map(|s| s.id().to_owned()).collect();
+        for s in doomed {
+            if let Err(e) = std::fs::remove_dir_all(s.dir()) {
+                tracing::warn!(id = %s.id(), error = %e, "could not delete a pruned session's directory");
+            }
+        }
+        ids
+    }
+
+    /// Output and memory accounting over every session kept.
+    pub fn stats(&self) -> EngineStats {
+        let mut stats = EngineStats::default();
+        for s in self.sessions() {
+            let log = s.log().stats();
+            stats.hot_tail_bytes += s.log().held_bytes() as u64;
+            stats.spooled_bytes += log.spooled_bytes;
+            stats.dropped_bytes += log.dropped_bytes;
+            stats.output_bytes += log.total_bytes;
+            *stats.sessions.entry(s.state().name().to_owned()).or_default() += 1;
+        }
+        stats
+    }
+
+    /// Terminate every running session (shutdown) through the one routine, concurrently, and
+    /// start nothing new from now on. Runs whose spawn was in progress are waited for and
+    /// terminated too.
     pub async fn shutdown(&self) {
+        self.registry().closed = true;
+        loop {
+            let running: Vec<Arc<Session>> =
+                self.sessions().into_iter().filter(|s| !s.state().is_terminal()).collect();
+            let pending = self.registry().pending;
+            if running.is_empty() && pending == 0 {
+                return;
+            }
+            self.kill_all(running, "engine shut down").await;
+            if pending > 0 {
+                tokio::time::sleep(SHUTDOWN_RESCAN).await;
+            }
+        }
+    }
+
+    /// Terminate these sessions concurrently; their reports by id.
+    async fn kill_all(
+        &self,
+        sessions: Vec<Arc<Session>>,
+        reason: &str,
+    ) -> BTreeMap<String, TerminateReport> {
         let opts = self.terminate_options();
         let mut kills = tokio::task::JoinSet::new();
-        for session in self.sessions().into_iter().filter(|s| !s.state().is_terminal()) {
+        for session in sessions {
             let opts = opts.clone();
-            kills.spawn(async move { session.kill(opts, "engine shut down").await });
+            let reason = reason.to_owned();
+            kills.spawn(async move {
+                let report = session.kill(opts, &reason).await;
+                (session.id().to_owned(), report)
+            });
         }
-        while kills.join_next().await.is_some() {}
+        let mut reports = BTreeMap::new();
+        while let Some(done) = kills.join_next().await {
+            if let Ok((id, report)) = done {
+                reports.insert(id, report);
+            }
+        }
+        reports
+    }
+}
+
+/// Delete a forgotten session's directory; the spool bytes it held.
+async fn remove_session_dir(session: Arc<Session>) -> u64 {
+    let bytes = session.log().stats().spooled_bytes;
+    let dir = session.dir().to_path_buf();
+    let id = session.id().to_owned();
+    let removed = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(&dir)).await;
+    match removed {
+        Ok(Ok(())) => bytes,
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => bytes,
+        Ok(Err(e)) => {
+            tracing::warn!(%id, error = %e, "could not delete a forgotten session's directory");
+            0
+        }
+        Err(_) => 0,
     }
 }
 

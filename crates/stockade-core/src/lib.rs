@@ -28,6 +28,8 @@ mod engine;
 pub mod session;
 pub mod state_dir;
 
-pub use engine::{Engine, EngineConfig, EngineError, RunSpec};
+pub use engine::{
+    Engine, EngineConfig, EngineError, EngineLimits, EngineStats, Forgotten, RunSpec, Started,
+};
 pub use session::{Session, SessionEnd, SessionRecord};
 pub use state_dir::{StateDir, StateDirError};

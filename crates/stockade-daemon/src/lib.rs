@@ -1,1 +1,47 @@
-//! The daemon. (being written)
+//! Stockade's daemon: one [`Engine`](stockade_core::Engine) served over JSON-RPC 2.0 on a Unix
+//! socket, so background sessions outlive any one client.
+//!
+//! # The model
+//!
+//! **bind → accept → frame → dispatch → handler → engine.**
+//!
+//! * [`Daemon::bind`] takes the daemon lock (`$STOCKADE_HOME/daemon.lock`, an exclusive `flock`
+//!   held for the daemon's life, with its pid inside), replaces a stale socket (only a socket,
+//!   never through a symlink), binds the socket (0600, parent 0700) and creates the engine.
+//!   A second daemon on the same home is refused with the live daemon's pid.
+//! * [`Daemon::serve`] accepts connections until its [`CancellationToken`] is cancelled (by the
+//!   binary on SIGTERM/SIGINT, or by the `shutdown` method), then terminates every running session
+//!   through the engine's one terminate routine, removes the socket and the lock, and returns.
+//! * Each connection reads newline-delimited JSON with a bounded line reader (a line longer than
+//!   [`MAX_REQUEST_BYTES`](stockade_proto::rpc::MAX_REQUEST_BYTES) is answered with an error and
+//!   skipped without being buffered), handles every request in its own task (a long-poll `read`
+//!   never blocks the connection's other requests) and writes answers through one writer task.
+//!   A client that goes away cancels its connection's token: long polls stop, and a foreground
+//!   `run` it was waiting on is terminated.
+//! * [`handlers`] holds one file per method and the one `match` that dispatches to them. A
+//!   handler only translates `*Params` into engine calls and engine answers into `*Result`; the
+//!   engine owns all state. No lock is held across I/O or an await.
+//!
+//! [`run`] is `bind` + `serve`, for callers that need no readiness signal.
+
+#![deny(missing_docs)]
+
+mod config;
+mod error;
+mod framing;
+mod handlers;
+mod lockfile;
+mod memory;
+mod server;
+mod socket;
+
+pub use config::{DaemonConfig, MAX_CONNECTIONS, MAX_IN_FLIGHT_PER_CONNECTION};
+pub use error::DaemonError;
+pub use server::Daemon;
+pub use tokio_util::sync::CancellationToken;
+
+/// Bind the daemon for `config` and serve until `token` is cancelled (or a `shutdown` request
+/// arrives). Every running session is terminated before this returns.
+pub async fn run(config: DaemonConfig, token: CancellationToken) -> Result<(), DaemonError> {
+    Daemon::bind(config)?.serve(token).await
+}

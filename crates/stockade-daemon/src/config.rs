@@ -1,0 +1,65 @@
+//! How a daemon is set up.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use stockade_core::EngineLimits;
+use stockade_core::process::ContainmentConfig;
+use stockade_proto::{DEFAULT_DISK_CAP, DEFAULT_GRACE_MS, DEFAULT_RETAINED_CAP};
+
+/// Name of the socket in the state directory.
+pub const SOCKET_FILE: &str = "stockade.sock";
+/// Name of the lock file (holding the daemon's pid) in the state directory.
+pub const LOCK_FILE: &str = "daemon.lock";
+/// Most client connections served at once; more are answered with an error and closed.
+pub const MAX_CONNECTIONS: usize = 512;
+/// Most requests one connection may have in flight; the reader waits for one to finish before
+/// reading the next line (backpressure, bounded memory).
+pub const MAX_IN_FLIGHT_PER_CONNECTION: usize = 64;
+
+/// A daemon's configuration. [`DaemonConfig::new`] gives the defaults for a state directory.
+#[derive(Debug, Clone)]
+pub struct DaemonConfig {
+    /// The state directory (`$STOCKADE_HOME`): spools, records, the lock, the default socket.
+    pub home: PathBuf,
+    /// The socket path (default `<home>/stockade.sock`).
+    pub socket: Option<PathBuf>,
+    /// The engine instance name (default: unique per daemon, `daemon-<pid>-<start ms>`).
+    pub instance: Option<String>,
+    /// Containment choice.
+    pub containment: ContainmentConfig,
+    /// Grace between the polite signal and `SIGKILL` when terminating a tree.
+    pub grace: Duration,
+    /// Default hot-tail size per session.
+    pub retained_cap: usize,
+    /// Default disk cap per session.
+    pub disk_cap: u64,
+    /// Limits on sessions, memory and disk.
+    pub limits: EngineLimits,
+}
+
+impl DaemonConfig {
+    /// The defaults for state directory `home`.
+    pub fn new(home: impl Into<PathBuf>) -> DaemonConfig {
+        DaemonConfig {
+            home: home.into(),
+            socket: None,
+            instance: None,
+            containment: ContainmentConfig::default(),
+            grace: Duration::from_millis(DEFAULT_GRACE_MS),
+            retained_cap: DEFAULT_RETAINED_CAP,
+            disk_cap: DEFAULT_DISK_CAP,
+            limits: EngineLimits::default(),
+        }
+    }
+
+    /// The socket path in use.
+    pub fn socket_path(&self) -> PathBuf {
+        self.socket.clone().unwrap_or_else(|| self.home.join(SOCKET_FILE))
+    }
+
+    /// The lock file path.
+    pub fn lock_path(&self) -> PathBuf {
+        self.home.join(LOCK_FILE)
+    }
+}

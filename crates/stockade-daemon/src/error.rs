@@ -1,0 +1,90 @@
+//! The daemon's errors: why it could not start, and how engine errors become JSON-RPC errors.
+
+use std::path::PathBuf;
+
+use stockade_core::output::OutputError;
+use stockade_core::{EngineError, StateDirError};
+use stockade_proto::rpc::{RpcError, code};
+
+/// Why the daemon could not start or serve.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// Another daemon holds the lock of this state directory.
+    #[error(
+        "another stockade daemon (pid {pid}) is already running for {home}; stop it with `stockade daemon stop` or use another --home"
+    )]
+    AlreadyRunning {
+        /// The live daemon's pid (0 when its lock file holds none yet).
+        pid: u32,
+        /// The state directory.
+        home: PathBuf,
+    },
+    /// Something answers on the socket path although this home's lock is free.
+    #[error("{path} is served by another process; stop it or choose another --socket")]
+    SocketInUse {
+        /// The socket path.
+        path: PathBuf,
+    },
+    /// Something other than a socket (a symlink, a file) sits at the socket path.
+    #[error("{path} exists and is not a socket; refusing to replace it (remove it yourself)")]
+    NotASocket {
+        /// The socket path.
+        path: PathBuf,
+    },
+    /// The state directory is not usable.
+    #[error(transparent)]
+    StateDir(#[from] StateDirError),
+    /// The engine could not be set up.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// An OS error while setting up or serving.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl DaemonError {
+    pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> DaemonError {
+        DaemonError::Io { context: context.into(), source }
+    }
+}
+
+/// A JSON-RPC error with this code and sentence.
+pub(crate) fn rpc_error(code: i64, message: impl Into<String>) -> RpcError {
+    RpcError { code, message: message.into(), data: None }
+}
+
+/// An engine error as a JSON-RPC error.
+pub(crate) fn from_engine(e: EngineError) -> RpcError {
+    let code = match &e {
+        EngineError::NoSuchSession(_) => code::NO_SUCH_SESSION,
+        EngineError::LimitReached(_) => code::LIMIT_REACHED,
+        EngineError::Spawn(_) => code::SPAWN_FAILED,
+        EngineError::Invalid(_) => code::INVALID_PARAMS,
+        EngineError::ShuttingDown => code::SHUTTING_DOWN,
+        EngineError::StateDir(_) => code::STORAGE,
+        EngineError::Output(o) => return from_output(o),
+    };
+    rpc_error(code, e.to_string())
+}
+
+/// An output-log error as a JSON-RPC error.
+pub(crate) fn from_output(e: &OutputError) -> RpcError {
+    let code = match e {
+        OutputError::BadRegex { .. } | OutputError::Unsupported(_) => code::INVALID_PARAMS,
+        OutputError::IndexUnavailable(_) => code::NOT_SUPPORTED,
+        OutputError::ReadRaced => code::INTERNAL_ERROR,
+        _ => code::STORAGE,
+    };
+    rpc_error(code, e.to_string())
+}
+
+/// A blocking task that panicked or was cancelled.
+pub(crate) fn join_error(e: tokio::task::JoinError) -> RpcError {
+    rpc_error(code::INTERNAL_ERROR, format!("an internal task failed: {e}"))
+}

@@ -1,0 +1,43 @@
+//! `list`: every session the engine keeps, oldest first.
+
+use stockade_proto::rpc::{ListResult, RpcError, SessionInfo};
+
+use super::{Ctx, NoParams};
+use crate::error::join_error;
+
+pub(super) async fn handle(ctx: &Ctx, _: NoParams) -> Result<ListResult, RpcError> {
+    let sessions = ctx.engine().sessions();
+    // Counting a running session's processes reads /proc: off the async workers.
+    let infos = tokio::task::spawn_blocking(move || {
+        sessions
+            .iter()
+            .map(|s| {
+                let record = s.record();
+                let stats = s.log().stats();
+                let running = !record.state.is_terminal();
+                SessionInfo {
+                    id: record.id,
+                    processes: if running { s.tree().members().len() } else { 0 },
+                    state: record.state,
+                    command: record.command,
+                    pid: record.pid,
+                    pgid: record.pgid,
+                    total_bytes: stats.total_bytes,
+                    total_lines: stats.total_lines,
+                    dropped_bytes: stats.dropped_bytes,
+                    started_at_ms: record.started_at_ms,
+                    finished_at_ms: record.finished_at_ms,
+                    wall_time_ms: s.wall_time().as_millis() as u64,
+                    containment: record.containment,
+                    capture: record.capture,
+                    pty: false,
+                    source: record.source,
+                    spool_path: record.spool_path,
+                }
+            })
+            .collect()
+    })
+    .await
+    .map_err(join_error)?;
+    Ok(ListResult { sessions: infos })
+}

@@ -1,0 +1,14 @@
+//! `resize`: not available until interactive sessions (the PTY issue).
+
+use stockade_proto::rpc::{ResizeParams, RpcError, code};
+
+use super::Ctx;
+use crate::error::{from_engine, rpc_error};
+
+pub(super) async fn handle(ctx: &Ctx, p: ResizeParams) -> Result<serde_json::Value, RpcError> {
+    ctx.engine().session(&p.id).map_err(from_engine)?;
+    Err(rpc_error(
+        code::NOT_SUPPORTED,
+        "resize is not supported yet: interactive sessions come with the PTY issue",
+    ))
+}

@@ -1,0 +1,21 @@
+//! `stats`: the daemon's memory and the output it holds.
+
+use stockade_proto::rpc::{RpcError, StatsResult};
+
+use super::{Ctx, NoParams};
+use crate::memory;
+
+pub(super) async fn handle(ctx: &Ctx, _: NoParams) -> Result<StatsResult, RpcError> {
+    let (rss_bytes, peak_rss_bytes) = memory::rss();
+    let engine = ctx.engine().stats();
+    Ok(StatsResult {
+        rss_bytes,
+        peak_rss_bytes,
+        allocated_bytes: memory::allocated(),
+        hot_tail_bytes: engine.hot_tail_bytes,
+        spooled_bytes: engine.spooled_bytes,
+        dropped_bytes: engine.dropped_bytes,
+        output_bytes: engine.output_bytes,
+        sessions: engine.sessions,
+    })
+}
