@@ -77,6 +77,30 @@ pub struct DaemonRunArgs {
     /// Do not use a cgroup even where one is available.
     #[arg(long)]
     pub no_cgroup: bool,
+    /// Grace between SIGTERM and SIGKILL when terminating a tree, in milliseconds [default: 2000].
+    #[arg(long, value_name = "MS")]
+    pub grace_ms: Option<u64>,
+    /// Most sessions running at once [default: 256].
+    #[arg(long, value_name = "N")]
+    pub max_running: Option<usize>,
+    /// Most finished sessions kept; the oldest finished are forgotten first [default: 1000].
+    #[arg(long, value_name = "N")]
+    pub max_finished: Option<usize>,
+    /// Most bytes the hot tails of running sessions may reserve together [default: 512MiB].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_u64)]
+    pub hot_tail_budget: Option<u64>,
+    /// Default hot-tail size per session [default: 1MiB].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_usize)]
+    pub retained_cap: Option<usize>,
+    /// Default disk cap per session [default: 1GiB].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_u64)]
+    pub disk_cap: Option<u64>,
+    /// Largest disk cap a session may ask for [default: 16GiB].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_u64)]
+    pub max_disk_cap: Option<u64>,
+    /// Most bytes all kept spools may hold; new runs are refused beyond it [default: 64GiB].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_u64)]
+    pub disk_budget: Option<u64>,
 }
 
 /// Which part of the output a bounded answer shows.

@@ -10,6 +10,11 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+/// jemalloc returns freed memory to the OS promptly and reports `stats.allocated` for the
+/// daemon's `stats` method.
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     tracing_subscriber::fmt()

@@ -1,10 +1,96 @@
-//! `stockade daemon run`: serve the engine over the Unix socket in the foreground.
+//! `stockade daemon run`: serve the engine over the Unix socket in the foreground. This file only
+//! wires flags into `stockade_daemon::DaemonConfig` and SIGTERM/SIGINT into its cancellation
+//! token; the daemon is the `stockade-daemon` library.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use stockade_core::StateDir;
+use stockade_core::process::{CgroupMode, ContainmentConfig};
+use stockade_daemon::{CancellationToken, Daemon, DaemonConfig};
 
 use crate::cli::DaemonRunArgs;
 
-pub fn run(_home: Option<PathBuf>, _args: DaemonRunArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("the daemon is not built yet")
+pub fn run(home: Option<PathBuf>, args: DaemonRunArgs) -> anyhow::Result<ExitCode> {
+    let home = match home {
+        Some(h) => h,
+        None => StateDir::locate()?,
+    };
+    let config = config(home, &args);
+    let rt = super::runtime()?;
+    rt.block_on(async {
+        let daemon = Daemon::bind(config)?;
+        eprintln!(
+            "stockade daemon: listening on {}, pid {}",
+            daemon.socket().display(),
+            daemon.pid()
+        );
+        let token = CancellationToken::new();
+        let on_signal = token.clone();
+        let mut signals = signals().context("cannot watch SIGTERM/SIGINT")?;
+        tokio::spawn(async move {
+            signals.recv().await;
+            on_signal.cancel();
+        });
+        daemon.serve(token).await?;
+        anyhow::Ok(())
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn config(home: PathBuf, args: &DaemonRunArgs) -> DaemonConfig {
+    let mut config = DaemonConfig::new(home);
+    config.socket = args.socket.clone();
+    if args.no_cgroup {
+        config.containment =
+            ContainmentConfig { cgroup: CgroupMode::Off, ..ContainmentConfig::default() };
+    }
+    if let Some(ms) = args.grace_ms {
+        config.grace = Duration::from_millis(ms);
+    }
+    if let Some(cap) = args.retained_cap {
+        config.retained_cap = cap;
+    }
+    if let Some(cap) = args.disk_cap {
+        config.disk_cap = cap;
+    }
+    let limits = &mut config.limits;
+    if let Some(n) = args.max_running {
+        limits.max_running = n;
+    }
+    if let Some(n) = args.max_finished {
+        limits.max_finished = n;
+    }
+    if let Some(b) = args.hot_tail_budget {
+        limits.hot_tail_budget = b;
+    }
+    if let Some(b) = args.max_disk_cap {
+        limits.max_disk_cap = b;
+    }
+    if let Some(b) = args.disk_budget {
+        limits.disk_budget = b;
+    }
+    config
+}
+
+/// SIGTERM or SIGINT, whichever comes first.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    async fn recv(&mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+        }
+    }
+}
+
+fn signals() -> std::io::Result<Signals> {
+    use tokio::signal::unix::{SignalKind, signal};
+    Ok(Signals { term: signal(SignalKind::terminate())?, int: signal(SignalKind::interrupt())? })
 }
