@@ -572,7 +572,6 @@ fn case_kill(ctx: &mut Ctx) -> Result<()> {
 fn case_disk_cap(ctx: &mut Ctx) -> Result<()> {
     let (cap, print) = (ctx.sizes.cap, ctx.sizes.cap_print);
     ctx.sessions = 2;
-    ctx.output = 2 * print;
     let base = RunParams {
         command: format!("yes X | head -c {print}"),
         background: true,
@@ -581,7 +580,12 @@ fn case_disk_cap(ctx: &mut Ctx) -> Result<()> {
         disk_cap: Some(cap),
         ..RunParams::default()
     };
-    let killed = ctx.run(RunParams { disk_policy: Some(DiskPolicy::Kill), ..base.clone() })?;
+    // Only the cap can end this one.
+    let killed = ctx.run(RunParams {
+        command: "yes X".into(),
+        disk_policy: Some(DiskPolicy::Kill),
+        ..base.clone()
+    })?;
     let kept = ctx.run(RunParams { disk_policy: Some(DiskPolicy::KeepHeadTail), ..base })?;
     let all = ctx.wait_all(limit_for(2 * print))?;
     let find = |id: &str| all.iter().find(|s| s.id == id).cloned();
@@ -624,6 +628,7 @@ fn case_disk_cap(ctx: &mut Ctx) -> Result<()> {
             want_gap.1 - want_gap.0
         )));
     }
+    ctx.output = k.total_bytes + h.total_bytes;
     let h_disk = std::fs::metadata(&h.spool_path).map(|m| m.len()).unwrap_or(0);
     if h_disk + h.dropped_bytes != print {
         return Err(fail(format!(

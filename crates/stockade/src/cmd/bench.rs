@@ -78,7 +78,7 @@ pub struct GrowthArgs {
     /// Bytes each command prints (default 20MiB; quick 4MiB).
     #[arg(long, value_name = "SIZE,…", value_delimiter = ',', value_parser = parse_size)]
     pub bytes: Vec<u64>,
-    /// Engines: pipe, file, node (default pipe,file,node).
+    /// Engines: pipe, file, node (default pipe,file,node; `''` for only the `--peer`s).
     #[arg(long, value_name = "NAME,…", value_delimiter = ',')]
     pub variants: Vec<String>,
     /// Another engine, run through the peer contract (repeatable).
@@ -201,8 +201,9 @@ fn growth(exe: PathBuf, work: PathBuf, a: GrowthArgs) -> anyhow::Result<ExitCode
         a.variants
     };
     let mut variants = Vec::new();
-    for name in names {
-        match name.trim() {
+    // `--variants ''` runs only the `--peer`s.
+    for name in names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
+        match name {
             "pipe" | "stockade-pipe" => variants.push(Variant::Stockade(Capture::Pipe)),
             "file" | "stockade-file" => variants.push(Variant::Stockade(Capture::File)),
             "node" | "node-baseline" => match peers::node_baseline(&a.common.out.join("peers")) {
