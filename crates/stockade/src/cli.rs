@@ -15,6 +15,15 @@ pub struct Cli {
     #[arg(long, global = true, env = "STOCKADE_HOME", value_name = "DIR")]
     pub home: Option<PathBuf>,
 
+    /// Never start the daemon on demand: commands that need it fail with a clear error instead.
+    #[arg(
+        long,
+        global = true,
+        env = "STOCKADE_NO_AUTOSTART",
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    pub no_autostart: bool,
+
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -23,31 +32,65 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run a command in the foreground and print its bounded output (full output kept on disk).
+    /// Run a command and print its bounded output (full output kept on disk).
     ///
     /// The command runs under `/bin/sh -c` in its own session and process group (and cgroup where
-    /// available). When it exits, times out or is interrupted, whatever it left running is
-    /// terminated and the answer says so. The exit status is the command's own (128+N for a
-    /// signal, 124 for a timeout).
+    /// available). In the foreground (default) it runs inside this process: when it exits, times
+    /// out or is interrupted, whatever it left running is terminated and the answer says so. The
+    /// exit status is the command's own (128+N for a signal, 124 for a timeout).
+    ///
+    /// With `--bg` the daemon runs it (started on demand): the answer comes after `--yield-ms`
+    /// (default 0) with `Process running with session ID sh-N`, and the command keeps running
+    /// after this client exits. Follow it with `stockade logs -f sh-N`.
     ///
     /// Examples:
     ///   stockade run 'seq 1 3000000'
     ///   stockade run --direction head -- cargo build
     ///   stockade run --timeout-ms 5000 --json 'make test'
+    ///   stockade run --bg --yield-ms 1000 'npm run dev'
     Run(RunArgs),
+    /// List the daemon's sessions: state or exit, pid, output size, age, command.
+    Ps(PsArgs),
+    /// Print a session's output from the daemon; `-f` follows it until the session ends.
+    ///
+    /// Without `--tail`/`--head`, prints the whole log from `--after` (default 0), one bounded
+    /// answer at a time. `--raw` writes the exact bytes of the spool (for piping). For a session
+    /// the daemon does not know (a foreground `run`), the log is read from the state directory.
+    ///
+    /// Examples:
+    ///   stockade logs -f sh-3
+    ///   stockade logs --tail 50 sh-3
+    ///   stockade logs --raw sh-3 > build.log
+    Logs(LogsArgs),
+    /// Terminate a session's whole process tree and report whether anything survived.
+    ///
+    /// Sends the signal (default SIGTERM) to every process of the session, waits `--grace-ms`,
+    /// sends SIGKILL to what is left, then verifies. Exit status 1 when a process survived.
+    Kill(KillArgs),
+    /// Terminate a session if it is running, delete its spool and drop its record.
+    Forget(ForgetArgs),
+    /// Forget every finished session (`--all`: running ones too, after terminating them).
+    Cleanup(CleanupArgs),
+    /// The daemon's memory and output accounting (RSS, hot tails, spooled and dropped bytes).
+    Stats(StatsArgs),
     /// Read a session's output log: by cursor, its tail, its head, or head+tail.
     ///
     /// TARGET is a session id (`sh-3`), a session directory or a spool file. Every byte the
     /// command printed is on disk, so nothing is lost to a slow reader.
     Read(ReadArgs),
     /// Search a session's full output with a regular expression (ripgrep's engine).
+    ///
+    /// Asks the running daemon when it knows the session; otherwise searches the log in the
+    /// state directory.
     Grep(GrepArgs),
     /// Say which process containment is active on this machine, and why.
     Doctor(DoctorArgs),
     /// Run or control the daemon that keeps background sessions alive between clients.
     ///
     /// `stockade daemon` (or `stockade daemon run`) serves in the foreground; client commands
-    /// start it on demand unless `--no-autostart` is given.
+    /// start it on demand unless `--no-autostart` is given. There is one daemon per state
+    /// directory; its socket is $STOCKADE_HOME/stockade.sock and an auto-started daemon logs to
+    /// $STOCKADE_HOME/daemon.log.
     Daemon(DaemonArgs),
     /// Measure Stockade: memory growth with output, edge cases, drain and spawn speed.
     Bench(crate::cmd::bench::BenchArgs),
@@ -66,6 +109,20 @@ pub struct DaemonArgs {
 pub enum DaemonAction {
     /// Serve JSON-RPC on the Unix socket in the foreground until SIGTERM/SIGINT or `daemon stop`.
     Run(DaemonRunArgs),
+    /// Start the daemon in the background (if none is running) and wait until it answers.
+    Start(DaemonCtlArgs),
+    /// Ask the daemon to terminate every session and exit; wait until it is gone.
+    Stop(DaemonCtlArgs),
+    /// Say whether a daemon is running: pid, socket, version, sessions. Exit status 1 if not.
+    Status(DaemonCtlArgs),
+}
+
+/// `stockade daemon start|stop|status`.
+#[derive(Debug, Args)]
+pub struct DaemonCtlArgs {
+    /// Print as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `stockade daemon run`: how the daemon is set up.
@@ -177,9 +234,101 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value = "kill")]
     pub disk_policy: DiskPolicyArg,
     /// Do not use a cgroup even where one is available (process group + /proc scan only).
-    #[arg(long)]
+    /// Foreground only: for `--bg`, start the daemon with `stockade daemon run --no-cgroup`.
+    #[arg(long, conflicts_with = "bg")]
     pub no_cgroup: bool,
+    /// Run in the background through the daemon (started on demand); answer after `--yield-ms`.
+    #[arg(long, alias = "background")]
+    pub bg: bool,
+    /// With `--bg`: wait this long for output or exit before answering (default 0).
+    #[arg(long, value_name = "MS", requires = "bg")]
+    pub yield_ms: Option<u64>,
+    /// With `--bg`: a dedup key; if a running session has it, answer with that one instead of
+    /// starting a second copy.
+    #[arg(long, value_name = "KEY", requires = "bg")]
+    pub source: Option<String>,
     /// Print the structured result as JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `stockade ps`.
+#[derive(Debug, Args)]
+pub struct PsArgs {
+    /// Print the sessions as JSON (the `list` result).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `stockade logs`.
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    /// The session id (`sh-3`).
+    pub id: String,
+    /// Keep printing new output as it arrives, until the session ends.
+    #[arg(short = 'f', long)]
+    pub follow: bool,
+    /// Start after this byte offset (a cursor from an earlier answer).
+    #[arg(long, value_name = "CURSOR", conflicts_with_all = ["tail", "head"])]
+    pub after: Option<u64>,
+    /// Only the last N lines (then follow, with `-f`).
+    #[arg(long, value_name = "N", conflicts_with = "head")]
+    pub tail: Option<usize>,
+    /// Only the first N lines.
+    #[arg(long, value_name = "N", conflicts_with = "follow")]
+    pub head: Option<usize>,
+    /// Only this stream.
+    #[arg(long, value_enum)]
+    pub stream: Option<StreamArg>,
+    /// Write exactly the bytes of the log (no notice, no lossy conversion), for piping.
+    #[arg(long, conflicts_with_all = ["json", "stream", "tail", "head"])]
+    pub raw: bool,
+    /// Print each answer as JSON (one object per line when several).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `stockade kill`.
+#[derive(Debug, Args)]
+pub struct KillArgs {
+    /// The session id (`sh-3`).
+    pub id: String,
+    /// The first signal: TERM (default), INT, HUP, KILL, … or a number.
+    #[arg(short = 's', long, value_name = "SIGNAL")]
+    pub signal: Option<String>,
+    /// Grace between the first signal and SIGKILL, in milliseconds (default 2000).
+    #[arg(long, value_name = "MS")]
+    pub grace_ms: Option<u64>,
+    /// Print the terminate report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `stockade forget`.
+#[derive(Debug, Args)]
+pub struct ForgetArgs {
+    /// The session id (`sh-3`).
+    pub id: String,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `stockade cleanup`.
+#[derive(Debug, Args)]
+pub struct CleanupArgs {
+    /// Also terminate and forget running sessions.
+    #[arg(long)]
+    pub all: bool,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `stockade stats`.
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    /// Print the accounting as JSON.
     #[arg(long)]
     pub json: bool,
 }

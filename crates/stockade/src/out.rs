@@ -32,3 +32,119 @@ pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
             .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
     })
 }
+
+/// Write `value` as one line of compact JSON (for a stream of answers).
+pub fn print_json_line<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
+    let mut text = serde_json::to_string(value)?;
+    text.push('\n');
+    print(&text)
+}
+
+/// Whether to colour output: stdout is a terminal and `NO_COLOR` is unset or empty.
+pub fn colors() -> bool {
+    use std::io::IsTerminal;
+    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// A byte count for people: `812 B`, `1.2 KiB`, `20.9 MiB`.
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut value = n as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
+/// A duration for people, two units at most: `0.4s`, `12s`, `3m04s`, `2h05m`, `3d04h`.
+pub fn duration_ms(ms: u64) -> String {
+    let s = ms / 1000;
+    match s {
+        0..10 => format!("{:.1}s", ms as f64 / 1000.0),
+        10..60 => format!("{s}s"),
+        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
+        3600..86400 => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+        _ => format!("{}d{:02}h", s / 86400, (s % 86400) / 3600),
+    }
+}
+
+/// Lossy UTF-8 decoding of a byte stream that arrives in pieces: a character split between two
+/// pieces is decoded whole, not as two replacement characters.
+#[derive(Debug, Default)]
+pub struct Utf8Stream {
+    pending: Vec<u8>,
+}
+
+impl Utf8Stream {
+    /// Decode the next piece; an incomplete character at its end waits for the next piece.
+    pub fn push(&mut self, piece: &[u8]) -> String {
+        let joined;
+        let mut rest: &[u8] = if self.pending.is_empty() {
+            piece
+        } else {
+            let mut p = std::mem::take(&mut self.pending);
+            p.extend_from_slice(piece);
+            joined = p;
+            &joined
+        };
+        let mut text = String::with_capacity(rest.len());
+        loop {
+            match std::str::from_utf8(rest) {
+                Ok(s) => {
+                    text.push_str(s);
+                    return text;
+                }
+                Err(e) => {
+                    let (valid, after) = rest.split_at(e.valid_up_to());
+                    text.push_str(&String::from_utf8_lossy(valid));
+                    match e.error_len() {
+                        Some(n) => {
+                            text.push(char::REPLACEMENT_CHARACTER);
+                            rest = &after[n..];
+                        }
+                        None => {
+                            self.pending = after.to_vec();
+                            return text;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// What is left at the end of the stream (an incomplete character, shown lossily).
+    pub fn finish(&mut self) -> String {
+        String::from_utf8_lossy(&std::mem::take(&mut self.pending)).into_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn characters_split_between_pieces_decode_whole() {
+        let mut d = Utf8Stream::default();
+        let euro = "€".as_bytes();
+        assert_eq!(d.push(&[b'a', euro[0]]), "a");
+        assert_eq!(d.push(&euro[1..2]), "");
+        assert_eq!(d.push(&[euro[2], b'b', 0xff, b'c']), "€b\u{FFFD}c");
+        assert_eq!(d.push(&euro[..2]), "");
+        assert_eq!(d.finish(), "\u{FFFD}");
+    }
+
+    #[test]
+    fn sizes_and_durations_read_well() {
+        assert_eq!(bytes(812), "812 B");
+        assert_eq!(bytes(1536), "1.5 KiB");
+        assert_eq!(bytes(20_877_894), "19.9 MiB");
+        assert_eq!(duration_ms(420), "0.4s");
+        assert_eq!(duration_ms(184_000), "3m04s");
+        assert_eq!(duration_ms(7_500_000), "2h05m");
+    }
+}

@@ -1,32 +1,83 @@
 //! One file per subcommand; each translates its arguments into engine calls.
 
 pub mod bench;
+mod daemon_ctl;
 mod daemon_run;
 mod doctor;
+mod kill;
+mod logs;
+mod ps;
 mod read;
 mod run;
+mod stats;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
+use stockade_client::{Client, ConnectOptions};
 use stockade_core::StateDir;
 
-use crate::cli::{Cli, Command};
+use crate::cli::{Cli, Command, DaemonAction};
 
 /// Run the chosen subcommand.
 pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     let home = cli.home.clone();
+    let global = Global { home: cli.home, no_autostart: cli.no_autostart };
     match cli.command {
-        Command::Run(args) => run::run(home, args),
+        Command::Run(args) => run::run(&global, args),
+        Command::Ps(args) => ps::ps(&global, args),
+        Command::Logs(args) => logs::logs(&global, args),
+        Command::Kill(args) => kill::kill(&global, args),
+        Command::Forget(args) => kill::forget(&global, args),
+        Command::Cleanup(args) => kill::cleanup(&global, args),
+        Command::Stats(args) => stats::stats(&global, args),
         Command::Read(args) => read::read(home, args),
-        Command::Grep(args) => read::grep(home, args),
+        Command::Grep(args) => read::grep(&global, args),
         Command::Doctor(args) => doctor::doctor(home, args),
         Command::Bench(args) => bench::bench(home, args),
         Command::Daemon(args) => match args.action {
             None => daemon_run::run(home, crate::cli::DaemonRunArgs::default()),
-            Some(crate::cli::DaemonAction::Run(run)) => daemon_run::run(home, run),
+            Some(DaemonAction::Run(run)) => daemon_run::run(home, run),
+            Some(DaemonAction::Start(a)) => daemon_ctl::start(&global, a),
+            Some(DaemonAction::Stop(a)) => daemon_ctl::stop(&global, a),
+            Some(DaemonAction::Status(a)) => daemon_ctl::status(&global, a),
         },
+    }
+}
+
+/// The global options every subcommand sees.
+#[derive(Debug, Clone)]
+pub struct Global {
+    /// `--home` / `STOCKADE_HOME`.
+    pub home: Option<PathBuf>,
+    /// `--no-autostart` / `STOCKADE_NO_AUTOSTART`.
+    pub no_autostart: bool,
+}
+
+impl Global {
+    /// How to reach the daemon of this state directory (an absolute path: the daemon does not
+    /// share our working directory).
+    pub fn connect_options(&self) -> anyhow::Result<ConnectOptions> {
+        let home = match &self.home {
+            Some(h) => h.clone(),
+            None => StateDir::locate()?,
+        };
+        let home = std::path::absolute(&home)
+            .with_context(|| format!("cannot resolve the state directory {}", home.display()))?;
+        let mut opts = ConnectOptions::new(home);
+        opts.autostart = !self.no_autostart;
+        Ok(opts)
+    }
+
+    /// Connect to the daemon, starting it on demand unless `--no-autostart`.
+    pub fn connect(&self) -> anyhow::Result<Client> {
+        Ok(Client::connect(&self.connect_options()?)?)
+    }
+
+    /// Connect to a daemon only if one is running.
+    pub fn connect_existing(&self) -> anyhow::Result<Option<Client>> {
+        Ok(Client::connect_existing(&self.connect_options()?)?)
     }
 }
 

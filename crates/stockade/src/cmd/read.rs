@@ -6,7 +6,8 @@ use std::process::ExitCode;
 use anyhow::Context;
 use stockade_core::output::{GrepRequest, OutputLog, ReadRequest};
 use stockade_core::state_dir::is_session_id;
-use stockade_proto::{OutputLimits, ReadMode};
+use stockade_proto::rpc::GrepParams;
+use stockade_proto::{GrepResult, OutputLimits, ReadMode};
 
 use crate::cli::{GrepArgs, ReadArgs};
 use crate::out;
@@ -17,15 +18,7 @@ const RAW_CHUNK: usize = 256 * 1024;
 pub fn read(home: Option<PathBuf>, args: ReadArgs) -> anyhow::Result<ExitCode> {
     let (log, label) = open_target(home, &args.target)?;
     if args.raw {
-        let mut cursor = args.after.unwrap_or(0);
-        loop {
-            let (bytes, next) = log.read_raw(cursor, RAW_CHUNK)?;
-            if bytes.is_empty() && next == cursor {
-                break;
-            }
-            out::print_bytes(&bytes)?;
-            cursor = next;
-        }
+        copy_raw(&log, args.after.unwrap_or(0), false)?;
         return Ok(ExitCode::SUCCESS);
     }
     let mode = match (args.mode, args.after) {
@@ -53,8 +46,53 @@ pub fn read(home: Option<PathBuf>, args: ReadArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn grep(home: Option<PathBuf>, args: GrepArgs) -> anyhow::Result<ExitCode> {
-    let (log, _) = open_target(home, &args.target)?;
+/// Write the log from `after` to its current end to stdout, a chunk at a time: the exact bytes,
+/// or (`decode`) as lossy UTF-8 text.
+pub(super) fn copy_raw(log: &OutputLog, after: u64, decode: bool) -> anyhow::Result<()> {
+    let mut cursor = after;
+    let mut utf8 = out::Utf8Stream::default();
+    loop {
+        let (bytes, next) = log.read_raw(cursor, RAW_CHUNK)?;
+        if bytes.is_empty() && next == cursor {
+            break;
+        }
+        if decode {
+            out::print(&utf8.push(&bytes))?;
+        } else {
+            out::print_bytes(&bytes)?;
+        }
+        cursor = next;
+    }
+    out::print(&utf8.finish())
+}
+
+pub fn grep(global: &super::Global, args: GrepArgs) -> anyhow::Result<ExitCode> {
+    // The daemon answers for the sessions it knows; anything else is searched on disk.
+    if is_session_id(&args.target)
+        && let Some(mut client) = global.connect_existing()?
+    {
+        let params = GrepParams {
+            id: args.target.clone(),
+            pattern: args.pattern.clone(),
+            context: args.context,
+            max_matches: Some(args.max_matches),
+            ignore_case: args.ignore_case,
+        };
+        match client.grep(&params) {
+            Ok(r) => {
+                let result = GrepResult {
+                    lines: r.lines,
+                    matches: r.matches,
+                    truncated: r.truncated,
+                    spool_path: r.spool_path,
+                };
+                return print_grep(&result, args.json);
+            }
+            Err(e) if e.is_no_such_session() => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let (log, _) = open_target(global.home.clone(), &args.target)?;
     let request = GrepRequest {
         pattern: args.pattern.clone(),
         context: args.context,
@@ -63,8 +101,12 @@ pub fn grep(home: Option<PathBuf>, args: GrepArgs) -> anyhow::Result<ExitCode> {
         stream: None,
     };
     let result = log.grep(&request)?;
-    if args.json {
-        out::print_json(&result)?;
+    print_grep(&result, args.json)
+}
+
+fn print_grep(result: &GrepResult, json: bool) -> anyhow::Result<ExitCode> {
+    if json {
+        out::print_json(result)?;
     } else {
         let mut text = String::new();
         for line in &result.lines {
@@ -84,7 +126,10 @@ pub fn grep(home: Option<PathBuf>, args: GrepArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Open the log a target names: a session id, a session directory, or a spool file.
-fn open_target(home: Option<PathBuf>, target: &str) -> anyhow::Result<(OutputLog, Option<String>)> {
+pub(super) fn open_target(
+    home: Option<PathBuf>,
+    target: &str,
+) -> anyhow::Result<(OutputLog, Option<String>)> {
     let dir = if is_session_id(target) {
         super::state_dir(home)?.find_session(target)?
     } else {

@@ -1,4 +1,5 @@
-//! `stockade run`: one command in the foreground through an in-process engine.
+//! `stockade run`: one command in the foreground through an in-process engine, or with `--bg`
+//! in the background through the daemon.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -7,13 +8,18 @@ use std::time::Duration;
 use stockade_core::output::ReadRequest;
 use stockade_core::process::{CgroupMode, ContainmentConfig};
 use stockade_core::{Engine, EngineConfig, RunSpec, answer};
+use stockade_proto::rpc::RunParams;
 use stockade_proto::{OutputLimits, RunResult};
 
+use super::Global;
 use crate::cli::RunArgs;
 use crate::out;
 
-pub fn run(home: Option<PathBuf>, args: RunArgs) -> anyhow::Result<ExitCode> {
-    let state_dir = super::state_dir(home)?;
+pub fn run(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
+    if args.bg {
+        return background(global, args);
+    }
+    let state_dir = super::state_dir(global.home.clone())?;
     let mut config = EngineConfig::new(state_dir, super::oneshot_instance());
     config.grace = Duration::from_millis(args.grace_ms);
     if args.no_cgroup {
@@ -64,16 +70,56 @@ pub fn run(home: Option<PathBuf>, args: RunArgs) -> anyhow::Result<ExitCode> {
             view,
         })
     })?;
-    if args.json {
-        out::print_json(&result)?;
+    print_result(&result, args.json)
+}
+
+/// `run --bg`: the daemon runs it; this client only prints the answer.
+fn background(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
+    // The daemon has its own working directory: send ours (or an absolute --cwd).
+    let cwd = std::path::absolute(args.cwd.clone().unwrap_or_else(|| PathBuf::from(".")))?;
+    let params = RunParams {
+        command: shell_command(&args.command),
+        cwd: Some(cwd),
+        env: args.env.iter().cloned().collect(),
+        shell: Some(args.shell.clone()),
+        login: args.login,
+        background: true,
+        timeout_ms: args.timeout_ms,
+        yield_ms: args.yield_ms,
+        source: args.source.clone(),
+        capture: args.capture.into(),
+        max_bytes: Some(args.limits.max_bytes),
+        max_lines: Some(args.limits.max_lines),
+        direction: Some(args.direction.into()),
+        retained_cap: Some(args.retained_cap),
+        disk_cap: Some(args.disk_cap),
+        disk_policy: Some(args.disk_policy.into()),
+        ..RunParams::default()
+    };
+    let result = global.connect()?.run(&params)?;
+    print_result(&result, args.json)
+}
+
+fn print_result(result: &RunResult, json: bool) -> anyhow::Result<ExitCode> {
+    if json {
+        out::print_json(result)?;
     } else {
-        out::print(&answer::render(
+        let mut text = answer::render(
             &result.id,
             &result.state,
             Duration::from_millis(result.wall_time_ms),
             &result.view,
             result.cleanup.as_ref(),
-        ))?;
+        );
+        if result.deduplicated {
+            // After the status line: no second copy was started.
+            let at = text.find('\n').map_or(text.len(), |i| i + 1);
+            text.insert_str(
+                at,
+                "Deduplicated: a running session has this --source; no new command was started\n",
+            );
+        }
+        out::print(&text)?;
     }
     Ok(ExitCode::from(answer::exit_status(&result.state).clamp(0, 255) as u8))
 }

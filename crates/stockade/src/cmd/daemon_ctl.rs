@@ -1,0 +1,115 @@
+//! `stockade daemon start|stop|status`: the daemon seen from a client.
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use stockade_client::{Client, ClientError, pid_alive};
+use stockade_proto::rpc::StatusResult;
+
+use super::Global;
+use crate::cli::DaemonCtlArgs;
+use crate::out;
+
+/// How long `stop` waits for the daemon's pid to go away after `shutdown` answered. Shutdown
+/// terminates every running session (each with its grace period) first.
+const STOP_WAIT: Duration = Duration::from_secs(30);
+/// How often `stop` looks at the pid.
+const STOP_POLL: Duration = Duration::from_millis(20);
+
+pub fn start(global: &Global, args: DaemonCtlArgs) -> anyhow::Result<ExitCode> {
+    // Starting is what was asked for: --no-autostart does not apply here.
+    let mut opts = global.connect_options()?;
+    opts.autostart = true;
+    let mut client = Client::connect(&opts)?;
+    let started = client.started_daemon();
+    let status = client.status()?;
+    if args.json {
+        out::print_json(&status_json(&status, Some(started)))?;
+    } else {
+        out::print(&format!(
+            "{} (pid {}, socket {})\n",
+            if started { "Daemon started" } else { "Daemon already running" },
+            status.pid,
+            status.socket.display()
+        ))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn stop(global: &Global, args: DaemonCtlArgs) -> anyhow::Result<ExitCode> {
+    let opts = global.connect_options()?;
+    let Some(mut client) = Client::connect_existing(&opts)? else {
+        if args.json {
+            out::print_json(&serde_json::json!({"running": false, "home": opts.home}))?;
+        } else {
+            out::print(&format!("No daemon is running for {}\n", opts.home.display()))?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    };
+    let pid = client.status()?.pid;
+    match client.shutdown() {
+        // Closing the connection as it exits is an answer too.
+        Ok(()) | Err(ClientError::Disconnected { .. }) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let deadline = Instant::now() + STOP_WAIT;
+    while pid_alive(pid) {
+        if Instant::now() >= deadline {
+            anyhow::bail!(
+                "the daemon (pid {pid}) is still running {} s after it was asked to stop; see {}",
+                STOP_WAIT.as_secs(),
+                stockade_client::log_path(&opts.home).display()
+            );
+        }
+        std::thread::sleep(STOP_POLL);
+    }
+    if args.json {
+        out::print_json(&serde_json::json!({"running": false, "pid": pid, "stopped": true}))?;
+    } else {
+        out::print(&format!("Daemon stopped (pid {pid})\n"))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn status(global: &Global, args: DaemonCtlArgs) -> anyhow::Result<ExitCode> {
+    let opts = global.connect_options()?;
+    let Some(mut client) = Client::connect_existing(&opts)? else {
+        if args.json {
+            out::print_json(&serde_json::json!({
+                "running": false,
+                "home": opts.home,
+                "socket": opts.socket_path(),
+            }))?;
+        } else {
+            out::print(&format!("not running (state directory {})\n", opts.home.display()))?;
+        }
+        return Ok(ExitCode::from(1));
+    };
+    let status = client.status()?;
+    if args.json {
+        out::print_json(&status_json(&status, None))?;
+    } else {
+        out::print(&format!(
+            "running:     pid {}\nsocket:      {}\nhome:        {}\nversion:     {}\ncontainment: {}\nsessions:    {}\n",
+            status.pid,
+            status.socket.display(),
+            status.home.display(),
+            status.version,
+            serde_json::to_value(status.containment)?.as_str().unwrap_or("?"),
+            status.sessions
+        ))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The `status` result with `running: true` (and `started` for `start`).
+fn status_json(status: &StatusResult, started: Option<bool>) -> serde_json::Value {
+    let mut value = serde_json::to_value(status).unwrap_or_default();
+    if let Some(map) = value.as_object_mut() {
+        map.insert("running".into(), true.into());
+        if let Some(started) = started {
+            map.insert("started".into(), started.into());
+        }
+    }
+    value
+}

@@ -1,0 +1,187 @@
+//! `stockade logs`: a session's output from the daemon — all of it from a cursor, its tail or
+//! its head — and with `-f`, long-poll reads until the session ends. Only one answer at a time
+//! is in this process's memory, whatever the log's size.
+//!
+//! Sessions the daemon does not know (a foreground `run`, or no daemon at all) are read from
+//! the state directory, like `stockade read`.
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use stockade_client::{Client, ClientError, raw_bytes};
+use stockade_proto::rpc::ReadParams;
+use stockade_proto::{OutputView, ReadMode};
+
+use super::Global;
+use crate::cli::{LimitArgs, LogsArgs, ModeArg, ReadArgs};
+use crate::out;
+
+/// Bytes asked for per answer while copying a log.
+const CHUNK_BYTES: usize = 1024 * 1024;
+/// Bytes a `--tail`/`--head` view may hold.
+const VIEW_BYTES: usize = 4 * 1024 * 1024;
+/// How long one follow read waits for new output before asking again.
+const FOLLOW_WAIT_MS: u64 = 30_000;
+/// Pause after a follow read that returned early with nothing new, so a daemon that does not
+/// long-poll is not asked in a busy loop.
+const IDLE_PAUSE: Duration = Duration::from_millis(50);
+
+pub fn logs(global: &Global, args: LogsArgs) -> anyhow::Result<ExitCode> {
+    if let Some(mut client) = global.connect_existing()? {
+        let mut printed = false;
+        match from_daemon(&mut client, &args, &mut printed) {
+            Err(e) if !printed && no_such_session(&e) => {}
+            other => return other,
+        }
+    }
+    from_disk(global, &args)
+}
+
+fn no_such_session(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<ClientError>().is_some_and(ClientError::is_no_such_session)
+}
+
+fn from_daemon(
+    client: &mut Client,
+    args: &LogsArgs,
+    printed: &mut bool,
+) -> anyhow::Result<ExitCode> {
+    let stream = args.stream.map(Into::into);
+    let mut cursor = args.after.unwrap_or(0);
+
+    if let Some(lines) = args.tail.or(args.head) {
+        let mode = if args.tail.is_some() { ReadMode::Tail } else { ReadMode::Head };
+        let answer = client.read(&ReadParams {
+            id: args.id.clone(),
+            mode: Some(mode),
+            max_lines: Some(lines),
+            max_bytes: Some(VIEW_BYTES),
+            stream,
+            ..ReadParams::default()
+        })?;
+        *printed = true;
+        if args.json && args.follow {
+            out::print_json_line(&answer)?;
+        } else if args.json {
+            out::print_json(&answer)?;
+        } else {
+            let mut text = content(&answer.view).to_owned();
+            if !text.is_empty() && !text.ends_with('\n') {
+                text.push('\n');
+            }
+            out::print(&text)?;
+        }
+        if !args.follow
+            || (answer.state.is_terminal() && answer.view.next_cursor >= answer.view.total_bytes)
+        {
+            return Ok(ExitCode::SUCCESS);
+        }
+        cursor = answer.view.next_cursor;
+    }
+
+    // Exact bytes unless a stream filter or JSON asks for views.
+    let raw = stream.is_none() && !args.json;
+    let mut utf8 = out::Utf8Stream::default();
+    loop {
+        let asked = Instant::now();
+        let answer = client.read(&ReadParams {
+            id: args.id.clone(),
+            after: Some(cursor),
+            mode: Some(ReadMode::Delta),
+            max_bytes: Some(CHUNK_BYTES),
+            max_lines: Some(CHUNK_BYTES),
+            stream,
+            wait_ms: args.follow.then_some(FOLLOW_WAIT_MS),
+            raw,
+        })?;
+        *printed = true;
+        let next = answer.view.next_cursor.max(cursor);
+        let progressed = next > cursor;
+        if raw {
+            let bytes = raw_bytes(&answer)?.unwrap_or_default();
+            if args.raw {
+                out::print_bytes(&bytes)?;
+            } else {
+                out::print(&utf8.push(&bytes))?;
+            }
+        } else if args.json {
+            if progressed || !args.follow {
+                out::print_json_line(&answer)?;
+            }
+        } else {
+            out::print(content(&answer.view))?;
+        }
+        cursor = next;
+        let at_end = cursor >= answer.view.total_bytes;
+        if at_end && (!args.follow || answer.state.is_terminal()) {
+            break;
+        }
+        if !progressed && !args.follow {
+            break; // Nothing more can be read now (a gap the daemon cannot jump?): stop.
+        }
+        if !progressed && asked.elapsed() < IDLE_PAUSE {
+            std::thread::sleep(IDLE_PAUSE);
+        }
+    }
+    out::print(&utf8.finish())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The text of a view without the omission notice at its end: a reader that continues from
+/// `next_cursor` has no use for "read more".
+fn content(view: &OutputView) -> &str {
+    if !view.truncated {
+        return &view.output;
+    }
+    match view.output.rfind("[… ") {
+        Some(at) => &view.output[..at],
+        None => &view.output,
+    }
+}
+
+/// The log in the state directory: for sessions the daemon does not know.
+fn from_disk(global: &Global, args: &LogsArgs) -> anyhow::Result<ExitCode> {
+    let whole = args.tail.is_none() && args.head.is_none() && args.stream.is_none() && !args.json;
+    if whole {
+        let (log, _) = super::read::open_target(global.home.clone(), &args.id)?;
+        super::read::copy_raw(&log, args.after.unwrap_or(0), !args.raw)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mode = match (args.tail, args.head) {
+        (Some(_), _) => ModeArg::Tail,
+        (_, Some(_)) => ModeArg::Head,
+        _ => ModeArg::Delta,
+    };
+    let read = ReadArgs {
+        target: args.id.clone(),
+        after: args.after,
+        mode: Some(mode),
+        stream: args.stream,
+        limits: LimitArgs {
+            max_bytes: VIEW_BYTES,
+            max_lines: args.tail.or(args.head).unwrap_or(CHUNK_BYTES),
+        },
+        raw: false,
+        json: args.json,
+    };
+    super::read::read(global.home.clone(), read)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_notice_is_left_out_of_content() {
+        let mut view: OutputView = serde_json::from_value(serde_json::json!({
+            "output": "a\nb\n[… 10 bytes omitted. Full output: /x. Read more: …]",
+            "truncated": true, "start_cursor": 0, "next_cursor": 4, "total_bytes": 14,
+            "total_lines": 5, "omitted_bytes": 10, "omitted_lines": null, "dropped_bytes": 0,
+            "gaps": [], "spool_path": "/x", "stream": null
+        }))
+        .unwrap();
+        assert_eq!(content(&view), "a\nb\n");
+        view.truncated = false;
+        assert!(content(&view).ends_with(']'));
+    }
+}

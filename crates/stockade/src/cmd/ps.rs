@@ -1,0 +1,100 @@
+//! `stockade ps`: the daemon's sessions as a table.
+
+use std::process::ExitCode;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use comfy_table::{Cell, CellAlignment, Color, ContentArrangement, Table, presets};
+use stockade_core::answer::signal_name;
+use stockade_proto::SessionState;
+use stockade_proto::rpc::SessionInfo;
+
+use super::Global;
+use crate::cli::PsArgs;
+use crate::out;
+
+/// Characters of the command shown before it is cut with `…`.
+const COMMAND_WIDTH: usize = 60;
+
+pub fn ps(global: &Global, args: PsArgs) -> anyhow::Result<ExitCode> {
+    let list = global.connect()?.list()?;
+    if args.json {
+        out::print_json(&list)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if list.sessions.is_empty() {
+        out::print("no sessions\n")?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+    out::print(&table(&list.sessions, now_ms, out::colors()))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn table(sessions: &[SessionInfo], now_ms: u64, colors: bool) -> String {
+    let mut table = Table::new();
+    table.load_preset(presets::NOTHING).set_content_arrangement(ContentArrangement::Dynamic);
+    if colors {
+        table.enforce_styling();
+    } else {
+        table.force_no_tty();
+    }
+    table.set_header(["ID", "STATE", "PID", "OUTPUT", "LINES", "STARTED", "TIME", "COMMAND"]);
+    for s in sessions {
+        let (state, color) = state_cell(&s.state);
+        let mut state = Cell::new(state);
+        if colors {
+            state = state.fg(color);
+        }
+        table.add_row(vec![
+            Cell::new(&s.id),
+            state,
+            Cell::new(s.pid).set_alignment(CellAlignment::Right),
+            Cell::new(out::bytes(s.total_bytes)).set_alignment(CellAlignment::Right),
+            Cell::new(s.total_lines).set_alignment(CellAlignment::Right),
+            Cell::new(format!("{} ago", out::duration_ms(now_ms.saturating_sub(s.started_at_ms)))),
+            Cell::new(out::duration_ms(s.wall_time_ms)).set_alignment(CellAlignment::Right),
+            Cell::new(command_cell(&s.command)),
+        ]);
+    }
+    let mut text = table.to_string();
+    text.push('\n');
+    text
+}
+
+/// The state as people say it, and its colour.
+fn state_cell(state: &SessionState) -> (String, Color) {
+    match state {
+        SessionState::Running => ("running".into(), Color::Green),
+        SessionState::Exited { code: 0 } => ("exit 0".into(), Color::Reset),
+        SessionState::Exited { code } => (format!("exit {code}"), Color::Red),
+        SessionState::Signaled { signal } => (signal_name(*signal), Color::Red),
+        SessionState::Killed { .. } => ("killed".into(), Color::Yellow),
+        SessionState::TimedOut => ("timed out".into(), Color::Yellow),
+        SessionState::Failed { .. } => ("failed".into(), Color::Red),
+    }
+}
+
+/// One line, at most [`COMMAND_WIDTH`] characters.
+fn command_cell(command: &str) -> String {
+    let flat: String = command.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    if flat.chars().count() <= COMMAND_WIDTH {
+        return flat;
+    }
+    let mut cut: String = flat.chars().take(COMMAND_WIDTH - 1).collect();
+    cut.push('…');
+    cut
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_commands_are_cut_on_one_line() {
+        assert_eq!(command_cell("make\ntest"), "make test");
+        let long = "é".repeat(100);
+        let cut = command_cell(&long);
+        assert_eq!(cut.chars().count(), COMMAND_WIDTH);
+        assert!(cut.ends_with('…'));
+    }
+}

@@ -1,0 +1,34 @@
+//! `stockade stats`: the daemon's memory and output accounting.
+
+use std::process::ExitCode;
+
+use super::Global;
+use crate::cli::StatsArgs;
+use crate::out;
+
+pub fn stats(global: &Global, args: StatsArgs) -> anyhow::Result<ExitCode> {
+    let s = global.connect()?.stats()?;
+    if args.json {
+        out::print_json(&s)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let sessions = if s.sessions.is_empty() {
+        "none".to_owned()
+    } else {
+        s.sessions.iter().map(|(state, n)| format!("{n} {state}")).collect::<Vec<_>>().join(", ")
+    };
+    out::print(&format!(
+        "memory:    {} resident (peak {}), {} allocated\n\
+         hot tails: {}\n\
+         output:    {} printed, {} spooled on disk, {} dropped\n\
+         sessions:  {sessions}\n",
+        out::bytes(s.rss_bytes),
+        out::bytes(s.peak_rss_bytes),
+        out::bytes(s.allocated_bytes),
+        out::bytes(s.hot_tail_bytes),
+        out::bytes(s.output_bytes),
+        out::bytes(s.spooled_bytes),
+        out::bytes(s.dropped_bytes),
+    ))?;
+    Ok(ExitCode::SUCCESS)
+}
