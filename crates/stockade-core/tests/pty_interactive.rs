@@ -173,3 +173,42 @@ async fn terminate_takes_the_whole_terminal_session() {
         run.terminate_and_verify().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_child_has_the_slave_as_stdio_and_controlling_terminal_and_no_master() {
+    for mode in MODES {
+        let run = Run::pty(mode, "fds", "sleep", &["1000"], &[], default_size());
+        let pid = run.wait_process("sleeping", |_, cmd| cmd == "sleep 1000").await;
+        let mut fds: Vec<(String, String)> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                let target = std::fs::read_link(e.path()).unwrap();
+                (e.file_name().to_string_lossy().into_owned(), target.display().to_string())
+            })
+            .collect();
+        fds.sort();
+        // fds 0-2 are the slave; no master (`/dev/ptmx`, `/dev/pts/ptmx`) and no other
+        // terminal. (Other fds the test process itself inherited without close-on-exec may
+        // pass through, as for every spawn.)
+        let std: Vec<&(String, String)> =
+            fds.iter().filter(|(n, _)| ["0", "1", "2"].contains(&n.as_str())).collect();
+        assert_eq!(std.len(), 3, "{fds:?}");
+        let slave = &std[0].1;
+        assert!(slave.starts_with("/dev/pts/") && !slave.ends_with("ptmx"), "{fds:?}");
+        assert!(std.iter().all(|(_, t)| t == slave), "{fds:?}");
+        for (n, t) in &fds {
+            assert!(!t.contains("ptmx"), "master leaked as fd {n}: {fds:?}");
+            assert!(!t.starts_with("/dev/pts/") || t == slave, "fd {n}: {fds:?}");
+        }
+        // Own session, and the terminal is its controlling terminal (tty_nr, field 7 of stat).
+        let st = process_common::stat(pid).unwrap();
+        assert_eq!(st.sid, pid);
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let after_comm = &stat[stat.rfind(')').unwrap() + 2..];
+        let tty_nr: u64 = after_comm.split_whitespace().nth(4).unwrap().parse().unwrap();
+        assert_ne!(tty_nr, 0, "no controlling terminal");
+        assert_eq!(pty::foreground_pgrp(run.master.as_ref().unwrap()).unwrap(), Some(pid));
+        run.terminate_and_verify().await;
+    }
+}
