@@ -15,7 +15,7 @@
 //! The master is shared by two users: the drain reads it (it sets `O_NONBLOCK`, a property of the
 //! open file description, so every duplicate shares it) and the session writes input and resizes
 //! through a duplicate ([`try_clone_master`]). Writes go through
-//! [`write_input`](super::write_input), which is non-blocking and bounded.
+//! [`write_input`], which is non-blocking and bounded.
 
 use std::ffi::CString;
 use std::io;
