@@ -126,10 +126,10 @@ impl Daemon {
             let gone = wait_until(SHUTDOWN_LIMIT, Duration::from_millis(20), || !self.is_alive());
             if !gone {
                 kill_pid(self.pid, self.started);
-                if let Some(child) = self.child.as_mut() {
-                    if let Ok(status) = child.wait() {
-                        self.exit = Some(status);
-                    }
+                if let Some(child) = self.child.as_mut()
+                    && let Ok(status) = child.wait()
+                {
+                    self.exit = Some(status);
                 }
                 self.child = None;
             }

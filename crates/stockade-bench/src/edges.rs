@@ -502,7 +502,7 @@ fn case_poll_after(ctx: &mut Ctx) -> Result<()> {
         reads += 1;
         let chunk = decode_b64(r.bytes_b64.as_deref().unwrap_or(""))?;
         for (i, b) in chunk.iter().enumerate() {
-            let want = if (cursor + i as u64) % 2 == 0 { b'X' } else { b'\n' };
+            let want = if (cursor + i as u64).is_multiple_of(2) { b'X' } else { b'\n' };
             if *b != want {
                 return Err(fail(format!(
                     "byte {} is {b:#x}, printed {want:#x}",

@@ -206,10 +206,10 @@ impl PeerProcess {
     /// Kill the peer's whole process group and reap it.
     pub fn kill(&mut self) {
         kill_group(self.pid);
-        if let Some(mut c) = self.child.take() {
-            if let Ok(status) = c.wait() {
-                self.exit.get_or_insert(status);
-            }
+        if let Some(mut c) = self.child.take()
+            && let Ok(status) = c.wait()
+        {
+            self.exit.get_or_insert(status);
         }
     }
 }

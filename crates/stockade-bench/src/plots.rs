@@ -490,15 +490,15 @@ fn time_chart(
                 *e = (x, y, r.n);
             }
         }
-        if r.oom || r.exit.starts_with("died") {
-            if let Some(&last) = points.last() {
-                chart.marks.push(Mark {
-                    at: last,
-                    text: if r.oom { format!("OOM N={}", r.n) } else { format!("exit N={}", r.n) },
-                    color,
-                    cross: true,
-                });
-            }
+        if (r.oom || r.exit.starts_with("died"))
+            && let Some(&last) = points.last()
+        {
+            chart.marks.push(Mark {
+                at: last,
+                text: if r.oom { format!("OOM N={}", r.n) } else { format!("exit N={}", r.n) },
+                color,
+                cross: true,
+            });
         }
         chart.series.push(Series { label, color, alpha, points, markers: false });
     }

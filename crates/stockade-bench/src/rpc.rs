@@ -65,7 +65,7 @@ impl RpcClient {
                 Ok(r) => r,
                 Err(_) => continue,
             };
-            if resp.id != Value::from(id) {
+            if resp.id != id {
                 continue;
             }
             if let Some(err) = resp.error {

@@ -154,11 +154,11 @@ pub fn one_line(r: &RunSummary) -> String {
 
 /// A size for people: `20MiB`, `1GiB`.
 pub fn human(bytes: u64) -> String {
-    if bytes >= 1 << 30 && bytes % (1 << 30) == 0 {
+    if bytes >= 1 << 30 && bytes.is_multiple_of(1 << 30) {
         format!("{}GiB", bytes >> 30)
-    } else if bytes >= MIB && bytes % MIB == 0 {
+    } else if bytes >= MIB && bytes.is_multiple_of(MIB) {
         format!("{}MiB", bytes / MIB)
-    } else if bytes % 1024 == 0 {
+    } else if bytes.is_multiple_of(1024) {
         format!("{}KiB", bytes / 1024)
     } else {
         format!("{bytes}B")

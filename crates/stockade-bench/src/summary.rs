@@ -165,9 +165,9 @@ fn opt(v: Option<f64>) -> String {
 }
 
 fn size(bytes: u64) -> String {
-    if bytes >= 1 << 30 && bytes % (1 << 30) == 0 {
+    if bytes >= 1 << 30 && bytes.is_multiple_of(1 << 30) {
         format!("{} GiB", bytes >> 30)
-    } else if bytes % MIB == 0 {
+    } else if bytes.is_multiple_of(MIB) {
         format!("{} MiB", bytes / MIB)
     } else {
         format!("{:.2} MiB", mib(bytes))

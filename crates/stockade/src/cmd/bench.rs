@@ -201,6 +201,8 @@ fn growth(exe: PathBuf, work: PathBuf, a: GrowthArgs) -> anyhow::Result<ExitCode
         a.variants
     };
     let mut variants = Vec::new();
+    // Where the shipped peer scripts are written for this invocation (removed at the end).
+    let scripts = work.join(format!("stockade-bench-peers-{}", std::process::id()));
     // `--variants ''` runs only the `--peer`s.
     for name in names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
         match name {
@@ -228,7 +230,9 @@ fn growth(exe: PathBuf, work: PathBuf, a: GrowthArgs) -> anyhow::Result<ExitCode
         work_dir: work,
         memory_line_mib: a.memory_line as f64 / (1 << 20) as f64,
     };
-    let rows = runner::growth(&cfg)?;
+    let rows = runner::growth(&cfg);
+    let _ = std::fs::remove_dir_all(&scripts);
+    let rows = rows?;
     print!("{}", summary::markdown(&rows));
     println!("Written: {}", cfg.out.join("summary.md").display());
     let failed = rows.iter().any(|r| r.exit == "harness error");
