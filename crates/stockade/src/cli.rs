@@ -94,6 +94,17 @@ pub enum Command {
     Daemon(DaemonArgs),
     /// Measure Stockade: memory growth with output, edge cases, drain and spawn speed.
     Bench(crate::cmd::bench::BenchArgs),
+    /// Serve Stockade to an agent over MCP (stdio by default, or streamable HTTP).
+    ///
+    /// Tools: exec_command, write_stdin, read_output, grep_output, kill_session, list_sessions.
+    /// They use the daemon of --home (started on demand), so sessions survive restarts of the
+    /// agent; --embedded runs a private daemon whose sessions end with this server.
+    ///
+    /// Examples:
+    ///   claude mcp add stockade -- stockade mcp
+    ///   stockade mcp --http 127.0.0.1:8765
+    ///   stockade mcp --http 0.0.0.0:8765 --token-file ~/.config/stockade/token
+    Mcp(crate::cmd::mcp::McpArgs),
 }
 
 /// `stockade daemon`.

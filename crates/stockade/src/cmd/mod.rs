@@ -6,6 +6,7 @@ mod daemon_run;
 mod doctor;
 mod kill;
 mod logs;
+pub mod mcp;
 mod ps;
 mod read;
 mod run;
@@ -36,6 +37,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Grep(args) => read::grep(&global, args),
         Command::Doctor(args) => doctor::doctor(home, args),
         Command::Bench(args) => bench::bench(home, args),
+        Command::Mcp(args) => mcp::mcp(&global, args),
         Command::Daemon(args) => match args.action {
             None => daemon_run::run(home, crate::cli::DaemonRunArgs::default()),
             Some(DaemonAction::Run(run)) => daemon_run::run(home, run),

@@ -1,0 +1,111 @@
+//! Errors: why a tool call failed (shown to the model as an `isError` result with a sentence it
+//! can act on) and why the server could not start or serve.
+
+use std::net::SocketAddr;
+
+use stockade_client::ClientError;
+use stockade_proto::rpc::code;
+
+/// Why a tool call failed. Every variant displays as one sentence that says what to do next.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    /// The arguments do not fit the tool's schema.
+    #[error("invalid arguments for {tool}: {detail}. Fix them and call {tool} again.")]
+    BadArguments {
+        /// The tool.
+        tool: String,
+        /// What serde said.
+        detail: String,
+    },
+    /// The daemon answered with an error.
+    #[error("{}", daemon_sentence(.code, .message))]
+    Daemon {
+        /// The JSON-RPC code (`stockade_proto::rpc::code`).
+        code: i64,
+        /// The daemon's sentence.
+        message: String,
+    },
+    /// The daemon could not be reached or did not answer properly.
+    #[error("the Stockade daemon is not available: {0}")]
+    Unavailable(String),
+    /// Something unexpected inside the MCP server.
+    #[error("internal error in the Stockade MCP server: {0}")]
+    Internal(String),
+}
+
+impl From<ClientError> for ToolError {
+    fn from(e: ClientError) -> ToolError {
+        match e {
+            ClientError::Rpc { code, message, .. } => ToolError::Daemon { code, message },
+            other => ToolError::Unavailable(other.to_string()),
+        }
+    }
+}
+
+impl ToolError {
+    /// The daemon's JSON-RPC code, when the daemon answered with an error.
+    pub fn code(&self) -> Option<i64> {
+        match self {
+            ToolError::Daemon { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+}
+
+/// The daemon's sentence plus what the model can do about it.
+fn daemon_sentence(code: &i64, message: &str) -> String {
+    let message = message.trim_end_matches('.');
+    let hint = match *code {
+        code::NO_SUCH_SESSION => {
+            "Call list_sessions to see the sessions that exist (ids look like sh-3)."
+        }
+        code::LIMIT_REACHED => {
+            "Stop sessions you no longer need with kill_session, then try again."
+        }
+        code::SPAWN_FAILED => "Check cmd, workdir and shell, then try again.",
+        code::INVALID_PARAMS => "Fix the arguments and call again.",
+        code::SHUTTING_DOWN => "The daemon is stopping; call again in a moment to start a new one.",
+        _ => "",
+    };
+    if hint.is_empty() { format!("{message}.") } else { format!("{message}. {hint}") }
+}
+
+/// Why `stockade mcp` could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// `--http` on a non-loopback address without a token.
+    #[error(
+        "refusing to serve MCP over HTTP on {addr} without a token: anyone who can reach it could run commands. Pass --token (or --token-file), or bind to 127.0.0.1"
+    )]
+    TokenRequired {
+        /// The address asked for.
+        addr: SocketAddr,
+    },
+    /// An empty token.
+    #[error("the token is empty; use a long random string (e.g. `openssl rand -hex 32`)")]
+    EmptyToken,
+    /// Binding the HTTP listener failed.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The embedded daemon could not start.
+    #[error("cannot start the embedded daemon: {0}")]
+    Embedded(#[from] stockade_daemon::DaemonError),
+    /// The MCP transport failed.
+    #[error("MCP transport error: {0}")]
+    Transport(String),
+    /// Another I/O error.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}

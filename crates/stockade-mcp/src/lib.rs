@@ -1,0 +1,160 @@
+//! Stockade's MCP server: the daemon's sessions as tools an agent can call.
+//!
+//! # The model
+//!
+//! **transport → handler → daemon → answer.**
+//!
+//! * A transport carries MCP's JSON-RPC: stdio (the agent starts `stockade mcp` as a child
+//!   process) or streamable HTTP (`--http 127.0.0.1:PORT`, behind a bearer token, which is
+//!   required for any bind that is not loopback). rmcp, the official Rust SDK, speaks the
+//!   protocol.
+//! * The handler ([`StockadeMcp`]) offers six tools named after Codex's (`exec_command`,
+//!   `write_stdin`) and for what a model does with a log (`read_output`, `grep_output`,
+//!   `kill_session`, `list_sessions`). Their descriptions are part of the product: they tell the
+//!   model that the full output is kept, so it never needs `| head`, and how to read the rest.
+//! * Each call becomes one request to the daemon through `stockade-client` (the same client the
+//!   CLI uses), on tokio's blocking pool. The daemon owns every session, so sessions outlive the
+//!   agent and this server: a restarted agent finds them with `list_sessions`. The daemon is
+//!   started on demand; with [`Daemon::Embedded`] a private one runs inside this process and
+//!   its sessions end with it.
+//! * Each answer carries the Codex-style text a model reads (`Exit code: 0` or `Process running
+//!   with session ID sh-3`, `Wall time`, `Output:`) and, as `structuredContent`, the daemon's
+//!   `*Result` unchanged, described by each tool's `outputSchema`. A failure the model can act on
+//!   (unknown session, bad regex, a limit, something not supported) is a tool result with
+//!   `isError: true` and one sentence saying what to do; only protocol problems (an unknown
+//!   tool) are JSON-RPC errors.
+
+#![deny(missing_docs)]
+
+mod backend;
+mod error;
+pub mod http;
+mod server;
+mod text;
+pub mod tools;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use rmcp::ServiceExt as _;
+use stockade_client::ConnectOptions;
+use stockade_daemon::DaemonConfig;
+
+pub use backend::Backend;
+pub use error::{ServeError, ToolError};
+pub use server::StockadeMcp;
+pub use tokio_util::sync::CancellationToken;
+
+/// Which daemon the tools use.
+#[derive(Debug, Clone)]
+pub enum Daemon {
+    /// The shared daemon of a state directory, started on demand (unless the options say not
+    /// to). Sessions survive this server.
+    Shared(ConnectOptions),
+    /// A private daemon inside this process, in a fresh temporary state directory removed on
+    /// exit. Its sessions are terminated when the server stops.
+    Embedded,
+}
+
+/// How clients reach this server.
+#[derive(Debug, Clone)]
+pub enum Transport {
+    /// MCP over stdin/stdout (one client: the process that started us).
+    Stdio,
+    /// Streamable HTTP on `addr` at [`http::MCP_PATH`].
+    Http {
+        /// Where to listen.
+        addr: SocketAddr,
+        /// Bearer token every request must carry (required unless `addr` is loopback).
+        token: Option<String>,
+    },
+}
+
+/// Serve MCP on `transport` until the client goes away (stdio) or `cancel` fires. With
+/// [`Daemon::Embedded`], the private daemon is stopped (its sessions terminated) before this
+/// returns. `on_ready` is called once the server can take requests, with the HTTP address.
+pub async fn serve(
+    daemon: Daemon,
+    transport: Transport,
+    cancel: CancellationToken,
+    on_ready: impl FnOnce(Option<SocketAddr>),
+) -> Result<(), ServeError> {
+    if let Transport::Http { addr, token } = &transport {
+        http::check_bind(*addr, token.as_deref())?;
+    }
+    let embedded = match daemon {
+        Daemon::Shared(opts) => {
+            let result = serve_with(Backend::new(opts), transport, cancel, on_ready).await;
+            return result;
+        }
+        Daemon::Embedded => Embedded::start()?,
+    };
+    let result = serve_with(embedded.backend(), transport, cancel, on_ready).await;
+    embedded.stop().await;
+    result
+}
+
+async fn serve_with(
+    backend: Backend,
+    transport: Transport,
+    cancel: CancellationToken,
+    on_ready: impl FnOnce(Option<SocketAddr>),
+) -> Result<(), ServeError> {
+    let server = StockadeMcp::new(backend);
+    match transport {
+        Transport::Stdio => {
+            on_ready(None);
+            let running = server
+                .serve_with_ct(rmcp::transport::io::stdio_pipes(), cancel)
+                .await
+                .map_err(|e| ServeError::Transport(e.to_string()))?;
+            running.waiting().await.map_err(|e| ServeError::Transport(e.to_string()))?;
+            Ok(())
+        }
+        Transport::Http { addr, token } => {
+            http::serve(server, addr, token, cancel, |bound| on_ready(Some(bound))).await
+        }
+    }
+}
+
+/// A private daemon served by this process on a socket in a temporary state directory.
+struct Embedded {
+    dir: tempfile::TempDir,
+    socket: PathBuf,
+    token: CancellationToken,
+    task: tokio::task::JoinHandle<Result<(), stockade_daemon::DaemonError>>,
+}
+
+impl Embedded {
+    fn start() -> Result<Embedded, ServeError> {
+        let dir = tempfile::Builder::new().prefix("stockade-mcp-").tempdir().map_err(|source| {
+            ServeError::Io {
+                context: "cannot create the embedded daemon's directory".into(),
+                source,
+            }
+        })?;
+        let daemon = stockade_daemon::Daemon::bind(DaemonConfig::new(dir.path()))?;
+        let socket = daemon.socket().to_path_buf();
+        let token = CancellationToken::new();
+        let task = tokio::spawn(daemon.serve(token.clone()));
+        Ok(Embedded { dir, socket, token, task })
+    }
+
+    fn backend(&self) -> Backend {
+        let mut opts = ConnectOptions::new(self.dir.path());
+        opts.socket = Some(self.socket.clone());
+        opts.autostart = false;
+        Backend::new(opts)
+    }
+
+    /// Stop the daemon (terminating its sessions), then remove its directory.
+    async fn stop(self) {
+        self.token.cancel();
+        match self.task.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!("the embedded daemon stopped with an error: {e}"),
+            Err(e) => tracing::warn!("the embedded daemon task failed: {e}"),
+        }
+        drop(self.dir);
+    }
+}

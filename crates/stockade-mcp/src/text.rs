@@ -1,0 +1,225 @@
+//! The text content of each answer: what the model reads. `exec_command`, `write_stdin` and
+//! `read_output` use the Codex layout every door shares (`stockade_core::answer`), plus one line
+//! with the cursor when there is more to read; the others are short, plain listings.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use stockade_core::answer::{cleanup_line, status_line};
+use stockade_proto::rpc::{GrepResultMsg, KillResult, ListResult, ReadResult};
+use stockade_proto::{OutputView, RunResult, SessionState};
+
+/// `exec_command`'s answer.
+pub fn run(r: &RunResult) -> String {
+    let mut extra = Vec::new();
+    if r.deduplicated {
+        extra.push(format!(
+            "Note: a session with this source was already running; no second copy was started. This is {}.",
+            r.id
+        ));
+    }
+    codex(
+        &r.id,
+        &r.state,
+        Duration::from_millis(r.wall_time_ms),
+        &r.view,
+        r.cleanup.as_ref().map(cleanup_line),
+        extra,
+    )
+}
+
+/// `read_output`'s and `write_stdin`'s answer; `waited` is how long the call took.
+pub fn read(r: &ReadResult, waited: Duration) -> String {
+    codex(&r.id, &r.state, waited, &r.view, None, Vec::new())
+}
+
+fn codex(
+    id: &str,
+    state: &SessionState,
+    wall: Duration,
+    view: &OutputView,
+    cleanup: Option<String>,
+    extra: Vec<String>,
+) -> String {
+    let output = rewrite_notice(&view.output, id);
+    let mut text = String::with_capacity(output.len() + 512);
+    let _ = writeln!(text, "{}", status_line(id, state));
+    let _ = writeln!(text, "Wall time: {:.2} s", wall.as_secs_f64());
+    if let Some(line) = cleanup {
+        let _ = writeln!(text, "{line}");
+    }
+    for line in extra {
+        let _ = writeln!(text, "{line}");
+    }
+    if let Some(line) = cursor_line(id, state, view) {
+        let _ = writeln!(text, "{line}");
+    }
+    text.push_str("Output:\n");
+    text.push_str(&output);
+    if !output.is_empty() && !output.ends_with('\n') {
+        text.push('\n');
+    }
+    text
+}
+
+/// Where to continue, when there is (or may be) more than this answer shows.
+fn cursor_line(id: &str, state: &SessionState, view: &OutputView) -> Option<String> {
+    let more = view.next_cursor < view.total_bytes;
+    if !more && !view.truncated && !matches!(state, SessionState::Running) {
+        return None;
+    }
+    let mut line =
+        format!("Cursor: next_cursor={} of total_bytes={}", view.next_cursor, view.total_bytes);
+    if more || matches!(state, SessionState::Running) {
+        let _ =
+            write!(line, " (read on with read_output session_id={id} after={})", view.next_cursor);
+    }
+    if view.dropped_bytes > 0 {
+        let _ = write!(line, "; {} bytes were not kept (disk cap)", view.dropped_bytes);
+    }
+    Some(line)
+}
+
+/// The engine's omission notice names the CLI (`stockade read sh-3 --after N`); in an MCP
+/// answer, name the tools instead.
+fn rewrite_notice(output: &str, id: &str) -> String {
+    let prefix = format!(". Read more: stockade read {id} --after ");
+    let suffix = format!(", or stockade grep {id} REGEX]");
+    let Some(start) = output.find(&prefix) else { return output.to_owned() };
+    let digits_at = start + prefix.len();
+    let digits = output[digits_at..].bytes().take_while(u8::is_ascii_digit).count();
+    let rest = &output[digits_at + digits..];
+    if digits == 0 || !rest.starts_with(&suffix) {
+        return output.to_owned();
+    }
+    let after = &output[digits_at..digits_at + digits];
+    format!(
+        "{}. Read more: read_output session_id={id} after={after}, or grep_output session_id={id} pattern=REGEX]{}",
+        &output[..start],
+        &rest[suffix.len()..]
+    )
+}
+
+/// `grep_output`'s answer: `line:offset:text` for matches, `line-offset-text` for context.
+pub fn grep(r: &GrepResultMsg) -> String {
+    let mut text = String::new();
+    let plural = if r.matches == 1 { "" } else { "s" };
+    let _ = write!(text, "{} matching line{plural} in {}", r.matches, r.id);
+    if r.truncated {
+        text.push_str(" (stopped at max_matches: narrow the pattern or raise max_matches)");
+    }
+    let _ = writeln!(text, "\nFull output: {}", r.spool_path.display());
+    if !r.lines.is_empty() {
+        text.push_str(
+            "line:byte_offset:text (pass byte_offset as read_output after= to read on)\n",
+        );
+    }
+    for line in &r.lines {
+        let sep = if line.is_match { ':' } else { '-' };
+        let _ = writeln!(text, "{}{sep}{}{sep}{}", line.line_number, line.offset, line.text);
+    }
+    text
+}
+
+/// `kill_session`'s answer.
+pub fn kill(r: &KillResult) -> String {
+    format!("{}\n{}\n", status_line(&r.id, &r.state), cleanup_line(&r.report))
+}
+
+/// `list_sessions`' answer: one session per line, oldest first.
+pub fn list(r: &ListResult) -> String {
+    if r.sessions.is_empty() {
+        return "No sessions. Start one with exec_command.\n".to_owned();
+    }
+    let mut text = format!("{} session(s), oldest first:\n", r.sessions.len());
+    for s in &r.sessions {
+        let state = match &s.state {
+            SessionState::Exited { code } => format!("exited {code}"),
+            SessionState::Signaled { signal } => format!("signaled {signal}"),
+            other => other.name().to_owned(),
+        };
+        let _ = writeln!(
+            text,
+            "{}  {state}  pid {}  {} bytes  {:.1} s{}  {}",
+            s.id,
+            s.pid,
+            s.total_bytes,
+            Duration::from_millis(s.wall_time_ms).as_secs_f64(),
+            if s.pty { "  tty" } else { "" },
+            one_line(&s.command)
+        );
+    }
+    text
+}
+
+/// A command on one line, bounded.
+fn one_line(command: &str) -> String {
+    const MAX: usize = 120;
+    let flat: String = command.chars().map(|c| if c == '\n' { ' ' } else { c }).collect();
+    if flat.chars().count() <= MAX {
+        return flat;
+    }
+    let cut: String = flat.chars().take(MAX).collect();
+    format!("{cut}…")
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use std::path::PathBuf;
+
+    fn view(output: &str, next: u64, total: u64) -> OutputView {
+        OutputView {
+            output: output.into(),
+            truncated: next < total,
+            start_cursor: 0,
+            next_cursor: next,
+            total_bytes: total,
+            total_lines: 1,
+            omitted_bytes: total - next,
+            omitted_lines: None,
+            dropped_bytes: 0,
+            gaps: vec![],
+            spool_path: PathBuf::from("/s/output.log"),
+            stream: None,
+        }
+    }
+
+    #[test]
+    fn finished_and_complete_answers_keep_the_codex_layout() {
+        let r = RunResult {
+            id: "sh-1".into(),
+            state: SessionState::Exited { code: 0 },
+            pid: 7,
+            wall_time_ms: 1420,
+            cleanup: None,
+            deduplicated: false,
+            view: view("hi\n", 3, 3),
+        };
+        assert_eq!(run(&r), "Exit code: 0\nWall time: 1.42 s\nOutput:\nhi\n");
+    }
+
+    #[test]
+    fn running_answers_say_where_to_read_on() {
+        let r = ReadResult {
+            id: "sh-2".into(),
+            state: SessionState::Running,
+            view: view("abc", 3, 10),
+            bytes_b64: None,
+        };
+        let text = read(&r, Duration::from_millis(5));
+        assert!(text.starts_with("Process running with session ID sh-2\nWall time: 0.01 s\n"));
+        assert!(text.contains("read_output session_id=sh-2 after=3"), "{text}");
+    }
+
+    #[test]
+    fn cli_notice_names_the_tools() {
+        let out = "[… 9 bytes omitted. Full output: /s/o.log. Read more: stockade read sh-3 --after 50, or stockade grep sh-3 REGEX]\nlast\n";
+        assert_eq!(
+            rewrite_notice(out, "sh-3"),
+            "[… 9 bytes omitted. Full output: /s/o.log. Read more: read_output session_id=sh-3 after=50, or grep_output session_id=sh-3 pattern=REGEX]\nlast\n"
+        );
+        assert_eq!(rewrite_notice("plain", "sh-3"), "plain");
+    }
+}

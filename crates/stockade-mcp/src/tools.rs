@@ -1,0 +1,484 @@
+//! The tools an agent sees: names, descriptions (written for a model), input schemas (derived
+//! from the argument structs) and output schemas (the shape of `structuredContent`, which is the
+//! daemon's `*Result` as it is on the wire).
+
+use std::sync::Arc;
+
+use rmcp::model::{JsonObject, Tool, ToolAnnotations};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+/// `exec_command`.
+pub const EXEC_COMMAND: &str = "exec_command";
+/// `write_stdin`.
+pub const WRITE_STDIN: &str = "write_stdin";
+/// `read_output`.
+pub const READ_OUTPUT: &str = "read_output";
+/// `grep_output`.
+pub const GREP_OUTPUT: &str = "grep_output";
+/// `kill_session`.
+pub const KILL_SESSION: &str = "kill_session";
+/// `list_sessions`.
+pub const LIST_SESSIONS: &str = "list_sessions";
+
+/// How long `exec_command` waits for the command to finish before answering (foreground).
+pub const DEFAULT_EXEC_YIELD_MS: u64 = 10_000;
+/// How long `exec_command` with `background: true` waits for first output before answering.
+pub const DEFAULT_BACKGROUND_YIELD_MS: u64 = 1_000;
+/// How long `write_stdin` collects output after writing.
+pub const DEFAULT_WRITE_YIELD_MS: u64 = 1_000;
+/// Bytes per model token, for `max_output_tokens` (SPEC §2: 1 token ≈ 4 bytes).
+pub const BYTES_PER_TOKEN: u64 = 4;
+/// Largest `max_output_tokens` honoured (256 KiB of output). The output travels twice (text and
+/// structured content), JSON-escaped, and clients bound one message (the Python SDK: 1 MiB per
+/// SSE event); a model has no use for more in one answer, and the rest stays readable by cursor.
+pub const MAX_OUTPUT_TOKENS: u64 = 65_536;
+
+const EXEC_COMMAND_DESCRIPTION: &str = "\
+Run a shell command (`/bin/sh -c CMD`) and return its exit code and output.
+
+Every byte the command prints is kept on disk, so do NOT pipe it into `head`, `tail` or `grep` \
+and do not redirect it to a file to shorten it: the answer shows a bounded view (the end by \
+default) and says how much was left out; read any part later with `read_output` (pass `after` = \
+the `next_cursor` of the last answer to continue) or search all of it with `grep_output`.
+
+Waits up to `yield_time_ms` (default 10000) for the command to finish. If it is still running \
+then, the answer starts with `Process running with session ID sh-N` and the command keeps \
+running: follow it with `read_output` (`wait_ms` waits for new output, better than sleeping), \
+type into it with `write_stdin`, stop it with `kill_session`.
+
+For servers, watchers and anything meant to keep running, set `background: true`: the answer \
+comes after `yield_time_ms` (default 1000) with the output so far. For interactive programs \
+(REPLs, prompts, anything that wants a terminal) set `tty: true`, then send keys with \
+`write_stdin`. `timeout_ms` terminates the whole process tree after that long. A kill or timeout \
+always takes the whole tree: nothing the command started is left running.";
+
+const WRITE_STDIN_DESCRIPTION: &str = "\
+Send keys to a running session (one started with `tty: true`), wait `yield_time_ms` (default \
+1000), and return what it printed meanwhile.
+
+`chars` is sent as is: end a line with `\\n` to press Enter (`print(6*7)\\n`); `\\u0003` is \
+Ctrl-C, `\\u0004` Ctrl-D (end of input), `\\u001b` Escape, `\\t` Tab. Empty `chars` only waits \
+and returns new output. The answer's `next_cursor` works with `read_output` like any other.";
+
+const READ_OUTPUT_DESCRIPTION: &str = "\
+Read a session's output from its log on disk. Nothing is ever lost, however much it printed, \
+so prefer this to re-running a command.
+
+Page through everything: pass `after` = the `next_cursor` of the previous answer and repeat \
+with each new `next_cursor`; you have everything when `next_cursor` equals `total_bytes` and \
+the session is no longer running. Without `after` you get the end of the log (`mode: tail`); \
+`mode: head` shows the start (with compiler errors the first one is the cause), `middle` both \
+ends. `wait_ms` waits up to that long for output after `after`, or for the session to end: use \
+it instead of sleeping. `stream` limits the answer to `stdout` or `stderr`.";
+
+const GREP_OUTPUT_DESCRIPTION: &str = "\
+Search a session's full output (every byte, on disk) with a regular expression (Rust regex \
+syntax, as ripgrep) and return the matching lines as `line_number:byte_offset:text` (context \
+lines use `-`). Much cheaper than paging through a large log. To read on from a match, pass its \
+byte offset as `after` to `read_output`. `context` adds lines around each match, `max_matches` \
+caps the matching lines (default 200), `ignore_case` makes it case-insensitive.";
+
+const KILL_SESSION_DESCRIPTION: &str = "\
+Stop a session and every process it started (the whole tree, including children that \
+daemonized), then verify they are gone. `signal` goes first (default SIGTERM; SIGINT, SIGHUP, \
+SIGKILL, …); whatever is still alive after a 2 s grace gets SIGKILL. The answer says whether \
+anything survived. The output stays readable afterwards.";
+
+const LIST_SESSIONS_DESCRIPTION: &str = "\
+List the sessions Stockade knows: id, state (running, exited with its code, killed, timed out, \
+failed), pid, bytes printed, wall time and command. Sessions outlive the agent's own restarts: \
+use this to find a command started earlier.";
+
+/// `exec_command` arguments.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExecCommandArgs {
+    /// The shell command line, run with `/bin/sh -c` (or `shell`).
+    pub cmd: String,
+    /// Working directory (absolute path). Default: the MCP server's working directory.
+    #[serde(default)]
+    pub workdir: Option<String>,
+    /// Milliseconds to wait for the command to finish (or, with `background`, for first output)
+    /// before answering. Default 10000 (background: 1000); at most 300000.
+    #[serde(default)]
+    pub yield_time_ms: Option<u64>,
+    /// Bound on the answer's output, in tokens (1 token ≈ 4 bytes). Default ≈ 12800 (50 KiB),
+    /// at most 65536.
+    #[serde(default)]
+    pub max_output_tokens: Option<u64>,
+    /// Bound on the answer's lines. Default 2000.
+    #[serde(default)]
+    pub max_lines: Option<usize>,
+    /// Run on a pseudo-terminal (for REPLs and interactive programs); send keys with
+    /// `write_stdin`.
+    #[serde(default)]
+    pub tty: bool,
+    /// Keep it running and answer after `yield_time_ms` (servers, watchers, long builds).
+    #[serde(default)]
+    pub background: bool,
+    /// Terminate the whole process tree after this many milliseconds.
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    /// A key for a recurring job: if a running session already has it, no second copy is
+    /// started and the answer describes that session.
+    #[serde(default)]
+    pub source: Option<String>,
+    /// The shell (default `/bin/sh`).
+    #[serde(default)]
+    pub shell: Option<String>,
+    /// Run the shell as a login shell (`-lc`).
+    #[serde(default)]
+    pub login: bool,
+}
+
+/// `write_stdin` arguments.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WriteStdinArgs {
+    /// The session id from `exec_command` (`sh-3`).
+    pub session_id: String,
+    /// Text to send: `\n` presses Enter, `\u0003` is Ctrl-C, `\u0004` Ctrl-D. May be empty.
+    #[serde(default)]
+    pub chars: String,
+    /// Milliseconds to collect output after writing. Default 1000; at most 300000.
+    #[serde(default)]
+    pub yield_time_ms: Option<u64>,
+    /// Bound on the answer's output, in tokens (1 token ≈ 4 bytes). Default ≈ 12800 (50 KiB),
+    /// at most 65536.
+    #[serde(default)]
+    pub max_output_tokens: Option<u64>,
+}
+
+/// Which part of the log `read_output` shows.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ModeArg {
+    /// From `after` forward (the default when `after` is given).
+    Delta,
+    /// The end of the log (the default without `after`).
+    Tail,
+    /// The start of the log.
+    Head,
+    /// Both ends, with a marker where the middle was left out.
+    Middle,
+}
+
+/// Which stream `read_output` shows.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum StreamArg {
+    /// Standard output only.
+    Stdout,
+    /// Standard error only.
+    Stderr,
+}
+
+/// `read_output` arguments.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadOutputArgs {
+    /// The session id (`sh-3`).
+    pub session_id: String,
+    /// Cursor: show what follows this byte offset (the `next_cursor` of the last answer).
+    #[serde(default)]
+    pub after: Option<u64>,
+    /// `delta` (from `after`), `tail`, `head` or `middle`.
+    #[serde(default)]
+    pub mode: Option<ModeArg>,
+    /// Bound on the answer's output, in tokens (1 token ≈ 4 bytes). Default ≈ 12800 (50 KiB),
+    /// at most 65536.
+    #[serde(default)]
+    pub max_output_tokens: Option<u64>,
+    /// Bound on the answer's lines. Default 2000.
+    #[serde(default)]
+    pub max_lines: Option<usize>,
+    /// Wait up to this many milliseconds for new output (or the end). At most 300000.
+    #[serde(default)]
+    pub wait_ms: Option<u64>,
+    /// Only `stdout` or only `stderr`.
+    #[serde(default)]
+    pub stream: Option<StreamArg>,
+}
+
+/// `grep_output` arguments.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GrepOutputArgs {
+    /// The session id (`sh-3`).
+    pub session_id: String,
+    /// The regular expression (Rust regex syntax, as ripgrep).
+    pub pattern: String,
+    /// Lines of context before and after each match.
+    #[serde(default)]
+    pub context: Option<usize>,
+    /// Stop after this many matching lines (default 200).
+    #[serde(default)]
+    pub max_matches: Option<usize>,
+    /// Case-insensitive.
+    #[serde(default)]
+    pub ignore_case: bool,
+}
+
+/// `kill_session` arguments.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KillSessionArgs {
+    /// The session id (`sh-3`).
+    pub session_id: String,
+    /// The first signal: SIGTERM (default), SIGINT, SIGHUP, SIGKILL, … or a number.
+    #[serde(default)]
+    pub signal: Option<String>,
+}
+
+/// `list_sessions` arguments (none).
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListSessionsArgs {}
+
+/// Every tool, in the order `tools/list` shows them.
+pub fn all() -> Vec<Tool> {
+    vec![
+        Tool::new(EXEC_COMMAND, EXEC_COMMAND_DESCRIPTION, input_schema::<ExecCommandArgs>())
+            .with_title("Run a shell command")
+            .with_raw_output_schema(object(run_schema()))
+            .with_annotations(
+                ToolAnnotations::new().read_only(false).destructive(true).open_world(true),
+            ),
+        Tool::new(WRITE_STDIN, WRITE_STDIN_DESCRIPTION, input_schema::<WriteStdinArgs>())
+            .with_title("Type into a running session")
+            .with_raw_output_schema(object(read_schema()))
+            .with_annotations(ToolAnnotations::new().read_only(false).destructive(true)),
+        Tool::new(READ_OUTPUT, READ_OUTPUT_DESCRIPTION, input_schema::<ReadOutputArgs>())
+            .with_title("Read a session's output")
+            .with_raw_output_schema(object(read_schema()))
+            .with_annotations(ToolAnnotations::new().read_only(true)),
+        Tool::new(GREP_OUTPUT, GREP_OUTPUT_DESCRIPTION, input_schema::<GrepOutputArgs>())
+            .with_title("Search a session's output")
+            .with_raw_output_schema(object(grep_schema()))
+            .with_annotations(ToolAnnotations::new().read_only(true).idempotent(true)),
+        Tool::new(KILL_SESSION, KILL_SESSION_DESCRIPTION, input_schema::<KillSessionArgs>())
+            .with_title("Stop a session's whole process tree")
+            .with_raw_output_schema(object(kill_schema()))
+            .with_annotations(
+                ToolAnnotations::new().read_only(false).destructive(true).idempotent(true),
+            ),
+        Tool::new(LIST_SESSIONS, LIST_SESSIONS_DESCRIPTION, input_schema::<ListSessionsArgs>())
+            .with_title("List sessions")
+            .with_raw_output_schema(object(list_schema()))
+            .with_annotations(ToolAnnotations::new().read_only(true).idempotent(true)),
+    ]
+}
+
+/// The input schema of an argument struct, as MCP wants it (a JSON object with `type: object`).
+fn input_schema<T: JsonSchema>() -> Arc<JsonObject> {
+    let schema = schemars::generate::SchemaSettings::draft2020_12()
+        .with(|s| s.inline_subschemas = true)
+        .into_generator()
+        .into_root_schema_for::<T>();
+    let mut value = serde_json::to_value(schema).unwrap_or_else(|_| json!({}));
+    if let Some(map) = value.as_object_mut() {
+        map.remove("$schema");
+        map.remove("title");
+        map.entry("type").or_insert_with(|| json!("object"));
+        map.entry("properties").or_insert_with(|| json!({}));
+    }
+    object(value)
+}
+
+fn object(value: Value) -> Arc<JsonObject> {
+    match value {
+        Value::Object(map) => Arc::new(map),
+        _ => Arc::new(JsonObject::new()),
+    }
+}
+
+fn nullable(ty: &str) -> Value {
+    json!({ "type": [ty, "null"] })
+}
+
+/// The session state fields (`state` plus `code`/`signal`/`reason`), flattened on the wire.
+fn state_properties() -> Vec<(&'static str, Value)> {
+    vec![
+        (
+            "state",
+            json!({
+                "type": "string",
+                "enum": ["running", "exited", "signaled", "killed", "timed_out", "failed"],
+                "description": "How the session stands; terminal states never change."
+            }),
+        ),
+        ("code", json!({ "type": "integer", "description": "Exit code (state `exited`)." })),
+        ("signal", json!({ "type": "integer", "description": "Signal (state `signaled`)." })),
+        ("reason", json!({ "type": "string", "description": "Why (`killed`, `failed`)." })),
+    ]
+}
+
+/// The bounded-view fields (`stockade_proto::OutputView`), flattened on the wire.
+fn view_properties() -> Vec<(&'static str, Value)> {
+    vec![
+        ("output", json!({ "type": "string", "description": "The bounded text shown." })),
+        (
+            "truncated",
+            json!({ "type": "boolean", "description": "Whether anything was left out." }),
+        ),
+        (
+            "start_cursor",
+            json!({ "type": "integer", "description": "Offset of the first byte shown." }),
+        ),
+        (
+            "next_cursor",
+            json!({ "type": "integer", "description": "Pass as `after` to read_output to continue." }),
+        ),
+        ("total_bytes", json!({ "type": "integer", "description": "Bytes printed so far." })),
+        ("total_lines", json!({ "type": "integer", "description": "Lines printed so far." })),
+        ("omitted_bytes", json!({ "type": "integer" })),
+        ("omitted_lines", nullable("integer")),
+        (
+            "dropped_bytes",
+            json!({ "type": "integer", "description": "Bytes not kept on disk (disk cap)." }),
+        ),
+        ("gaps", json!({ "type": "array", "items": { "type": "object" } })),
+        ("spool_path", json!({ "type": "string", "description": "The file holding every byte." })),
+        ("stream", nullable("string")),
+    ]
+}
+
+fn report_schema() -> Value {
+    json!({
+        "type": "object",
+        "description": "What terminating the process tree did.",
+        "properties": {
+            "terminated": { "type": "boolean", "description": "Every process is verified gone." },
+            "signal_sent": nullable("string"),
+            "escalated": { "type": "boolean" },
+            "pids_signalled": { "type": "array", "items": { "type": "integer" } },
+            "survivors": { "type": "array", "items": { "type": "integer" } },
+            "method": { "type": "string" },
+            "elapsed_ms": { "type": "integer" }
+        },
+        "required": ["terminated", "survivors"]
+    })
+}
+
+fn schema(props: Vec<(&'static str, Value)>, required: &[&str]) -> Value {
+    let properties: serde_json::Map<String, Value> =
+        props.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+    json!({ "type": "object", "properties": properties, "required": required })
+}
+
+/// `exec_command`: the daemon's `RunResult`.
+fn run_schema() -> Value {
+    let mut props = vec![("id", json!({ "type": "string", "description": "The session id." }))];
+    props.extend(state_properties());
+    props.push(("pid", json!({ "type": "integer" })));
+    props.push(("wall_time_ms", json!({ "type": "integer" })));
+    props.push(("cleanup", json!({ "anyOf": [report_schema(), { "type": "null" }] })));
+    props.push(("deduplicated", json!({ "type": "boolean" })));
+    props.extend(view_properties());
+    schema(
+        props,
+        &["id", "state", "output", "next_cursor", "total_bytes", "truncated", "spool_path"],
+    )
+}
+
+/// `read_output` and `write_stdin`: the daemon's `ReadResult`.
+fn read_schema() -> Value {
+    let mut props = vec![("id", json!({ "type": "string", "description": "The session id." }))];
+    props.extend(state_properties());
+    props.extend(view_properties());
+    schema(props, &["id", "state", "output", "next_cursor", "total_bytes", "truncated"])
+}
+
+/// `grep_output`: the daemon's `GrepResultMsg`.
+fn grep_schema() -> Value {
+    let line = json!({
+        "type": "object",
+        "properties": {
+            "line_number": { "type": "integer" },
+            "offset": { "type": "integer", "description": "Byte offset: `after` for read_output." },
+            "text": { "type": "string" },
+            "is_match": { "type": "boolean", "description": "false for a context line." }
+        },
+        "required": ["line_number", "offset", "text", "is_match"]
+    });
+    schema(
+        vec![
+            ("id", json!({ "type": "string" })),
+            ("lines", json!({ "type": "array", "items": line })),
+            ("matches", json!({ "type": "integer" })),
+            (
+                "truncated",
+                json!({ "type": "boolean", "description": "The match cap stopped the search." }),
+            ),
+            ("spool_path", json!({ "type": "string" })),
+        ],
+        &["id", "lines", "matches", "truncated"],
+    )
+}
+
+/// `kill_session`: the daemon's `KillResult`.
+fn kill_schema() -> Value {
+    let mut props = vec![("id", json!({ "type": "string" }))];
+    props.extend(state_properties());
+    props.push(("report", report_schema()));
+    schema(props, &["id", "state", "report"])
+}
+
+/// `list_sessions`: the daemon's `ListResult`.
+fn list_schema() -> Value {
+    let mut props = vec![("id", json!({ "type": "string" }))];
+    props.extend(state_properties());
+    props.extend([
+        ("command", json!({ "type": "string" })),
+        ("pid", json!({ "type": "integer" })),
+        ("pgid", json!({ "type": "integer" })),
+        ("processes", json!({ "type": "integer" })),
+        ("total_bytes", json!({ "type": "integer" })),
+        ("total_lines", json!({ "type": "integer" })),
+        ("dropped_bytes", json!({ "type": "integer" })),
+        ("started_at_ms", json!({ "type": "integer" })),
+        ("finished_at_ms", nullable("integer")),
+        ("wall_time_ms", json!({ "type": "integer" })),
+        ("containment", json!({ "type": "string" })),
+        ("capture", json!({ "type": "string" })),
+        ("pty", json!({ "type": "boolean" })),
+        ("source", nullable("string")),
+        ("spool_path", json!({ "type": "string" })),
+    ]);
+    let session = schema(props, &["id", "state", "command", "total_bytes"]);
+    json!({
+        "type": "object",
+        "properties": { "sessions": { "type": "array", "items": session } },
+        "required": ["sessions"]
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn every_tool_has_object_schemas_and_a_description() {
+        let tools = all();
+        assert_eq!(tools.len(), 6);
+        for tool in tools {
+            assert_eq!(tool.input_schema.get("type"), Some(&json!("object")), "{}", tool.name);
+            let out = tool.output_schema.as_ref().expect("output schema");
+            assert_eq!(out.get("type"), Some(&json!("object")), "{}", tool.name);
+            assert!(tool.description.as_ref().is_some_and(|d| d.len() > 80), "{}", tool.name);
+        }
+    }
+
+    #[test]
+    fn exec_command_schema_names_the_codex_fields() {
+        let schema = input_schema::<ExecCommandArgs>();
+        let props = schema.get("properties").and_then(Value::as_object).unwrap();
+        for key in ["cmd", "workdir", "yield_time_ms", "max_output_tokens", "tty", "background"] {
+            assert!(props.contains_key(key), "{key}");
+        }
+        assert_eq!(schema.get("required"), Some(&json!(["cmd"])));
+    }
+}
