@@ -56,8 +56,15 @@ fn table(sessions: &[SessionInfo], now_ms: u64, colors: bool) -> String {
             Cell::new(command_cell(&s.command)),
         ]);
     }
-    let mut text = table.to_string();
-    text.push('\n');
+    // Flush left, two spaces between columns, like `docker ps`.
+    for column in table.column_iter_mut() {
+        column.set_padding((0, 2));
+    }
+    let mut text = String::new();
+    for line in table.lines() {
+        text.push_str(line.trim_end());
+        text.push('\n');
+    }
     text
 }
 
