@@ -215,8 +215,8 @@ async fn connection(shared: Arc<Shared>, stream: UnixStream, conn: CancellationT
                 let ctx = Ctx { shared: Arc::clone(&shared), conn: conn.clone() };
                 let tx = tx.clone();
                 tasks.spawn(async move {
-                    if let Some(resp) = handle_frame(&ctx, frame).await {
-                        let _ = tx.send(encode(&resp)).await;
+                    if let Some(line) = handle_frame(&ctx, frame).await {
+                        let _ = tx.send(line).await;
                     }
                     drop(permit);
                 });
@@ -289,17 +289,45 @@ fn encode(resp: &Response) -> Vec<u8> {
     line
 }
 
-/// Turn one frame into a response (`None` for a notification, or a blank line).
-async fn handle_frame(ctx: &Ctx, frame: Frame) -> Option<Response> {
+/// Turn one frame into an answer line (`None` for a notification, or a blank line).
+async fn handle_frame(ctx: &Ctx, frame: Frame) -> Option<Vec<u8>> {
+    match respond(ctx, frame).await? {
+        Answer::Error(resp) => Some(encode(&resp)),
+        Answer::Result { id, mut line } => {
+            line.extend_from_slice(b",\"id\":");
+            if serde_json::to_writer(&mut line, &id).is_err() {
+                return Some(encode(&Response::err(id, code::INTERNAL_ERROR, "bad request id")));
+            }
+            line.extend_from_slice(b"}\n");
+            Some(line)
+        }
+    }
+}
+
+/// What a request comes to.
+enum Answer {
+    /// An error response.
+    Error(Response),
+    /// A success: the line so far (prefix and result) and the id to close it with.
+    Result { id: Value, line: Vec<u8> },
+}
+
+impl From<Response> for Answer {
+    fn from(resp: Response) -> Answer {
+        Answer::Error(resp)
+    }
+}
+
+async fn respond(ctx: &Ctx, frame: Frame) -> Option<Answer> {
     let line = match frame {
         Frame::TooLong { len } => {
-            return Some(Response::err(
+            return Some(Answer::Error(Response::err(
                 Value::Null,
                 code::INVALID_REQUEST,
                 format!(
                     "the request line has {len} bytes, more than the limit of {MAX_REQUEST_BYTES}; it was skipped"
                 ),
-            ));
+            )));
         }
         Frame::Line(line) => line,
     };
@@ -309,29 +337,29 @@ async fn handle_frame(ctx: &Ctx, frame: Frame) -> Option<Response> {
     let value: Value = match serde_json::from_slice(&line) {
         Ok(v) => v,
         Err(e) => {
-            return Some(Response::err(
+            return Some(Answer::Error(Response::err(
                 Value::Null,
                 code::PARSE_ERROR,
                 format!("the request is not valid JSON: {e}"),
-            ));
+            )));
         }
     };
     drop(line);
     let mut object = match value {
         Value::Object(o) => o,
         Value::Array(_) => {
-            return Some(Response::err(
+            return Some(Answer::Error(Response::err(
                 Value::Null,
                 code::INVALID_REQUEST,
                 "batch requests are not supported: send one request object per line",
-            ));
+            )));
         }
         _ => {
-            return Some(Response::err(
+            return Some(Answer::Error(Response::err(
                 Value::Null,
                 code::INVALID_REQUEST,
                 "a request must be a JSON object with jsonrpc, id, method and params",
-            ));
+            )));
         }
     };
     let notification = !object.contains_key("id");
@@ -339,24 +367,28 @@ async fn handle_frame(ctx: &Ctx, frame: Frame) -> Option<Response> {
         None => Value::Null,
         Some(v @ (Value::Null | Value::String(_) | Value::Number(_))) => v,
         Some(_) => {
-            return Some(Response::err(
+            return Some(Answer::Error(Response::err(
                 Value::Null,
                 code::INVALID_REQUEST,
                 "the request id must be a string, a number or null",
-            ));
+            )));
         }
     };
     if object.get("jsonrpc").and_then(Value::as_str) != Some(stockade_proto::rpc::JSONRPC_VERSION) {
-        return Some(Response::err(id, code::INVALID_REQUEST, "\"jsonrpc\" must be \"2.0\""));
+        return Some(Answer::Error(Response::err(
+            id,
+            code::INVALID_REQUEST,
+            "\"jsonrpc\" must be \"2.0\"",
+        )));
     }
     let method = match object.remove("method") {
         Some(Value::String(m)) => m,
         _ => {
-            return Some(Response::err(
+            return Some(Answer::Error(Response::err(
                 id,
                 code::INVALID_REQUEST,
                 "the request needs a \"method\" string",
-            ));
+            )));
         }
     };
     let params = object.remove("params").unwrap_or(Value::Null);
@@ -365,7 +397,7 @@ async fn handle_frame(ctx: &Ctx, frame: Frame) -> Option<Response> {
         return None;
     }
     Some(match result {
-        Ok(value) => Response::ok(id, value),
-        Err(error) => Response { error: Some(error), ..Response::err(id, 0, "") },
+        Ok(line) => Answer::Result { id, line },
+        Err(error) => Answer::Error(Response { error: Some(error), ..Response::err(id, 0, "") }),
     })
 }

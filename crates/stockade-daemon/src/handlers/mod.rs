@@ -43,8 +43,13 @@ impl Ctx {
 const METHODS: &str =
     "run, read, grep, write, kill, list, forget, cleanup, resize, stats, status, shutdown";
 
-/// Run `method` with `params`.
-pub(crate) async fn dispatch(ctx: &Ctx, name: &str, params: Value) -> Result<Value, RpcError> {
+/// The start of every success line; the server appends `,"id":…}` and the newline.
+pub(crate) const RESULT_PREFIX: &[u8] = br#"{"jsonrpc":"2.0","result":"#;
+
+/// Run `method` with `params`. On success, the answer line so far: [`RESULT_PREFIX`] and the
+/// serialized result, written once into the buffer that goes to the socket (a large read is not
+/// copied through a `serde_json::Value` on the way).
+pub(crate) async fn dispatch(ctx: &Ctx, name: &str, params: Value) -> Result<Vec<u8>, RpcError> {
     if ctx.shared.stop.is_cancelled() && name != method::STATUS && name != method::STATS {
         return Err(rpc_error(
             code::SHUTTING_DOWN,
@@ -87,12 +92,18 @@ fn parse<T: DeserializeOwned>(params: Value) -> Result<T, RpcError> {
         .map_err(|e| rpc_error(code::INVALID_PARAMS, format!("invalid params: {e}")))
 }
 
-fn answer<T: Serialize>(result: Result<T, RpcError>) -> Result<Value, RpcError> {
+fn answer<T: Serialize>(result: Result<T, RpcError>) -> Result<Vec<u8>, RpcError> {
     let value = result?;
-    serde_json::to_value(value).map_err(|e| {
+    let mut line = Vec::with_capacity(ANSWER_CAPACITY);
+    line.extend_from_slice(RESULT_PREFIX);
+    serde_json::to_writer(&mut line, &value).map_err(|e| {
         rpc_error(code::INTERNAL_ERROR, format!("the answer could not be encoded: {e}"))
-    })
+    })?;
+    Ok(line)
 }
+
+/// First allocation for an answer line; larger answers grow it.
+const ANSWER_CAPACITY: usize = 1024;
 
 /// A wait asked for in milliseconds, clamped to [`MAX_WAIT_MS`].
 fn wait(ms: u64) -> Duration {

@@ -68,10 +68,15 @@ pub(super) async fn handle(ctx: &Ctx, p: ReadParams) -> Result<ReadResult, RpcEr
     if p.raw {
         let max = p.max_bytes.unwrap_or(DEFAULT_RAW_BYTES).min(MAX_RAW_BYTES);
         let log2 = Arc::clone(&log);
-        let (bytes, next) = tokio::task::spawn_blocking(move || log2.read_raw(after, max))
-            .await
-            .map_err(join_error)?
-            .map_err(|e| from_output(&e))?;
+        // Encode on the blocking thread too, and let the raw bytes go before answering.
+        let (encoded, next) = tokio::task::spawn_blocking(move || {
+            log2.read_raw(after, max).map(|(bytes, next)| {
+                (base64::engine::general_purpose::STANDARD.encode(bytes), next)
+            })
+        })
+        .await
+        .map_err(join_error)?
+        .map_err(|e| from_output(&e))?;
         let stats = log.stats();
         let view = OutputView {
             output: String::new(),
@@ -87,8 +92,12 @@ pub(super) async fn handle(ctx: &Ctx, p: ReadParams) -> Result<ReadResult, RpcEr
             spool_path: log.spool_path().to_path_buf(),
             stream: None,
         };
-        let bytes_b64 = Some(base64::engine::general_purpose::STANDARD.encode(&bytes));
-        return Ok(ReadResult { id: session.id().to_owned(), state, view, bytes_b64 });
+        return Ok(ReadResult {
+            id: session.id().to_owned(),
+            state,
+            view,
+            bytes_b64: Some(encoded),
+        });
     }
     let request = ReadRequest {
         mode,
