@@ -67,7 +67,10 @@ pub fn mcp(global: &Global, args: McpArgs) -> anyhow::Result<ExitCode> {
         });
         stockade_mcp::serve(daemon, transport, cancel, |addr| {
             if let Some(addr) = addr {
-                eprintln!("stockade mcp: listening on http://{addr}{}", stockade_mcp::http::MCP_PATH);
+                eprintln!(
+                    "stockade mcp: listening on http://{addr}{}",
+                    stockade_mcp::http::MCP_PATH
+                );
             }
         })
         .await?;
