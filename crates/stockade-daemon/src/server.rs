@@ -312,12 +312,6 @@ enum Answer {
     Result { id: Value, line: Vec<u8> },
 }
 
-impl From<Response> for Answer {
-    fn from(resp: Response) -> Answer {
-        Answer::Error(resp)
-    }
-}
-
 async fn respond(ctx: &Ctx, frame: Frame) -> Option<Answer> {
     let line = match frame {
         Frame::TooLong { len } => {

@@ -22,7 +22,7 @@ const CHUNK: u64 = 1024 * 1024;
 /// `yes X` prints "X\n" forever: byte `i` of its output is `X` when `i` is even.
 fn check_pattern(bytes: &[u8], offset: u64, what: &str) {
     for (i, &b) in bytes.iter().enumerate() {
-        let want = if (offset + i as u64) % 2 == 0 { b'X' } else { b'\n' };
+        let want = if (offset + i as u64).is_multiple_of(2) { b'X' } else { b'\n' };
         assert_eq!(b, want, "{what}: byte {} differs", offset + i as u64);
     }
 }
