@@ -84,7 +84,8 @@ impl StockadeMcp {
             max_lines: a.max_lines,
             ..RunParams::default()
         };
-        let r = self.backend.call(move |c| c.run(&params)).await?;
+        let mut r = self.backend.call(move |c| c.run(&params)).await?;
+        text::name_tools_in_notice(&mut r.view, &r.id);
         ok(text::run(&r), &r)
     }
 
@@ -114,7 +115,10 @@ impl StockadeMcp {
             })?;
         let waited = started.elapsed();
         match serde_json::from_value::<ReadResult>(value.clone()) {
-            Ok(r) => ok(text::read(&r, waited), &r),
+            Ok(mut r) => {
+                text::name_tools_in_notice(&mut r.view, &r.id);
+                ok(text::read(&r, waited), &r)
+            }
             // An answer shape this server does not know yet: show it as it is.
             Err(_) => ok(format!("Wall time: {:.2} s\n{value:#}\n", waited.as_secs_f64()), &value),
         }
@@ -140,7 +144,8 @@ impl StockadeMcp {
             ..ReadParams::default()
         };
         let started = Instant::now();
-        let r = self.backend.call(move |c| c.read(&params)).await?;
+        let mut r = self.backend.call(move |c| c.read(&params)).await?;
+        text::name_tools_in_notice(&mut r.view, &r.id);
         ok(text::read(&r, started.elapsed()), &r)
     }
 

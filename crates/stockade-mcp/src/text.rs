@@ -65,7 +65,8 @@ fn codex(
 /// Where to continue, when there is (or may be) more than this answer shows.
 fn cursor_line(id: &str, state: &SessionState, view: &OutputView) -> Option<String> {
     let more = view.next_cursor < view.total_bytes;
-    if !more && !view.truncated && !matches!(state, SessionState::Running) {
+    if !more && !matches!(state, SessionState::Running) {
+        // Finished and shown to the end: a cut above (tail) is in the notice.
         return None;
     }
     let mut line =
@@ -78,6 +79,13 @@ fn cursor_line(id: &str, state: &SessionState, view: &OutputView) -> Option<Stri
         let _ = write!(line, "; {} bytes were not kept (disk cap)", view.dropped_bytes);
     }
     Some(line)
+}
+
+/// In place: make `view`'s omission notice name the tools (for the structured content).
+pub fn name_tools_in_notice(view: &mut OutputView, id: &str) {
+    if view.truncated {
+        view.output = rewrite_notice(&view.output, id);
+    }
 }
 
 /// The engine's omission notice names the CLI (`stockade read sh-3 --after N`); in an MCP
