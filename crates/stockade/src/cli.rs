@@ -505,6 +505,22 @@ mod tests {
     }
 
     #[test]
+    fn background_flags_need_bg_and_json_stays_out_of_the_command() {
+        let cli =
+            Cli::try_parse_from(["stockade", "run", "--bg", "--yield-ms", "5", "make", "--json"])
+                .unwrap();
+        let Command::Run(run) = cli.command else { panic!("not run") };
+        assert!(run.bg && run.yield_ms == Some(5));
+        assert_eq!(run.command, ["make", "--json"]);
+        assert!(Cli::try_parse_from(["stockade", "run", "--yield-ms", "5", "true"]).is_err());
+        assert!(Cli::try_parse_from(["stockade", "run", "--source", "k", "true"]).is_err());
+        assert!(Cli::try_parse_from(["stockade", "logs", "sh-1", "--raw", "--tail", "3"]).is_err());
+        assert!(Cli::try_parse_from(["stockade", "logs", "sh-1", "-f", "--head", "3"]).is_err());
+        let cli = Cli::try_parse_from(["stockade", "--no-autostart", "ps"]).unwrap();
+        assert!(cli.no_autostart);
+    }
+
+    #[test]
     fn sizes_parse_in_binary_units() {
         assert_eq!(parse_size_u64("1MiB"), Ok(1 << 20));
         assert_eq!(parse_size_u64("20MB"), Ok(20 << 20));
