@@ -574,10 +574,12 @@ fn file_capture_round_trip_with_a_real_child() {
     assert!(expected.starts_with(b"out\nerr\nline 0\n") && expected.ends_with(b"line 99\ntail"));
     let s = log.stats();
     assert_eq!((s.total_bytes, s.newlines, s.total_lines), (expected.len() as u64, 102, 103));
+    // File capture copies nothing into memory: no hot tail, reads go to the spool by offset.
     assert_eq!(
         (s.stream_bytes.combined, s.hot_tail_bytes, s.last_line_incomplete),
-        (expected.len() as u64, 64, true)
+        (expected.len() as u64, 0, true)
     );
+    assert!(log.held_bytes() <= stockade_core::output::LOG_BOOKKEEPING_BYTES);
     let v = log.read(&req(ReadMode::Tail, 1 << 20, 3)).unwrap();
     // The notice goes on its own line, after the incomplete last line.
     assert_eq!(content(&v.output), "line 98\nline 99\ntail\n");

@@ -7,9 +7,13 @@
 //!   through a symlink): the **spool** `output.log` (every byte, arrival order, append-only), the
 //!   **stream index** `streams.idx` (stream transitions, see [`index`](self)), and `log.json`
 //!   (totals, streams, gaps; written by [`OutputLog::finish`]).
-//! * The **hot tail**: the newest `retained_cap` bytes in a fixed ring, so tail and recent-delta
-//!   reads never touch the disk. Nothing else in a log grows with output, so
-//!   [`OutputLog::held_bytes`] stays within `retained_cap + LOG_BOOKKEEPING_BYTES`.
+//! * The **hot tail** (`pipe` capture, while the command runs): the newest `retained_cap` bytes
+//!   in a fixed ring, so tail and recent-delta reads never touch the disk. Nothing else in a log
+//!   grows with output, so [`OutputLog::held_bytes`] stays within
+//!   `retained_cap + LOG_BOOKKEEPING_BYTES`. A `file`-capture log has no ring at all, and
+//!   [`OutputLog::finish`] releases the ring of a `pipe` log (every byte it held is on disk by
+//!   then), so a log that is not being written costs only its bookkeeping: the daemon's memory
+//!   depends on the *running* sessions only.
 //! * **Cursors**: a cursor is a log offset (bytes since the start of the log), monotone. Reads are
 //!   served from the ring where it covers them, else from the spool with `pread`. A reader locks
 //!   the log only to snapshot counters and copy ring bytes, never while it waits on the disk.
@@ -32,7 +36,9 @@
 //!
 //! `pipe`: [`drain`] calls [`OutputLog::append`]. `file`: the child writes to
 //! [`OutputLog::child_fd`] itself and the engine calls [`OutputLog::sync_from_file`] to pick up
-//! what was written. `file` capture supports only the `kill` disk policy (the child writes
+//! what was written: it reads only the new bytes, in bounded chunks, to count them and their
+//! newlines, and copies nothing into memory; every read of a `file` log is served from the
+//! spool by offset (`pread`, in practice from the page cache). `file` capture supports only the `kill` disk policy (the child writes
 //! straight to disk, so the log cannot drop the middle); asking for `keep-head-tail` is an error.
 
 mod drain;
@@ -70,12 +76,16 @@ pub const MAX_READ_BYTES: usize = 16 * 1024 * 1024;
 /// Upper bound on `max_bytes` of one raw read.
 pub const MAX_RAW_READ_BYTES: usize = 16 * 1024 * 1024;
 /// Bound on what a log holds in memory besides its ring: the struct, the pending stream index,
-/// paths. [`OutputLog::held_bytes`] never exceeds `retained_cap` plus this.
+/// paths. [`OutputLog::held_bytes`] never exceeds `retained_cap` plus this, and never exceeds
+/// this alone for a `file`-capture log or a finished log.
 pub const LOG_BOOKKEEPING_BYTES: usize = 16 * 1024;
 /// Name of the metadata file `finish()` writes.
 pub const META_FILE: &str = "log.json";
-/// Chunk size for reading the spool in bounded pieces (file-mode sync, recovery).
+/// Chunk size for reading the spool in bounded pieces (file-mode sync, recovery, final tail).
 const CHUNK_BYTES: usize = 64 * 1024;
+/// Chunk size for `file`-capture sync: it only counts newlines in the new bytes, so a small,
+/// transient buffer is enough.
+const SYNC_CHUNK_BYTES: usize = 16 * 1024;
 /// A read retries this often when the ring moved past bytes that were never spooled (only
 /// possible after the spool stopped) before giving up.
 const READ_ATTEMPTS: usize = 4;
@@ -539,7 +549,12 @@ impl OutputLog {
         let dir_fd = spool::create_session_dir(dir)?;
         let spool = spool::create_file(&dir_fd, dir, spool::SPOOL_FILE)?;
         let index_file = spool::create_file(&dir_fd, dir, index::INDEX_FILE)?;
-        let state = State::new(config.retained_cap);
+        // `file` capture keeps no ring: the child writes the spool, reads go to it by offset.
+        let ring_cap = match config.capture {
+            Capture::Pipe => config.retained_cap,
+            Capture::File => 0,
+        };
+        let state = State::new(ring_cap);
         let (progress, _) = watch::channel(state.progress());
         Ok(OutputLog {
             spool_path: dir.join(spool::SPOOL_FILE),
@@ -669,7 +684,8 @@ impl OutputLog {
     }
 
     /// Bytes this log holds in memory: the ring's allocation plus fixed bookkeeping. Never more
-    /// than `retained_cap + LOG_BOOKKEEPING_BYTES`.
+    /// than `retained_cap + LOG_BOOKKEEPING_BYTES`; at most `LOG_BOOKKEEPING_BYTES` for a
+    /// `file`-capture log (no ring) and for a finished log (ring released).
     pub fn held_bytes(&self) -> usize {
         let ring = lock(&self.state).ring.allocated();
         ring + std::mem::size_of::<Self>()
@@ -795,8 +811,8 @@ impl OutputLog {
         )
     }
 
-    /// Picks up what the child wrote to the spool since the last call (`file` capture): counters,
-    /// newlines and the ring, reading only the new bytes in bounded chunks. Returns
+    /// Picks up what the child wrote to the spool since the last call (`file` capture): counters
+    /// and newlines, reading only the new bytes in bounded chunks (nothing is kept). Returns
     /// [`AppendOutcome::CapReached`] (policy `kill`) once the spool reaches the disk cap.
     pub fn sync_from_file(&self) -> Result<AppendOutcome, OutputError> {
         if !self.writable {
@@ -819,10 +835,10 @@ impl OutputLog {
         };
         let size = spool::file_len(&self.spool)?;
         if size > known {
-            let mut buf = vec![0u8; CHUNK_BYTES];
+            let mut buf = vec![0u8; SYNC_CHUNK_BYTES];
             let mut pos = known;
             while pos < size {
-                let n = (size - pos).min(CHUNK_BYTES as u64) as usize;
+                let n = (size - pos).min(SYNC_CHUNK_BYTES as u64) as usize;
                 self.spool
                     .read_exact_at(&mut buf[..n], pos)
                     .map_err(|e| OutputError::io("read spool", e))?;
@@ -842,6 +858,7 @@ impl OutputLog {
                 st.stream_bytes[stream_slot(Stream::Combined)] += n as u64;
                 st.newlines += newlines;
                 st.last_byte = chunk.last().copied();
+                // Moves the (empty) ring's end along; it keeps no bytes.
                 st.ring.push(chunk);
                 pos += n as u64;
             }
@@ -866,7 +883,13 @@ impl OutputLog {
     }
 
     /// No more output: writes the hot tail after a gap (`keep-head-tail`), flushes the stream
-    /// index and writes `log.json`. Idempotent.
+    /// index, releases the ring and writes `log.json`. Idempotent.
+    ///
+    /// From here on every read is served from the spool (in practice the page cache), exactly
+    /// as for a log re-opened with [`OutputLog::open`], so a finished log holds no output bytes
+    /// in memory. Everything the ring held is on disk by then, except, after a `kill`-policy
+    /// stop, bytes past the cap: those are already reported as the gap `[cap, total)` and are
+    /// not shown after the finish (as in a re-opened log).
     pub fn finish(&self) -> Result<(), OutputError> {
         if !self.writable {
             return Err(OutputError::ReadOnly);
@@ -884,6 +907,9 @@ impl OutputLog {
         let meta = {
             let mut st = lock(&self.state);
             st.finished = true;
+            let end = st.total;
+            // Frees the buffer: reads now go to the spool.
+            st.ring = HotTail::empty_at(0, end);
             Meta {
                 version: META_VERSION,
                 spool_path: self.spool_path.clone(),
