@@ -8,15 +8,17 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use stockade_proto::rpc::{PtySize, StdinMode};
 use stockade_proto::{
     Capture, ContainmentMethod, DEFAULT_DISK_CAP, DEFAULT_GRACE_MS, DEFAULT_RETAINED_CAP,
     DiskPolicy, Stream, TerminateReport,
 };
 
+use crate::input::SessionInput;
 use crate::output::{DrainCancel, OutputConfig, OutputError, OutputLog, drain};
 use crate::process::{
     Containment, ContainmentConfig, ContainmentInfo, SessionMarker, SpawnError, SpawnSpec,
-    StdioSpec, TerminateOptions, spawn,
+    StdioSpec, TerminateOptions, pty, spawn, spawn_pty, try_clone_master,
 };
 use crate::session::{Session, SessionParts};
 use crate::state_dir::{StateDir, StateDirError};
@@ -156,6 +158,12 @@ pub struct RunSpec {
     pub disk_policy: Option<DiskPolicy>,
     /// Dedup key.
     pub source: Option<String>,
+    /// Run on a pseudo-terminal of this size (stdin, stdout and stderr are the terminal; output
+    /// is one `pty` stream; capture is always `pipe`).
+    pub pty: Option<PtySize>,
+    /// stdin of a non-PTY session: `/dev/null` (default) or a pipe fed by
+    /// [`Session::write_input`].
+    pub stdin: StdinMode,
 }
 
 /// What [`Engine::start`] answers: the session, and whether it was already running.
@@ -355,6 +363,7 @@ impl Engine {
             )));
         }
         let disk_cap = spec.disk_cap.unwrap_or(self.config.disk_cap);
+        validate_input(&spec)?;
         let admission = self.admit(retained_cap, disk_cap)?;
         let id = self.config.state_dir.allocate_id()?;
         let dir = self.config.state_dir.instance_dir(&self.config.instance)?.join(&id);
@@ -369,6 +378,8 @@ impl Engine {
         let shell = spec.shell.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_SHELL));
         let flag = if spec.login { "-lc" } else { "-c" };
         let (stdout, stderr) = match spec.capture {
+            // A PTY session's stdio is the terminal.
+            _ if spec.pty.is_some() => (StdioSpec::Null, StdioSpec::Null),
             Capture::Pipe => (StdioSpec::Pipe, StdioSpec::Pipe),
             Capture::File => {
                 let fd = log.child_fd()?;
@@ -383,12 +394,19 @@ impl Engine {
             args: vec![flag.into(), spec.command.clone().into()],
             cwd: spec.cwd.clone(),
             env: spec.env.iter().map(|(k, v)| (k.into(), v.into())).collect(),
-            stdin: StdioSpec::Null,
+            stdin: match spec.stdin {
+                StdinMode::Pipe if spec.pty.is_none() => StdioSpec::Pipe,
+                _ => StdioSpec::Null,
+            },
             stdout,
             stderr,
             marker: SessionMarker { instance: self.config.instance.clone(), id: id.clone() },
         };
-        let spawned = match spawn(spawn_spec, &self.containment) {
+        let spawned = match spec.pty {
+            Some(size) => spawn_pty(spawn_spec, size, &self.containment),
+            None => spawn(spawn_spec, &self.containment),
+        };
+        let mut spawned = match spawned {
             Ok(s) => s,
             Err(e) => {
                 let _ = log.finish();
@@ -396,6 +414,17 @@ impl Engine {
             }
         };
         let mut sources = Vec::new();
+        let mut input = spawned.stdin.take().map(SessionInput::pipe);
+        if let (Some(master), Some(size)) = (spawned.pty_master.take(), spec.pty) {
+            // The drain reads the master; the session writes and resizes through a duplicate.
+            match try_clone_master(&master) {
+                Ok(writer) => input = Some(SessionInput::pty(writer, size)),
+                Err(e) => {
+                    tracing::warn!(%id, error = %e, "cannot duplicate the terminal; the session takes no input")
+                }
+            }
+            sources.push((Stream::Pty, master));
+        }
         if let Some(fd) = spawned.stdout {
             sources.push((Stream::Stdout, fd));
         }
@@ -434,6 +463,7 @@ impl Engine {
             drain_cancel,
             timeout: spec.timeout,
             grace: self.config.grace,
+            input,
         });
         let key = id_number(&id);
         self.registry().sessions.insert(key, Arc::clone(&session));
@@ -577,6 +607,25 @@ impl Engine {
         }
         reports
     }
+}
+
+/// A PTY run has a valid size, no stdin pipe and `pipe` capture (the terminal is one stream the
+/// engine reads; there is no file to hand the child).
+fn validate_input(spec: &RunSpec) -> Result<(), EngineError> {
+    let Some(size) = spec.pty else { return Ok(()) };
+    pty::validate_size(size).map_err(|e| EngineError::Invalid(e.to_string()))?;
+    if spec.stdin == StdinMode::Pipe {
+        return Err(EngineError::Invalid(
+            "a PTY session's stdin is the terminal: drop stdin pipe (write goes to the terminal)"
+                .into(),
+        ));
+    }
+    if spec.capture == Capture::File {
+        return Err(EngineError::Invalid(
+            "PTY sessions always use pipe capture: drop capture file".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// Delete a forgotten session's directory; the spool bytes it held.

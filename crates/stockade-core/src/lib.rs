@@ -25,11 +25,13 @@ pub mod process;
 
 pub mod answer;
 mod engine;
+pub mod input;
 pub mod session;
 pub mod state_dir;
 
 pub use engine::{
     Engine, EngineConfig, EngineError, EngineLimits, EngineStats, Forgotten, RunSpec, Started,
 };
+pub use input::{InputKind, InputRefused};
 pub use session::{Session, SessionEnd, SessionRecord};
 pub use state_dir::{StateDir, StateDirError};

@@ -14,9 +14,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
+use stockade_proto::rpc::PtySize;
 use stockade_proto::{Capture, ContainmentMethod, DiskPolicy, SessionState, TerminateReport};
 use tokio::sync::{mpsc, oneshot, watch};
 
+use crate::input::{InputKind, InputRefused, SessionInput};
 use crate::output::OutputLog;
 use crate::process::{ProcessTree, TerminateOptions};
 
@@ -108,6 +110,8 @@ pub struct Session {
     end: Mutex<Option<SessionEnd>>,
     kill_tx: mpsc::Sender<KillRequest>,
     dir: PathBuf,
+    /// The stdin pipe or terminal, when the session takes input.
+    input: Option<SessionInput>,
 }
 
 impl std::fmt::Debug for Session {
@@ -131,6 +135,7 @@ pub(crate) struct SessionParts {
     pub drain_cancel: Option<Arc<crate::output::DrainCancel>>,
     pub timeout: Option<Duration>,
     pub grace: Duration,
+    pub input: Option<SessionInput>,
 }
 
 impl Session {
@@ -153,6 +158,7 @@ impl Session {
             end: Mutex::new(None),
             kill_tx,
             dir: parts.dir,
+            input: parts.input,
         });
         session.write_record(None);
         let supervisor = Supervisor {
@@ -252,6 +258,53 @@ impl Session {
         // The supervisor has already finished: verify, through the same routine, that the
         // tree is gone (it answers at once when it is).
         self.tree.terminate(&opts).await
+    }
+
+    /// What the session's input is: a stdin pipe, a terminal, or nothing (`/dev/null`).
+    pub fn input_kind(&self) -> Option<InputKind> {
+        self.input.as_ref().map(SessionInput::kind)
+    }
+
+    /// The terminal's size, for a PTY session (kept after it ends, for rendering).
+    pub fn pty_size(&self) -> Option<PtySize> {
+        self.input.as_ref().and_then(SessionInput::size)
+    }
+
+    /// Whether `write` can reach the command now: it has a terminal or an open stdin pipe, and
+    /// it is still running.
+    pub fn stdin_open(&self) -> bool {
+        self.input.as_ref().is_some_and(SessionInput::is_open) && !self.state().is_terminal()
+    }
+
+    /// Send `bytes` to the command's stdin pipe or terminal, waiting at most `timeout` for it to
+    /// take them. Writes to one session are serialised.
+    pub async fn write_input(&self, bytes: Vec<u8>, timeout: Duration) -> Result<(), InputRefused> {
+        let input = self.input_or_refuse()?;
+        input.write(&self.id, bytes, timeout, || self.ended_state()).await
+    }
+
+    /// End of input: closes a stdin pipe, types the end-of-file character on a terminal.
+    pub async fn close_stdin(&self, timeout: Duration) -> Result<(), InputRefused> {
+        let input = self.input_or_refuse()?;
+        input.close(&self.id, timeout, || self.ended_state()).await
+    }
+
+    /// Resize the terminal of a PTY session (the foreground job gets `SIGWINCH`).
+    pub fn resize(&self, size: PtySize) -> Result<(), InputRefused> {
+        match &self.input {
+            Some(input) => input.resize(&self.id, size, || self.ended_state()),
+            None => Err(InputRefused::NotPty { id: self.id.clone() }),
+        }
+    }
+
+    fn input_or_refuse(&self) -> Result<&SessionInput, InputRefused> {
+        self.input.as_ref().ok_or_else(|| InputRefused::NoInput { id: self.id.clone() })
+    }
+
+    /// The state's name once terminal.
+    fn ended_state(&self) -> Option<String> {
+        let state = self.state();
+        state.is_terminal().then(|| state.name().to_owned())
     }
 
     /// The record as it stands now.
@@ -384,6 +437,9 @@ impl Supervisor {
         let cleanup =
             (!report.pids_signalled.is_empty() || !report.terminated).then(|| report.clone());
         session.finalize(SessionEnd { state, wall_time: session.started.elapsed(), cleanup });
+        if let Some(input) = &session.input {
+            input.release(); // a finished session holds no descriptor
+        }
         if let Some(reply) = reply {
             let _ = reply.send(report);
         }

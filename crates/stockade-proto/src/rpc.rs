@@ -72,6 +72,9 @@ pub mod code {
     pub const STORAGE: i64 = -32005;
     /// The daemon is shutting down.
     pub const SHUTTING_DOWN: i64 = -32006;
+    /// `write` did not get (all) its bytes to the command: it closed its input or exited, or did
+    /// not read within the input timeout. `data.written` / `data.total` say how far it got.
+    pub const INPUT_FAILED: i64 = -32007;
 }
 
 /// A request (with an `id`) or a notification (without).
@@ -254,6 +257,25 @@ pub struct ReadParams {
     /// Exact bytes (base64 in `bytes_b64`), no notice, no lossy conversion.
     #[serde(default)]
     pub raw: bool,
+    /// How a PTY session's bytes become text (default `text`: escape codes stripped). Ignored by
+    /// non-PTY sessions except `screen`, which needs a terminal.
+    #[serde(default)]
+    pub render: Option<Render>,
+}
+
+/// How a view turns a PTY session's bytes into text. The spool always keeps the raw bytes and
+/// cursors are always raw byte offsets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Render {
+    /// Escape sequences removed, `\r` applied to the line (`\r\n` reads as `\n`). Default.
+    #[default]
+    Text,
+    /// The bytes as the program sent them (escape codes included), lossy UTF-8.
+    Raw,
+    /// The screen a terminal of the session's size shows now (for `top`, `less`, editors):
+    /// `output` is the screen's text, one line per row; `next_cursor` is the end of the log.
+    Screen,
 }
 
 /// `read` result.
@@ -306,22 +328,29 @@ pub struct GrepResultMsg {
     pub spool_path: PathBuf,
 }
 
-/// `write` parameters.
+/// How long `write` collects output after writing when `yield_ms` is not given.
+pub const DEFAULT_WRITE_YIELD_MS: u64 = 250;
+
+/// `write` parameters: send bytes to a session's stdin pipe or terminal, then collect output.
+/// The answer is a [`ReadResult`]: the output printed from just before the write (a delta from
+/// the cursor the log had then), so what the command echoed and answered is in it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WriteParams {
     /// The session id.
     pub id: String,
-    /// Text to send (`\n` presses Enter; control characters allowed).
+    /// Text to send (`\n` presses Enter; control characters allowed, e.g. `\u0003` Ctrl-C).
     #[serde(default)]
     pub chars: Option<String>,
-    /// Bytes to send, base64.
+    /// Bytes to send, base64 (instead of `chars`).
     #[serde(default)]
     pub bytes_b64: Option<String>,
-    /// Close stdin (EOF) after writing.
+    /// After writing, end the input: a pipe is closed (the command reads end of file); a
+    /// terminal gets its end-of-file character (Ctrl-D).
     #[serde(default)]
     pub close_stdin: bool,
-    /// Collect output for this long before answering.
+    /// Collect output for this long before answering (default [`DEFAULT_WRITE_YIELD_MS`]; the
+    /// answer comes earlier if the session ends).
     #[serde(default)]
     pub yield_ms: Option<u64>,
     /// Bound on the answer's bytes.
@@ -389,6 +418,12 @@ pub struct SessionInfo {
     pub capture: Capture,
     /// Whether it runs on a PTY.
     pub pty: bool,
+    /// The terminal's size, for a PTY session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pty_size: Option<PtySize>,
+    /// Whether it takes input now (`write`): a PTY or an open stdin pipe, and still running.
+    #[serde(default)]
+    pub stdin_open: bool,
     /// Dedup key.
     pub source: Option<String>,
     /// The spool file.
@@ -439,16 +474,26 @@ pub struct CleanupResult {
     pub removed_bytes: u64,
 }
 
-/// `resize` parameters.
+/// `resize` parameters: set a PTY session's terminal size (the foreground job gets `SIGWINCH`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ResizeParams {
     /// The session id.
     pub id: String,
-    /// Rows.
+    /// Rows (1..=500).
     pub rows: u16,
-    /// Columns.
+    /// Columns (1..=1000).
     pub cols: u16,
+}
+
+/// `resize` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResizeResult {
+    /// The session id.
+    pub id: String,
+    /// The terminal's size now.
+    #[serde(flatten)]
+    pub size: PtySize,
 }
 
 /// `stats` result.

@@ -30,7 +30,9 @@ pub(super) async fn handle(ctx: &Ctx, _: NoParams) -> Result<ListResult, RpcErro
                     wall_time_ms: s.wall_time().as_millis() as u64,
                     containment: record.containment,
                     capture: record.capture,
-                    pty: false,
+                    pty: s.pty_size().is_some(),
+                    pty_size: s.pty_size(),
+                    stdin_open: s.stdin_open(),
                     source: record.source,
                     spool_path: record.spool_path,
                 }

@@ -1,13 +1,15 @@
 //! `read`: a bounded view (or exact bytes) of a session's log, optionally long-polling for new
-//! output or the end.
+//! output or the end. PTY sessions are shown as text without escape codes by default, as the
+//! bytes were sent (`render: raw`), or as the screen a terminal shows (`render: screen`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine as _;
-use stockade_core::output::ReadRequest;
-use stockade_proto::rpc::{ReadParams, ReadResult, RpcError, code};
-use stockade_proto::{OutputLimits, OutputView, ReadMode};
+use stockade_core::Session;
+use stockade_core::output::{ReadRequest, SCREEN_TAIL_BYTES, strip_ansi};
+use stockade_proto::rpc::{ReadParams, ReadResult, Render, RpcError, code};
+use stockade_proto::{OutputLimits, OutputView, ReadMode, Stream};
 
 use super::{Ctx, disconnected, wait};
 use crate::error::{from_engine, from_output, join_error, rpc_error};
@@ -45,6 +47,22 @@ pub(super) async fn handle(ctx: &Ctx, p: ReadParams) -> Result<ReadResult, RpcEr
         return Err(rpc_error(
             code::INVALID_PARAMS,
             "raw reads go forward from after (mode delta); drop mode or drop raw",
+        ));
+    }
+    if p.raw && p.render.is_some() {
+        return Err(rpc_error(
+            code::INVALID_PARAMS,
+            "raw reads return exact bytes, render shapes text; drop one of raw and render",
+        ));
+    }
+    let render = p.render.unwrap_or_default();
+    if render == Render::Screen && session.pty_size().is_none() {
+        return Err(rpc_error(
+            code::NOT_SUPPORTED,
+            format!(
+                "render screen needs a terminal and {} does not run on one; read it as text",
+                session.id()
+            ),
         ));
     }
     let log = Arc::clone(session.log());
@@ -109,9 +127,47 @@ pub(super) async fn handle(ctx: &Ctx, p: ReadParams) -> Result<ReadResult, RpcEr
         stream: p.stream,
         label: Some(session.id().to_owned()),
     };
-    let view = tokio::task::spawn_blocking(move || log.read(&request))
-        .await
-        .map_err(join_error)?
-        .map_err(|e| from_output(&e))?;
+    let view = view(&session, request, render).await?;
     Ok(ReadResult { id: session.id().to_owned(), state, view, bytes_b64: None })
+}
+
+/// The view of `request` as `render` shapes it: for a PTY session, escape codes stripped
+/// (`text`), left in (`raw`), or the current screen (`screen`); other sessions' text as it is.
+pub(crate) async fn view(
+    session: &Arc<Session>,
+    request: ReadRequest,
+    render: Render,
+) -> Result<OutputView, RpcError> {
+    let size = session.pty_size();
+    let log = Arc::clone(session.log());
+    tokio::task::spawn_blocking(move || match (render, size) {
+        (Render::Screen, Some(size)) => {
+            let stats = log.stats();
+            let screen = log.render_screen(size)?;
+            let replayed = SCREEN_TAIL_BYTES.min(log.config().retained_cap) as u64;
+            Ok(OutputView {
+                output: screen,
+                truncated: false,
+                start_cursor: stats.total_bytes.saturating_sub(replayed),
+                next_cursor: stats.total_bytes,
+                total_bytes: stats.total_bytes,
+                total_lines: stats.total_lines,
+                omitted_bytes: 0,
+                omitted_lines: None,
+                dropped_bytes: stats.dropped_bytes,
+                gaps: stats.gaps,
+                spool_path: log.spool_path().to_path_buf(),
+                stream: Some(Stream::Pty),
+            })
+        }
+        (Render::Text, Some(_)) => log.read(&request).map(|mut view| {
+            // Cursors stay raw byte offsets; only the text loses its escape codes.
+            view.output = strip_ansi(view.output.as_bytes());
+            view
+        }),
+        _ => log.read(&request),
+    })
+    .await
+    .map_err(join_error)?
+    .map_err(|e| from_output(&e))
 }

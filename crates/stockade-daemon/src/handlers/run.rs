@@ -6,25 +6,13 @@ use std::time::Duration;
 
 use stockade_core::output::ReadRequest;
 use stockade_core::{RunSpec, Session};
-use stockade_proto::rpc::{RpcError, RunParams, StdinMode, code};
+use stockade_proto::rpc::{Render, RpcError, RunParams};
 use stockade_proto::{OutputLimits, ReadMode, RunResult};
 
 use super::{Ctx, disconnected, wait};
-use crate::error::{from_engine, from_output, join_error, rpc_error};
+use crate::error::{from_engine, join_error};
 
 pub(super) async fn handle(ctx: &Ctx, p: RunParams) -> Result<RunResult, RpcError> {
-    if p.pty.is_some() {
-        return Err(rpc_error(
-            code::NOT_SUPPORTED,
-            "PTY sessions are not available yet: interactive sessions come with the PTY issue; run without pty",
-        ));
-    }
-    if p.stdin == StdinMode::Pipe {
-        return Err(rpc_error(
-            code::NOT_SUPPORTED,
-            "a stdin pipe is not available yet: interactive sessions come with the PTY issue; run with stdin null",
-        ));
-    }
     let limits = OutputLimits {
         max_bytes: p.max_bytes.unwrap_or(stockade_proto::DEFAULT_MAX_BYTES),
         max_lines: p.max_lines.unwrap_or(stockade_proto::DEFAULT_MAX_LINES),
@@ -42,6 +30,8 @@ pub(super) async fn handle(ctx: &Ctx, p: RunParams) -> Result<RunResult, RpcErro
         disk_cap: p.disk_cap,
         disk_policy: p.disk_policy,
         source: p.source,
+        pty: p.pty,
+        stdin: p.stdin,
     };
     // Spawning forks and touches the disk: keep it off the async workers.
     let shared = Arc::clone(&ctx.shared);
@@ -89,11 +79,8 @@ async fn answer(
         stream: None,
         label: Some(session.id().to_owned()),
     };
-    let s = Arc::clone(session);
-    let view = tokio::task::spawn_blocking(move || s.log().read(&request))
-        .await
-        .map_err(join_error)?
-        .map_err(|e| from_output(&e))?;
+    // A PTY session's answer is its text without escape codes, as `read` shows it by default.
+    let view = super::read::view(session, request, Render::Text).await?;
     Ok(RunResult {
         id: session.id().to_owned(),
         state,

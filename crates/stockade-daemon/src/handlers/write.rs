@@ -1,14 +1,95 @@
-//! `write`: not available until interactive sessions (the PTY issue).
+//! `write`: send bytes to a session's stdin pipe or terminal, optionally end its input, collect
+//! output for `yield_ms`, and answer like a `read` delta from where the log stood just before
+//! the write (Codex `write_stdin`), so the echo and the answer are both in it.
 
-use stockade_proto::rpc::{RpcError, WriteParams, code};
+use std::time::Duration;
 
-use super::Ctx;
+use base64::Engine as _;
+use stockade_core::InputRefused;
+use stockade_core::output::ReadRequest;
+use stockade_core::process::{DEFAULT_INPUT_TIMEOUT, InputError, PtyError};
+use stockade_proto::rpc::{
+    DEFAULT_WRITE_YIELD_MS, ReadResult, Render, RpcError, WriteParams, code,
+};
+use stockade_proto::{OutputLimits, ReadMode};
+
+use super::{Ctx, disconnected, wait};
 use crate::error::{from_engine, rpc_error};
 
-pub(super) async fn handle(ctx: &Ctx, p: WriteParams) -> Result<serde_json::Value, RpcError> {
-    ctx.engine().session(&p.id).map_err(from_engine)?;
-    Err(rpc_error(
-        code::NOT_SUPPORTED,
-        "write is not supported yet: interactive sessions come with the PTY issue",
-    ))
+/// After the log is finished, how long to wait for the session's terminal state.
+const FINALIZE_WAIT: Duration = Duration::from_secs(2);
+
+pub(super) async fn handle(ctx: &Ctx, p: WriteParams) -> Result<ReadResult, RpcError> {
+    let session = ctx.engine().session(&p.id).map_err(from_engine)?;
+    let bytes = match (p.chars, p.bytes_b64) {
+        (Some(_), Some(_)) => {
+            return Err(rpc_error(
+                code::INVALID_PARAMS,
+                "give the input as chars or as bytes_b64, not both",
+            ));
+        }
+        (Some(chars), None) => chars.into_bytes(),
+        (None, Some(b64)) => {
+            base64::engine::general_purpose::STANDARD.decode(b64.trim()).map_err(|e| {
+                rpc_error(code::INVALID_PARAMS, format!("bytes_b64 is not valid base64: {e}"))
+            })?
+        }
+        (None, None) => Vec::new(),
+    };
+    // The answer starts where the log stands now: it shows the echo and what the input caused.
+    let cursor = session.log().stats().total_bytes;
+    if !bytes.is_empty() {
+        session.write_input(bytes, DEFAULT_INPUT_TIMEOUT).await.map_err(from_input)?;
+    }
+    if p.close_stdin {
+        session.close_stdin(DEFAULT_INPUT_TIMEOUT).await.map_err(from_input)?;
+    }
+    let window = wait(p.yield_ms.unwrap_or(DEFAULT_WRITE_YIELD_MS));
+    tokio::select! {
+        _ = session.wait(Some(window)) => {}
+        () = ctx.conn.cancelled() => return Err(disconnected()),
+    }
+    if session.log().stats().finished && !session.state().is_terminal() {
+        session.wait(Some(FINALIZE_WAIT)).await;
+    }
+    // The state first: once it is terminal the log is complete, so the view reaches the end.
+    let state = session.state();
+    let request = ReadRequest {
+        mode: ReadMode::Delta,
+        after: cursor,
+        limits: super::read::clamp_limits(OutputLimits {
+            max_bytes: p.max_bytes.unwrap_or(stockade_proto::DEFAULT_MAX_BYTES),
+            max_lines: stockade_proto::DEFAULT_MAX_LINES,
+        }),
+        stream: None,
+        label: Some(session.id().to_owned()),
+    };
+    let view = super::read::view(&session, request, Render::Text).await?;
+    Ok(ReadResult { id: session.id().to_owned(), state, view, bytes_b64: None })
+}
+
+/// A refused `write`, `close_stdin` or `resize` as a JSON-RPC error. Input that did not (all)
+/// get through is `INPUT_FAILED` with `data: {written, total}`.
+pub(super) fn from_input(e: InputRefused) -> RpcError {
+    let message = e.to_string();
+    match e {
+        InputRefused::NoInput { .. }
+        | InputRefused::Ended { .. }
+        | InputRefused::StdinClosed { .. }
+        | InputRefused::NotPty { .. } => rpc_error(code::NOT_SUPPORTED, message),
+        InputRefused::Input { source: InputError::Closed { written, total }, .. }
+        | InputRefused::Input { source: InputError::Timeout { written, total, .. }, .. } => {
+            RpcError {
+                code: code::INPUT_FAILED,
+                message,
+                data: Some(serde_json::json!({ "written": written, "total": total })),
+            }
+        }
+        InputRefused::Pty { source: PtyError::InvalidSize { .. }, .. } => {
+            rpc_error(code::INVALID_PARAMS, message)
+        }
+        InputRefused::Input { .. } | InputRefused::Pty { .. } => {
+            rpc_error(code::INTERNAL_ERROR, message)
+        }
+    }
 }

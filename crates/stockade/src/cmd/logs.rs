@@ -93,6 +93,7 @@ fn from_daemon(
             stream,
             wait_ms: args.follow.then_some(FOLLOW_WAIT_MS),
             raw,
+            ..ReadParams::default()
         })?;
         *printed = true;
         let next = answer.view.next_cursor.max(cursor);

@@ -38,6 +38,7 @@ pub fn run(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
         disk_cap: Some(args.disk_cap),
         disk_policy: Some(args.disk_policy.into()),
         source: None,
+        ..RunSpec::default()
     };
     let rt = super::runtime()?;
     let result = rt.block_on(async {
