@@ -47,7 +47,6 @@ fn embedded_daemon_serves_the_same_tools_and_leaves_no_daemon_behind() {
 }
 
 #[test]
-#[ignore = "needs PTY write in the daemon"]
 fn python_sdk_types_into_a_pty_repl() {
     let home = Home::new();
     home.python_stdio("pty", &[]).assert_success("scenario pty (python3 -i on a tty)");
