@@ -11,8 +11,8 @@
 //! ```
 
 use std::fs::{self, DirBuilder, File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::io::Read;
+use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// The environment variable that overrides the state directory.
@@ -108,7 +108,15 @@ impl StateDir {
     }
 
     /// Allocate the next session id (`sh-N`). Ids are never reused within this state directory,
-    /// even across processes: the counter file is locked while it is advanced.
+    /// even across processes and crashes: the counter file is locked while it is advanced.
+    ///
+    /// The counter is not `fsync`ed on every allocation (that was a disk flush per `run`).
+    /// Within one boot the page cache is shared by every process, so a plain write is seen by
+    /// the next allocator; only an OS crash can lose it. So the file also records a
+    /// *reservation* (ids below it may have been handed out) that is made durable before any id
+    /// at or past it is used, and the boot it was written in: a counter read in a later boot
+    /// restarts from the reservation, never below an id handed out before the crash. One flush
+    /// per [`ID_RESERVATION`] ids, plus one per boot.
     pub fn allocate_id(&self) -> Result<String, StateDirError> {
         let path = self.root.join(COUNTER_FILE);
         let unusable = |source| StateDirError::Unusable { path: path.clone(), source };
@@ -125,17 +133,33 @@ impl StateDir {
             .map_err(|e| unusable(e.into()))?;
         let mut text = String::new();
         file.read_to_string(&mut text).map_err(unusable)?;
-        let next: u64 = match text.trim() {
-            "" => 1,
-            t => t.parse().map_err(|_| StateDirError::BadCounter {
-                path: path.clone(),
-                detail: format!("expected a number, found {t:?}"),
-            })?,
-        };
-        file.seek(SeekFrom::Start(0)).map_err(unusable)?;
-        file.set_len(0).map_err(unusable)?;
-        write!(file, "{}", next.saturating_add(1)).map_err(unusable)?;
-        file.sync_data().map_err(unusable)?;
+        let counter = Counter::parse(&text)
+            .map_err(|detail| StateDirError::BadCounter { path: path.clone(), detail })?;
+        let boot = boot_id();
+        let mut next = counter.next;
+        let mut reserved = counter.reserved;
+        let mut durable = false;
+        if boot.is_none() || counter.boot != boot {
+            // Written in another boot (or unknowable): writes after the last flush may be lost,
+            // so continue past everything that was reserved.
+            next = next.max(reserved);
+            durable = true;
+        }
+        if next >= reserved {
+            reserved = next.saturating_add(ID_RESERVATION);
+            durable = true;
+        }
+        let after =
+            Counter { next: next.saturating_add(1), reserved, boot: boot.clone() }.to_string();
+        // The numbers only grow, so the new text is never shorter unless the file held
+        // something longer (another layout): cut that off.
+        file.write_all_at(after.as_bytes(), 0).map_err(unusable)?;
+        if (after.len() as u64) < text.len() as u64 {
+            file.set_len(after.len() as u64).map_err(unusable)?;
+        }
+        if durable {
+            file.sync_data().map_err(unusable)?;
+        }
         Ok(format!("{SESSION_ID_PREFIX}{next}"))
         // The lock is released when `file` is closed.
     }
@@ -158,6 +182,52 @@ impl StateDir {
         }
         Err(not_found())
     }
+}
+
+/// Ids reserved by one durable write of the counter (see [`StateDir::allocate_id`]).
+pub const ID_RESERVATION: u64 = 1024;
+
+/// The id counter file: `next reserved boot-id` (one line). A file holding just `next` (the
+/// earlier layout) reads as reserved up to `next`, boot unknown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Counter {
+    next: u64,
+    reserved: u64,
+    boot: Option<String>,
+}
+
+impl Counter {
+    fn parse(text: &str) -> Result<Counter, String> {
+        let mut words = text.split_ascii_whitespace();
+        let number = |w: Option<&str>, default: u64| match w {
+            None => Ok(default),
+            Some(w) => w.parse::<u64>().map_err(|_| format!("expected a number, found {w:?}")),
+        };
+        let next = number(words.next(), 1)?.max(1);
+        let reserved = number(words.next(), next)?;
+        let boot = words.next().map(str::to_owned);
+        if let Some(extra) = words.next() {
+            return Err(format!("unexpected {extra:?} after the boot id"));
+        }
+        Ok(Counter { next, reserved, boot })
+    }
+}
+
+impl std::fmt::Display for Counter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.next, self.reserved)?;
+        if let Some(boot) = &self.boot {
+            write!(f, " {boot}")?;
+        }
+        writeln!(f)
+    }
+}
+
+/// This boot's id (Linux), if the kernel says.
+fn boot_id() -> Option<String> {
+    let text = fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    let id = text.trim();
+    (!id.is_empty() && !id.contains(char::is_whitespace)).then(|| id.to_owned())
 }
 
 /// Whether `s` has the shape of a session id (`sh-` and digits), so it is safe to use as a path
@@ -204,6 +274,35 @@ mod tests {
         // A second handle on the same directory continues the sequence.
         let again = StateDir::open(tmp.path().join("home")).unwrap();
         assert_eq!(again.allocate_id().unwrap(), "sh-3");
+    }
+
+    #[test]
+    fn the_counter_is_flushed_once_per_reservation_and_a_new_boot_skips_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = StateDir::open(tmp.path().join("home")).unwrap();
+        let counter = || fs::read_to_string(dir.root().join(COUNTER_FILE)).unwrap();
+        assert_eq!(dir.allocate_id().unwrap(), "sh-1");
+        let c = Counter::parse(&counter()).unwrap();
+        assert_eq!((c.next, c.reserved, c.boot.clone()), (2, 1 + ID_RESERVATION, boot_id()));
+        // Past the reservation: a new one is taken.
+        let boot = boot_id().map(|b| format!(" {b}")).unwrap_or_default();
+        fs::write(dir.root().join(COUNTER_FILE), format!("1025 1025{boot}\n")).unwrap();
+        assert_eq!(dir.allocate_id().unwrap(), "sh-1025");
+        assert_eq!(Counter::parse(&counter()).unwrap().reserved, 1025 + ID_RESERVATION);
+        // Written in another boot: writes after its last flush may be lost, so ids restart
+        // past its reservation.
+        fs::write(dir.root().join(COUNTER_FILE), "7 1031 another-boot\n").unwrap();
+        assert_eq!(dir.allocate_id().unwrap(), "sh-1031");
+        // The earlier layout (just the next id) continues where it was.
+        fs::write(dir.root().join(COUNTER_FILE), "42").unwrap();
+        assert_eq!(dir.allocate_id().unwrap(), "sh-42");
+        assert_eq!(dir.allocate_id().unwrap(), "sh-43");
+        // A longer text left in the file is cut off, not mixed in.
+        fs::write(dir.root().join(COUNTER_FILE), format!("5 900{boot}         \n")).unwrap();
+        assert_eq!(dir.allocate_id().unwrap(), "sh-5");
+        assert_eq!(Counter::parse(&counter()).unwrap().next, 6);
+        fs::write(dir.root().join(COUNTER_FILE), "x").unwrap();
+        assert!(matches!(dir.allocate_id(), Err(StateDirError::BadCounter { .. })));
     }
 
     #[test]

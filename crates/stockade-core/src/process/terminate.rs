@@ -81,11 +81,13 @@ impl ProcessTree {
         let mut last_scan = Instant::now();
         // Unless SIGKILL just went out, the last snapshot is current: no need to rescan at once.
         let mut fresh = !escalated;
+        let mut rescanned = false;
         let survivors = loop {
             let cheap_gone = run.handles_exited() && !self.cgroup_populated();
             if !fresh && (cheap_gone || last_scan.elapsed() >= RESCAN_INTERVAL) {
                 snap = self.snapshot_async().await;
                 last_scan = Instant::now();
+                rescanned = true;
                 // Anything new this late gets SIGKILL straight away.
                 if !run.new_unspared(&snap).is_empty() {
                     escalated |= signal_sent.is_some();
@@ -112,8 +114,11 @@ impl ProcessTree {
         };
 
         let terminated = survivors.is_empty() && !self.cgroup_populated();
-        if terminated {
-            // Everything is dead now: a fresh look finds every zombie, reparented to us or not.
+        // Everything is dead now: a fresh look finds every zombie, reparented to us or not. Not
+        // needed when the first look found nothing alive and nothing was signalled (the common
+        // end of a command that left nothing behind): that look is current, and a process that
+        // was not alive in it cannot have become a zombie since.
+        if terminated && (signal_sent.is_some() || rescanned) {
             snap = self.snapshot_async().await;
         }
         run.reap(&snap);
