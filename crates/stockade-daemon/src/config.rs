@@ -1,5 +1,6 @@
 //! How a daemon is set up.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -36,6 +37,18 @@ pub struct DaemonConfig {
     pub disk_cap: u64,
     /// Limits on sessions, memory and disk.
     pub limits: EngineLimits,
+    /// The WebSocket door for a remote gateway (off by default).
+    pub ws: Option<WsConfig>,
+}
+
+/// The WebSocket door: the same JSON-RPC, one message per text frame, behind a bearer token.
+#[derive(Debug, Clone)]
+pub struct WsConfig {
+    /// Where to listen (loopback unless a remote gateway must reach it directly).
+    pub addr: SocketAddr,
+    /// The file holding the token every connection must present (not readable by group or
+    /// others, not empty; surrounding whitespace is ignored).
+    pub token_file: PathBuf,
 }
 
 impl DaemonConfig {
@@ -50,6 +63,7 @@ impl DaemonConfig {
             retained_cap: DEFAULT_RETAINED_CAP,
             disk_cap: DEFAULT_DISK_CAP,
             limits: EngineLimits::default(),
+            ws: None,
         }
     }
 

@@ -37,6 +37,9 @@ pub enum DaemonError {
     /// The engine could not be set up.
     #[error(transparent)]
     Engine(#[from] EngineError),
+    /// The WebSocket door could not be set up (token file, bind).
+    #[error(transparent)]
+    Ws(#[from] crate::ws::WsSetupError),
     /// An OS error while setting up or serving.
     #[error("{context}: {source}")]
     Io {

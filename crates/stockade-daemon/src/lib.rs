@@ -34,11 +34,13 @@ mod lockfile;
 mod memory;
 mod server;
 mod socket;
+mod ws;
 
-pub use config::{DaemonConfig, MAX_CONNECTIONS, MAX_IN_FLIGHT_PER_CONNECTION};
+pub use config::{DaemonConfig, MAX_CONNECTIONS, MAX_IN_FLIGHT_PER_CONNECTION, WsConfig};
 pub use error::DaemonError;
 pub use server::Daemon;
 pub use tokio_util::sync::CancellationToken;
+pub use ws::WsSetupError;
 
 /// Bind the daemon for `config` and serve until `token` is cancelled (or a `shutdown` request
 /// arrives). Every running session is terminated before this returns.

@@ -1,6 +1,7 @@
 //! The server: bind, accept, and one reader + one writer per connection, with every request
 //! handled in its own task.
 
+use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd as _};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -12,7 +13,7 @@ use serde_json::Value;
 use stockade_core::{Engine, EngineConfig, StateDir};
 use stockade_proto::ContainmentMethod;
 use stockade_proto::rpc::{MAX_REQUEST_BYTES, Response, code};
-use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufRead, AsyncWriteExt, BufReader};
 use tokio::net::unix::OwnedWriteHalf;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{Semaphore, mpsc};
@@ -25,9 +26,10 @@ use crate::error::DaemonError;
 use crate::framing::{Frame, LineReader};
 use crate::handlers::{self, Ctx};
 use crate::lockfile::DaemonLock;
+use crate::ws::{self, WsListener};
 
 /// Answers queued for one connection's writer before request tasks wait for it.
-const WRITE_QUEUE: usize = 32;
+pub(crate) const WRITE_QUEUE: usize = 32;
 /// Read buffer per connection.
 const READ_BUFFER: usize = 64 * 1024;
 /// After a client stops sending (EOF), how often to check whether it hung up entirely (then its
@@ -54,6 +56,7 @@ pub struct Daemon {
     listener: UnixListener,
     socket_ino: (u64, u64),
     lock: DaemonLock,
+    ws: Option<WsListener>,
 }
 
 impl std::fmt::Debug for Daemon {
@@ -70,6 +73,7 @@ impl Daemon {
         let state_dir = StateDir::open(&config.home)?;
         let home = state_dir.root().to_path_buf();
         let lock = DaemonLock::acquire(&config.lock_path(), &home)?;
+        let ws = config.ws.as_ref().map(WsListener::bind).transpose()?;
         let socket = config.socket_path();
         let mut engine_config =
             EngineConfig::new(state_dir, config.instance.clone().unwrap_or_else(instance_name));
@@ -90,12 +94,17 @@ impl Daemon {
             pid: std::process::id(),
             stop: CancellationToken::new(),
         });
-        Ok(Daemon { shared, listener, socket_ino, lock })
+        Ok(Daemon { shared, listener, socket_ino, lock, ws })
     }
 
     /// The socket path.
     pub fn socket(&self) -> &Path {
         &self.shared.socket
+    }
+
+    /// The WebSocket door's address, when there is one (the port actually bound).
+    pub fn ws_addr(&self) -> Option<SocketAddr> {
+        self.ws.as_ref().map(WsListener::addr)
     }
 
     /// The state directory.
@@ -121,7 +130,7 @@ impl Daemon {
     /// Serve until `token` is cancelled or a `shutdown` request arrives; then terminate every
     /// running session, close the connections, remove the socket and release the lock.
     pub async fn serve(self, token: CancellationToken) -> Result<(), DaemonError> {
-        let Daemon { shared, listener, socket_ino, lock } = self;
+        let Daemon { shared, listener, socket_ino, lock, ws } = self;
         let connections = TaskTracker::new();
         let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
         let conn_root = CancellationToken::new();
@@ -148,11 +157,35 @@ impl Daemon {
                         tokio::time::sleep(ACCEPT_BACKOFF).await;
                     }
                 },
+                accepted = ws::accept(ws.as_ref()) => match accepted {
+                    Ok((stream, peer)) => {
+                        let token = ws.as_ref().map(WsListener::token);
+                        let Some(token) = token else { continue };
+                        match Arc::clone(&slots).try_acquire_owned() {
+                            Ok(slot) => {
+                                let shared = Arc::clone(&shared);
+                                let conn = conn_root.child_token();
+                                connections.spawn(async move {
+                                    ws::connection(shared, stream, peer, token, conn).await;
+                                    drop(slot);
+                                });
+                            }
+                            Err(_) => {
+                                connections.spawn(ws::refuse(stream, token));
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "WebSocket accept failed");
+                        tokio::time::sleep(ACCEPT_BACKOFF).await;
+                    }
+                },
             }
         }
         // Stop: refuse new requests, stop listening, end every session through the engine.
         shared.stop.cancel();
         drop(listener);
+        drop(ws);
         shared.engine.shutdown().await;
         conn_root.cancel();
         connections.close();
@@ -191,13 +224,29 @@ async fn refuse(mut stream: UnixStream) {
     let _ = stream.write_all(&encode(&resp)).await;
 }
 
-/// One client connection.
-async fn connection(shared: Arc<Shared>, stream: UnixStream, conn: CancellationToken) {
-    let (read_half, write_half) = stream.into_split();
-    let (tx, rx) = mpsc::channel::<Vec<u8>>(WRITE_QUEUE);
-    let writer = tokio::spawn(write_loop(write_half, rx, conn.clone()));
-    let mut lines =
-        LineReader::new(BufReader::with_capacity(READ_BUFFER, read_half), MAX_REQUEST_BYTES);
+/// Where one connection's request frames come from: the Unix socket's lines, or a WebSocket's
+/// text messages. Both doors share everything after this (see [`read_requests`]).
+pub(crate) trait FrameSource {
+    /// The next frame, or `None` when the client sends no more. Must be cancel-safe.
+    async fn next_frame(&mut self) -> std::io::Result<Option<Frame>>;
+}
+
+impl<R: AsyncBufRead + Unpin> FrameSource for LineReader<R> {
+    async fn next_frame(&mut self) -> std::io::Result<Option<Frame>> {
+        self.next().await
+    }
+}
+
+/// Read requests from `source` and handle each in its own task (a long poll never blocks the
+/// requests behind it), at most [`MAX_IN_FLIGHT_PER_CONNECTION`] at once; answers go to `tx`,
+/// the connection's one writer. Returns the tasks still in flight when the client sends no more
+/// or `conn` is cancelled (a read error cancels it): the door decides how to finish them.
+pub(crate) async fn read_requests(
+    shared: &Arc<Shared>,
+    source: &mut impl FrameSource,
+    tx: &mpsc::Sender<Vec<u8>>,
+    conn: &CancellationToken,
+) -> JoinSet<()> {
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT_PER_CONNECTION));
     let mut tasks = JoinSet::new();
     loop {
@@ -207,12 +256,12 @@ async fn connection(shared: Arc<Shared>, stream: UnixStream, conn: CancellationT
         };
         let Ok(permit) = permit else { break };
         let frame = tokio::select! {
-            f = lines.next() => f,
+            f = source.next_frame() => f,
             () = conn.cancelled() => break,
         };
         match frame {
             Ok(Some(frame)) => {
-                let ctx = Ctx { shared: Arc::clone(&shared), conn: conn.clone() };
+                let ctx = Ctx { shared: Arc::clone(shared), conn: conn.clone() };
                 let tx = tx.clone();
                 tasks.spawn(async move {
                     if let Some(line) = handle_frame(&ctx, frame).await {
@@ -229,6 +278,17 @@ async fn connection(shared: Arc<Shared>, stream: UnixStream, conn: CancellationT
         }
         while tasks.try_join_next().is_some() {}
     }
+    tasks
+}
+
+/// One client connection on the Unix socket.
+async fn connection(shared: Arc<Shared>, stream: UnixStream, conn: CancellationToken) {
+    let (read_half, write_half) = stream.into_split();
+    let (tx, rx) = mpsc::channel::<Vec<u8>>(WRITE_QUEUE);
+    let writer = tokio::spawn(write_loop(write_half, rx, conn.clone()));
+    let mut lines =
+        LineReader::new(BufReader::with_capacity(READ_BUFFER, read_half), MAX_REQUEST_BYTES);
+    let mut tasks = read_requests(&shared, &mut lines, &tx, &conn).await;
     // The client sends no more. Answer what is in flight, unless it hung up entirely: then its
     // long polls stop and a foreground run it waited on is terminated.
     let read_half = lines.into_inner().into_inner();
@@ -276,7 +336,7 @@ fn peer_hung_up(fd: std::os::fd::BorrowedFd<'_>) -> bool {
 }
 
 /// One response line.
-fn encode(resp: &Response) -> Vec<u8> {
+pub(crate) fn encode(resp: &Response) -> Vec<u8> {
     let mut line = serde_json::to_vec(resp).unwrap_or_else(|e| {
         let fallback = Response::err(
             resp.id.clone(),

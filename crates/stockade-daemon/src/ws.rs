@@ -1,0 +1,459 @@
+//! The WebSocket door: the daemon's JSON-RPC for a remote device gateway, one message per text
+//! frame, behind a bearer token.
+//!
+//! This module owns the token (read once from a file that only its owner can read), the TCP
+//! listener, the HTTP upgrade (refused with 401 before any method can run unless the
+//! `Authorization: Bearer <token>` header matches, compared in constant time) and the mapping
+//! between WebSocket messages and the server's frames. Everything after that — a task per
+//! request, at most [`MAX_IN_FLIGHT_PER_CONNECTION`](crate::MAX_IN_FLIGHT_PER_CONNECTION) in
+//! flight, answers through one writer — is the server's [`read_requests`], shared with the Unix
+//! socket.
+//!
+//! The token is taken from the header only, never from the URL: query strings end up in proxy
+//! and access logs. There is no TLS here; anything but loopback needs a TLS-terminating proxy or
+//! a tunnel in front.
+
+use std::io::Read as _;
+use std::net::SocketAddr;
+use std::os::unix::fs::MetadataExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::{SinkExt as _, StreamExt as _};
+use serde_json::Value;
+use stockade_proto::rpc::{MAX_REQUEST_BYTES, Response, code};
+use subtle::ConstantTimeEq as _;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::handshake::server::{
+    ErrorResponse, Request, Response as Ok101,
+};
+use tokio_tungstenite::tungstenite::http::{StatusCode, header};
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
+use tokio_tungstenite::tungstenite::{Bytes, Error as WsError, Message, error::CapacityError};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{MAX_CONNECTIONS, WsConfig};
+use crate::framing::Frame;
+use crate::server::{FrameSource, Shared, WRITE_QUEUE, encode, read_requests};
+
+/// Longest token file read; a token is a short secret, not a document.
+const MAX_TOKEN_FILE_BYTES: u64 = 4096;
+/// How long a client has to complete the HTTP upgrade before its connection is dropped.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long closing a connection may take: sending the close frame, then waiting for the client
+/// to close its side (see [`finish`]).
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
+/// Buffer for discarding what a client still sends after the daemon's close frame.
+const LINGER_BUFFER: usize = 8 * 1024;
+/// Read buffer per WebSocket connection (as for the Unix socket).
+const READ_BUFFER: usize = 64 * 1024;
+
+/// Why the WebSocket door could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum WsSetupError {
+    /// The token file cannot be used.
+    #[error("token file {path}: {problem}")]
+    TokenFile {
+        /// The token file.
+        path: PathBuf,
+        /// What is wrong and what to do.
+        problem: String,
+    },
+    /// The listener could not be bound.
+    #[error(
+        "cannot listen for WebSocket connections on {addr}: {source}; choose another address or port with --ws"
+    )]
+    Bind {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The secret every connection must present. Never printed.
+pub(crate) struct WsToken(Vec<u8>);
+
+impl std::fmt::Debug for WsToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WsToken(<redacted>)")
+    }
+}
+
+impl WsToken {
+    /// Read the token from `path`: a regular file, not readable or writable by group or others,
+    /// holding a non-empty token (surrounding whitespace, e.g. the final newline, is ignored).
+    pub(crate) fn load(path: &Path) -> Result<WsToken, WsSetupError> {
+        let problem = |problem: String| WsSetupError::TokenFile { path: path.to_owned(), problem };
+        let file =
+            std::fs::File::open(path).map_err(|e| problem(format!("cannot open it: {e}")))?;
+        // The checks are on the opened file, so what is checked is what is read.
+        let meta = file.metadata().map_err(|e| problem(format!("cannot inspect it: {e}")))?;
+        if !meta.is_file() {
+            return Err(problem("it is not a regular file".to_owned()));
+        }
+        let mode = meta.mode() & 0o777;
+        if mode & 0o077 != 0 {
+            return Err(problem(format!(
+                "its mode is {mode:04o}, so other users may read the token; make it private with `chmod 600 {}`",
+                path.display()
+            )));
+        }
+        let mut raw = Vec::new();
+        file.take(MAX_TOKEN_FILE_BYTES + 1)
+            .read_to_end(&mut raw)
+            .map_err(|e| problem(format!("cannot read it: {e}")))?;
+        if raw.len() as u64 > MAX_TOKEN_FILE_BYTES {
+            return Err(problem(format!(
+                "it is longer than {MAX_TOKEN_FILE_BYTES} bytes; it should hold only the token"
+            )));
+        }
+        let token = raw.trim_ascii();
+        if token.is_empty() {
+            return Err(problem(
+                "it is empty; put a long random token in it, e.g. `openssl rand -hex 32`"
+                    .to_owned(),
+            ));
+        }
+        Ok(WsToken(token.to_vec()))
+    }
+
+    /// Whether `presented` is the token. Constant time in the token's content (a different
+    /// length is refused at once: the length is not the secret).
+    fn matches(&self, presented: &[u8]) -> bool {
+        bool::from(self.0.as_slice().ct_eq(presented))
+    }
+
+    /// Whether the upgrade request carries `Authorization: Bearer <token>`.
+    fn authorizes(&self, request: &Request) -> bool {
+        request.headers().get_all(header::AUTHORIZATION).iter().any(|value| {
+            let value = value.as_bytes();
+            let Some((scheme, rest)) = value.split_at_checked(b"Bearer ".len()) else {
+                return false;
+            };
+            scheme.eq_ignore_ascii_case(b"Bearer ") && self.matches(rest.trim_ascii())
+        })
+    }
+}
+
+/// A bound WebSocket listener and the token its connections must present.
+pub(crate) struct WsListener {
+    listener: TcpListener,
+    token: Arc<WsToken>,
+    addr: SocketAddr,
+}
+
+impl WsListener {
+    /// Read the token and bind `config.addr`. Must be called inside a tokio runtime.
+    pub(crate) fn bind(config: &WsConfig) -> Result<WsListener, WsSetupError> {
+        let token = WsToken::load(&config.token_file)?;
+        let bind_err = |source| WsSetupError::Bind { addr: config.addr, source };
+        let std_listener = std::net::TcpListener::bind(config.addr).map_err(bind_err)?;
+        std_listener.set_nonblocking(true).map_err(bind_err)?;
+        let addr = std_listener.local_addr().map_err(bind_err)?;
+        let listener = TcpListener::from_std(std_listener).map_err(bind_err)?;
+        Ok(WsListener { listener, token: Arc::new(token), addr })
+    }
+
+    /// The address actually bound (the port is known even when 0 was asked for).
+    pub(crate) fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The token, for each connection.
+    pub(crate) fn token(&self) -> Arc<WsToken> {
+        Arc::clone(&self.token)
+    }
+}
+
+/// The next TCP connection, or never when there is no WebSocket door.
+pub(crate) async fn accept(
+    listener: Option<&WsListener>,
+) -> std::io::Result<(TcpStream, SocketAddr)> {
+    match listener {
+        Some(l) => l.listener.accept().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The limits of an upgraded connection: a message (and a frame) as large as a request line on
+/// the Unix socket, so memory per connection stays bounded.
+fn ws_config() -> WebSocketConfig {
+    WebSocketConfig::default()
+        .read_buffer_size(READ_BUFFER)
+        .max_message_size(Some(MAX_REQUEST_BYTES))
+        .max_frame_size(Some(MAX_REQUEST_BYTES))
+}
+
+/// The 401 every unauthenticated upgrade gets (the same whether the token is missing or wrong).
+fn unauthorized() -> ErrorResponse {
+    let mut resp = ErrorResponse::new(Some(
+        "a token is required: send the header `Authorization: Bearer <token>` with the token from the daemon's --token-file\n"
+            .to_owned(),
+    ));
+    *resp.status_mut() = StatusCode::UNAUTHORIZED;
+    resp.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
+    resp
+}
+
+/// Upgrade `stream` if it presents the token (and, with `admit` false, refuse it with 503 after
+/// all: the daemon serves as many connections as it can).
+async fn upgrade(
+    stream: TcpStream,
+    token: &WsToken,
+    admit: bool,
+) -> Result<WebSocketStream<TcpStream>, WsError> {
+    #[allow(clippy::result_large_err, reason = "the callback's signature is tungstenite's")]
+    let check = |request: &Request, response: Ok101| {
+        if !token.authorizes(request) {
+            return Err(unauthorized());
+        }
+        if !admit {
+            let mut resp = ErrorResponse::new(Some(format!(
+                "the daemon already serves {MAX_CONNECTIONS} connections; close some and retry\n"
+            )));
+            *resp.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+            return Err(resp);
+        }
+        Ok(response)
+    };
+    let handshake =
+        tokio_tungstenite::accept_hdr_async_with_config(stream, check, Some(ws_config()));
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
+        Ok(result) => result,
+        Err(_) => Err(WsError::Io(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "the upgrade took too long",
+        ))),
+    }
+}
+
+/// Too many connections: refuse the upgrade (401 without the token, else 503).
+pub(crate) async fn refuse(stream: TcpStream, token: Arc<WsToken>) {
+    let _ = upgrade(stream, &token, false).await;
+}
+
+/// One WebSocket connection: the upgrade, then requests as on the Unix socket.
+pub(crate) async fn connection(
+    shared: Arc<Shared>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    token: Arc<WsToken>,
+    conn: CancellationToken,
+) {
+    let ws = match upgrade(stream, &token, true).await {
+        Ok(ws) => ws,
+        Err(WsError::Http(resp)) => {
+            tracing::warn!(%peer, status = %resp.status(), "WebSocket upgrade refused");
+            return;
+        }
+        Err(e) => {
+            tracing::debug!(%peer, error = %e, "WebSocket upgrade failed");
+            return;
+        }
+    };
+    drop(token);
+    let (sink, stream) = ws.split();
+    let (tx, rx) = mpsc::channel::<Vec<u8>>(WRITE_QUEUE);
+    let writer = tokio::spawn(write_loop(sink, rx, conn.clone()));
+    let mut source = Messages { stream, tx: tx.clone(), close: None };
+    let mut tasks = read_requests(&shared, &mut source, &tx, &conn).await;
+    // No more requests: the client closed (or vanished), the daemon stops, or a message was too
+    // large. A WebSocket cannot half-close, so the client is gone or about to be: in-flight
+    // requests are cancelled (long polls stop, a foreground run it waited on is terminated) and
+    // whatever they answer is still sent.
+    let close = match source.close.take() {
+        Some(close) => Some(close),
+        None if shared.stop.is_cancelled() => {
+            Some(close_frame(CloseCode::Away, "the daemon is shutting down"))
+        }
+        None => None,
+    };
+    conn.cancel();
+    while tasks.join_next().await.is_some() {}
+    let Messages { stream, tx: source_tx, .. } = source;
+    drop(source_tx);
+    drop(tx);
+    let Ok(Some(sink)) = writer.await else { return };
+    let _ = tokio::time::timeout(CLOSE_TIMEOUT, finish(sink, stream, close)).await;
+}
+
+/// Send the close frame (with a reason when the daemon ends the connection), then read and
+/// discard whatever the client still sends until it closes too: closing a TCP connection with
+/// unread bytes resets it, and a reset can lose the last answers and the close frame.
+async fn finish(mut sink: Sink, stream: Stream, close: Option<CloseFrame>) {
+    if let Some(close) = close {
+        let _ = sink.send(Message::Close(Some(close))).await;
+    }
+    let _ = sink.close().await;
+    let Ok(ws) = sink.reunite(stream) else { return };
+    let mut tcp = ws.into_inner();
+    let _ = tcp.shutdown().await;
+    let mut discard = vec![0u8; LINGER_BUFFER];
+    while matches!(tcp.read(&mut discard).await, Ok(n) if n > 0) {}
+}
+
+type Sink = futures_util::stream::SplitSink<WebSocketStream<TcpStream>, Message>;
+type Stream = futures_util::stream::SplitStream<WebSocketStream<TcpStream>>;
+
+fn close_frame(code: CloseCode, reason: &str) -> CloseFrame {
+    CloseFrame { code, reason: reason.into() }
+}
+
+/// Write answers in order, one text message each; gives the sink back for the close frame, or
+/// `None` when the client is gone.
+async fn write_loop(
+    mut sink: Sink,
+    mut rx: mpsc::Receiver<Vec<u8>>,
+    conn: CancellationToken,
+) -> Option<Sink> {
+    while let Some(mut line) = rx.recv().await {
+        if line.last() == Some(&b'\n') {
+            line.pop();
+        }
+        let text = String::from_utf8(line)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+        if sink.send(Message::text(text)).await.is_err() {
+            conn.cancel();
+            return None;
+        }
+    }
+    Some(sink)
+}
+
+/// A WebSocket's messages as the server's frames: a text message is one request; a binary
+/// message is answered with an error here and skipped; a message over the size limit is answered
+/// with an error and ends the connection (the rest of it cannot be skipped).
+struct Messages {
+    stream: Stream,
+    /// For answers given here rather than by a handler.
+    tx: mpsc::Sender<Vec<u8>>,
+    /// Why the daemon ends the connection, when it does.
+    close: Option<CloseFrame>,
+}
+
+impl FrameSource for Messages {
+    async fn next_frame(&mut self) -> std::io::Result<Option<Frame>> {
+        loop {
+            let message = match self.stream.next().await {
+                None | Some(Ok(Message::Close(_))) => return Ok(None),
+                Some(Ok(m)) => m,
+                Some(Err(WsError::Capacity(CapacityError::MessageTooLong { size, max_size }))) => {
+                    let sentence = format!(
+                        "the message has at least {size} bytes, more than the limit of {max_size}; the connection is closed"
+                    );
+                    let answer = Response::err(Value::Null, code::INVALID_REQUEST, &sentence);
+                    let _ = self.tx.send(encode(&answer)).await;
+                    self.close = Some(close_frame(CloseCode::Size, "message too large"));
+                    return Ok(None);
+                }
+                Some(Err(WsError::Io(e))) => return Err(e),
+                Some(Err(e)) => {
+                    tracing::debug!(error = %e, "WebSocket read failed");
+                    self.close = Some(close_frame(CloseCode::Protocol, "protocol error"));
+                    return Ok(None);
+                }
+            };
+            match message {
+                Message::Text(text) => return Ok(Some(Frame::Line(Bytes::from(text).into()))),
+                Message::Binary(bytes) => {
+                    let answer = Response::err(
+                        Value::Null,
+                        code::INVALID_REQUEST,
+                        format!(
+                            "a binary message ({} bytes) was skipped: send each JSON-RPC request as one text message",
+                            bytes.len()
+                        ),
+                    );
+                    let _ = self.tx.send(encode(&answer)).await;
+                }
+                // Pings are answered by the library; pongs and raw frames need nothing.
+                Message::Ping(_) | Message::Pong(_) | Message::Frame(_) | Message::Close(_) => {}
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use std::os::unix::fs::PermissionsExt as _;
+
+    use super::*;
+
+    fn token_file(content: &[u8], mode: u32) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("token");
+        std::fs::write(&path, content).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        (dir, path)
+    }
+
+    fn problem(content: &[u8], mode: u32) -> String {
+        let (_dir, path) = token_file(content, mode);
+        match WsToken::load(&path) {
+            Ok(_) => panic!("token file accepted: mode {mode:o}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn a_token_file_others_can_read_is_refused() {
+        for mode in [0o644, 0o604, 0o640, 0o660, 0o666] {
+            let msg = problem(b"secret\n", mode);
+            assert!(msg.contains("chmod 600"), "{msg}");
+            assert!(msg.contains(&format!("{mode:04o}")), "{msg}");
+        }
+    }
+
+    #[test]
+    fn an_empty_token_file_is_refused() {
+        for content in [&b""[..], b"\n", b"  \t\n"] {
+            assert!(problem(content, 0o600).contains("empty"));
+        }
+    }
+
+    #[test]
+    fn a_huge_token_file_is_refused() {
+        assert!(problem(&[b'x'; 5000], 0o600).contains("longer than"));
+    }
+
+    #[test]
+    fn the_token_is_trimmed_and_compared_whole() {
+        let (_dir, path) = token_file(b"  s3cret-token\n", 0o400);
+        let token = WsToken::load(&path).unwrap();
+        assert!(token.matches(b"s3cret-token"));
+        assert!(!token.matches(b"s3cret-toke"));
+        assert!(!token.matches(b"s3cret-token2"));
+        assert!(!token.matches(b"S3cret-token"));
+        assert!(!token.matches(b""));
+        assert_eq!(format!("{token:?}"), "WsToken(<redacted>)");
+    }
+
+    #[test]
+    fn the_bearer_header_is_what_authorizes() {
+        let (_dir, path) = token_file(b"tok\n", 0o600);
+        let token = WsToken::load(&path).unwrap();
+        let with = |value: Option<&str>| {
+            let mut b = Request::builder().uri("/");
+            if let Some(v) = value {
+                b = b.header(header::AUTHORIZATION, v);
+            }
+            token.authorizes(&b.body(()).unwrap())
+        };
+        assert!(with(Some("Bearer tok")));
+        assert!(with(Some("bearer tok")));
+        assert!(!with(None));
+        assert!(!with(Some("tok")));
+        assert!(!with(Some("Basic tok")));
+        assert!(!with(Some("Bearer")));
+        assert!(!with(Some("Bearer tok2")));
+        assert!(!with(Some("Bearertok")));
+    }
+}
