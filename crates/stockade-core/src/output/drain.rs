@@ -72,8 +72,10 @@ pub fn drain(
     let mut open: Vec<(Stream, OwnedFd)> = sources;
     let mut buf = vec![0u8; DRAIN_BUF_BYTES];
     let mut summary = DrainSummary::default();
+    // Reused every round: no allocation per wakeup.
+    let mut ready: Vec<bool> = Vec::with_capacity(open.len());
     while !open.is_empty() {
-        let (ready, cancelled) = {
+        let cancelled = {
             let mut fds: Vec<PollFd<'_>> =
                 open.iter().map(|(_, fd)| PollFd::new(fd, PollFlags::IN)).collect();
             fds.push(PollFd::new(&cancel.fd, PollFlags::IN));
@@ -82,26 +84,35 @@ pub fn drain(
                 Err(Errno::INTR) => continue,
                 Err(e) => return Err(OutputError::io("poll output pipes", e.into())),
             }
-            let cancelled = fds.last().is_some_and(|p| !p.revents().is_empty());
-            let ready: Vec<bool> =
-                fds[..open.len()].iter().map(|p| !p.revents().is_empty()).collect();
-            (ready, cancelled)
+            ready.clear();
+            ready.extend(fds[..open.len()].iter().map(|p| !p.revents().is_empty()));
+            fds.last().is_some_and(|p| !p.revents().is_empty())
         };
-        let mut closed = vec![false; open.len()];
-        for (i, (stream, fd)) in open.iter().enumerate() {
-            if ready[i] {
-                closed[i] = read_once(log, *stream, fd, &mut buf, &mut summary)?;
-            }
-        }
         let mut i = 0;
-        open.retain(|_| {
+        let mut failed = None;
+        open.retain(|(stream, fd)| {
+            let keep = match ready.get(i) {
+                Some(true) if failed.is_none() => {
+                    match read_once(log, *stream, fd, &mut buf, &mut summary) {
+                        Ok(read) => read != Read::End,
+                        Err(e) => {
+                            failed = Some(e);
+                            true
+                        }
+                    }
+                }
+                _ => true,
+            };
             i += 1;
-            !closed[i - 1]
+            keep
         });
+        if let Some(e) = failed {
+            return Err(e);
+        }
         if cancelled {
             // Take what is already in the pipes, then stop.
             for (stream, fd) in &open {
-                while !read_once(log, *stream, fd, &mut buf, &mut summary)? {}
+                while read_once(log, *stream, fd, &mut buf, &mut summary)? == Read::Data {}
             }
             summary.cancelled = true;
             break;
@@ -110,35 +121,48 @@ pub fn drain(
     Ok(summary)
 }
 
-/// One read; returns `true` when the source is done (end of file, error, or nothing more to
-/// read right now when called in the cancel sweep).
+/// What one read got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Read {
+    /// Bytes, now in the log.
+    Data,
+    /// Nothing to read right now (a spurious wakeup, or the cancel sweep reached the end of
+    /// what was buffered): the source stays open.
+    Empty,
+    /// End of file (or an error treated as one): the source is done.
+    End,
+}
+
+/// One read of `fd` into the log.
 fn read_once(
     log: &OutputLog,
     stream: Stream,
     fd: impl AsFd,
     buf: &mut [u8],
     summary: &mut DrainSummary,
-) -> Result<bool, OutputError> {
+) -> Result<Read, OutputError> {
     let n = loop {
         match rustix::io::read(&fd, &mut *buf) {
             Ok(n) => break n,
             Err(Errno::INTR) => continue,
-            Err(Errno::AGAIN) => return Ok(true),
+            // Poll said ready but another wakeup took it (or nothing is buffered in the cancel
+            // sweep): not the end of the stream.
+            Err(Errno::AGAIN) => return Ok(Read::Empty),
             // A PTY master reads EIO once the last holder of the slave closed it: end of file.
-            Err(Errno::IO) if stream == Stream::Pty => return Ok(true),
+            Err(Errno::IO) if stream == Stream::Pty => return Ok(Read::End),
             Err(e) => {
                 tracing::warn!(error = %e, stream = stream.as_str(), "reading command output failed; treating as end of file");
-                return Ok(true);
+                return Ok(Read::End);
             }
         }
     };
     if n == 0 {
-        return Ok(true);
+        return Ok(Read::End);
     }
     summary.bytes += n as u64;
     if let AppendOutcome::CapReached { policy, reason } = log.append(stream, &buf[..n])? {
         let at = log.cap_reached().map_or(0, |c| c.at);
         summary.cap_reached = Some(CapHit { policy, reason, at });
     }
-    Ok(false)
+    Ok(Read::Data)
 }
