@@ -32,12 +32,14 @@ mod framing;
 mod handlers;
 mod lockfile;
 mod memory;
+mod schedule;
 mod server;
 mod socket;
 mod ws;
 
 pub use config::{DaemonConfig, MAX_CONNECTIONS, MAX_IN_FLIGHT_PER_CONNECTION, WsConfig};
 pub use error::DaemonError;
+pub use schedule::{CRASH_AFTER_CLAIM_ENV, MIN_INTERVAL_ENV};
 pub use server::Daemon;
 pub use tokio_util::sync::CancellationToken;
 pub use ws::WsSetupError;

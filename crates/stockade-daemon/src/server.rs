@@ -48,6 +48,8 @@ pub(crate) struct Shared {
     pub(crate) pid: u32,
     /// Cancelled by the `shutdown` method, or when `serve`'s token is.
     pub(crate) stop: CancellationToken,
+    /// The schedules, fired by the scheduler task.
+    pub(crate) schedules: crate::schedule::Scheduler,
 }
 
 /// A bound daemon, ready to [`serve`](Daemon::serve).
@@ -87,7 +89,9 @@ impl Daemon {
         let socket_ino = std::fs::symlink_metadata(&socket)
             .map(|m| (m.dev(), m.ino()))
             .map_err(|e| DaemonError::io(format!("cannot inspect {}", socket.display()), e))?;
+        let schedules = crate::schedule::Scheduler::load(&home);
         let shared = Arc::new(Shared {
+            schedules,
             engine,
             socket,
             home,
@@ -131,6 +135,9 @@ impl Daemon {
     /// running session, close the connections, remove the socket and release the lock.
     pub async fn serve(self, token: CancellationToken) -> Result<(), DaemonError> {
         let Daemon { shared, listener, socket_ino, lock, ws } = self;
+        // After recovery, so a run of a dead daemon is `failed` and blocks no tick.
+        let scheduler =
+            tokio::spawn(crate::schedule::run(Arc::clone(&shared), shared.stop.clone()));
         let connections = TaskTracker::new();
         let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
         let conn_root = CancellationToken::new();
@@ -184,6 +191,8 @@ impl Daemon {
         }
         // Stop: refuse new requests, stop listening, end every session through the engine.
         shared.stop.cancel();
+        // A tick in progress finishes (claim, then advance) before the engine shuts down.
+        let _ = scheduler.await;
         drop(listener);
         drop(ws);
         shared.engine.shutdown().await;

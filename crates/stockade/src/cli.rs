@@ -105,6 +105,16 @@ pub enum Command {
     ///   stockade mcp --http 127.0.0.1:8765
     ///   stockade mcp --http 0.0.0.0:8765 --token-file ~/.config/stockade/token
     Mcp(crate::cmd::mcp::McpArgs),
+    /// Recurring runs kept by the daemon: add, list, rm, pause, resume, runs.
+    ///
+    /// A schedule fires ordinary background sessions on an interval (`--every 30s`) or a cron
+    /// expression; a fire while the previous run is still active is skipped and counted.
+    ///
+    /// Examples:
+    ///   stockade schedule add tests --every 10m -- cargo test
+    ///   stockade schedule list
+    ///   stockade schedule runs tests
+    Schedule(crate::cmd::schedule::ScheduleArgs),
 }
 
 /// `stockade daemon`.

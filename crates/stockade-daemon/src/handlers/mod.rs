@@ -9,6 +9,11 @@ mod list;
 mod read;
 mod resize;
 mod run;
+mod schedule_add;
+mod schedule_list;
+mod schedule_pause;
+mod schedule_remove;
+mod schedule_runs;
 mod shutdown;
 mod stats;
 mod status;
@@ -40,8 +45,7 @@ impl Ctx {
 }
 
 /// Every method, for error messages.
-const METHODS: &str =
-    "run, read, grep, write, kill, list, forget, cleanup, resize, stats, status, shutdown";
+const METHODS: &str = "run, read, grep, write, kill, list, forget, cleanup, resize, stats, status, shutdown, schedule.add, schedule.list, schedule.remove, schedule.pause, schedule.resume, schedule.runs";
 
 /// The start of every success line; the server appends `,"id":…}` and the newline.
 pub(crate) const RESULT_PREFIX: &[u8] = br#"{"jsonrpc":"2.0","result":"#;
@@ -69,6 +73,12 @@ pub(crate) async fn dispatch(ctx: &Ctx, name: &str, params: Value) -> Result<Vec
         method::STATS => answer(stats::handle(ctx, parse(params)?).await),
         method::STATUS => answer(status::handle(ctx, parse(params)?).await),
         method::SHUTDOWN => answer(shutdown::handle(ctx, parse(params)?).await),
+        method::SCHEDULE_ADD => answer(schedule_add::handle(ctx, parse(params)?).await),
+        method::SCHEDULE_LIST => answer(schedule_list::handle(ctx, parse(params)?).await),
+        method::SCHEDULE_REMOVE => answer(schedule_remove::handle(ctx, parse(params)?).await),
+        method::SCHEDULE_PAUSE => answer(schedule_pause::handle(ctx, parse(params)?, true).await),
+        method::SCHEDULE_RESUME => answer(schedule_pause::handle(ctx, parse(params)?, false).await),
+        method::SCHEDULE_RUNS => answer(schedule_runs::handle(ctx, parse(params)?).await),
         other => Err(rpc_error(
             code::METHOD_NOT_FOUND,
             format!("no method {other:?}; the methods are {METHODS}"),

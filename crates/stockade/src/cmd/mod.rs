@@ -10,6 +10,7 @@ pub mod mcp;
 mod ps;
 mod read;
 mod run;
+pub mod schedule;
 mod stats;
 
 use std::path::PathBuf;
@@ -38,6 +39,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Doctor(args) => doctor::doctor(home, args),
         Command::Bench(args) => bench::bench(home, args),
         Command::Mcp(args) => mcp::mcp(&global, args),
+        Command::Schedule(args) => schedule::schedule(&global, args),
         Command::Daemon(args) => match args.action {
             None => daemon_run::run(home, crate::cli::DaemonRunArgs::default()),
             Some(DaemonAction::Run(run)) => daemon_run::run(home, run),

@@ -1,0 +1,316 @@
+//! `stockade schedule`: recurring runs kept by the daemon (add, list, rm, pause, resume, runs).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use clap::{Args, Subcommand, ValueEnum};
+use stockade_core::answer::signal_name;
+use stockade_proto::SessionState;
+use stockade_proto::rpc::{
+    CatchUp, ScheduleAddParams, ScheduleInfo, ScheduleListResult, ScheduleNameParams,
+    ScheduleRunTemplate, ScheduleRunsParams, ScheduleRunsResult, method,
+};
+
+use super::Global;
+use crate::cli::{CaptureArg, DiskPolicyArg};
+use crate::out;
+
+/// `stockade schedule`.
+#[derive(Debug, Args)]
+pub struct ScheduleArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub action: ScheduleAction,
+}
+
+/// `stockade schedule <action>`.
+#[derive(Debug, Subcommand)]
+pub enum ScheduleAction {
+    /// Add a schedule: run COMMAND every interval or on a cron expression, in the background.
+    ///
+    /// Each fire is an ordinary session (`ps`, `logs`, `grep`, `kill` work on it) whose source is
+    /// the schedule's key. A fire while the previous run is still active is skipped and counted,
+    /// never queued. After the daemon was down, at most one catch-up fire (`--catch-up once`).
+    ///
+    /// Examples:
+    ///   stockade schedule add tests --every 10m -- cargo test
+    ///   stockade schedule add backup --cron '0 3 * * *' --timeout-ms 3600000 'rsync -a src/ bak/'
+    Add(AddArgs),
+    /// List the schedules: timing, next fire, fires, skipped overlaps, the run active now.
+    #[command(alias = "ls")]
+    List(JsonArgs),
+    /// Remove a schedule (its runs stay until pruned or forgotten).
+    #[command(alias = "remove")]
+    Rm(NameArgs),
+    /// Stop firing a schedule until `resume`.
+    Pause(NameArgs),
+    /// Fire a paused schedule again, from its next tick (missed ticks are not caught up).
+    Resume(NameArgs),
+    /// A schedule's recent runs, newest first: session, state, exit, duration, bytes.
+    Runs(RunsArgs),
+}
+
+/// `stockade schedule add`.
+#[derive(Debug, Args)]
+pub struct AddArgs {
+    /// The schedule's name (letters, digits, `.`, `_`, `-`).
+    pub name: String,
+    /// The command: one shell string, or words after `--` (quoted for the shell).
+    #[arg(required = true, num_args = 1.., value_name = "COMMAND", trailing_var_arg = true)]
+    pub command: Vec<String>,
+    /// Fire every this long: 30s, 5m, 1h 30m (at least 1s).
+    #[arg(
+        long,
+        value_name = "DURATION",
+        conflicts_with = "cron",
+        required_unless_present = "cron"
+    )]
+    pub every: Option<String>,
+    /// Fire on this cron expression (5 fields, or 6 with seconds first; local time).
+    #[arg(long, value_name = "EXPR")]
+    pub cron: Option<String>,
+    /// The source key of every run (default `schedule:NAME`).
+    #[arg(long, value_name = "KEY")]
+    pub source: Option<String>,
+    /// Ticks missed while the daemon was down: `once` fires one catch-up run, `skip` none.
+    #[arg(long, value_enum, default_value = "once")]
+    pub catch_up: CatchUpArg,
+    /// Finished runs kept; older ones are forgotten (spool and record) [default: 20].
+    #[arg(long, value_name = "N")]
+    pub keep_runs: Option<usize>,
+    /// Most bytes the spools of finished runs may hold; the oldest are forgotten past it
+    /// [default: 1GiB].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub disk_budget: Option<u64>,
+    /// The shell that runs the command [default: /bin/sh].
+    #[arg(long, value_name = "PATH")]
+    pub shell: Option<PathBuf>,
+    /// Run the shell as a login shell (`-lc`).
+    #[arg(long)]
+    pub login: bool,
+    /// Working directory.
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+    /// Extra environment variable (repeatable).
+    #[arg(long = "env", value_name = "KEY=VALUE", value_parser = parse_env)]
+    pub env: Vec<(String, String)>,
+    /// Terminate each run's whole process tree after this many milliseconds.
+    #[arg(long, value_name = "MS")]
+    pub timeout_ms: Option<u64>,
+    /// `pipe`: Stockade reads the output; `file`: the command writes straight into the spool.
+    #[arg(long, value_enum, default_value = "pipe")]
+    pub capture: CaptureArg,
+    /// Bytes of the newest output kept in memory while a run is active.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub retained_cap: Option<u64>,
+    /// Most bytes written to each run's spool file.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub disk_cap: Option<u64>,
+    /// What happens at the disk cap: `kill` the run, or `keep-head-tail`.
+    #[arg(long, value_enum)]
+    pub disk_policy: Option<DiskPolicyArg>,
+    /// Print the added schedule as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `--catch-up`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum CatchUpArg {
+    /// One fire for all the ticks missed while the daemon was down.
+    Once,
+    /// No fire for missed ticks; wait for the next one.
+    Skip,
+}
+
+/// A schedule's name.
+#[derive(Debug, Args)]
+pub struct NameArgs {
+    /// The schedule's name.
+    pub name: String,
+    /// Print the schedule as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Just `--json`.
+#[derive(Debug, Args)]
+pub struct JsonArgs {
+    /// Print as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `stockade schedule runs`.
+#[derive(Debug, Args)]
+pub struct RunsArgs {
+    /// The schedule's name.
+    pub name: String,
+    /// Most runs to show.
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+    /// Print as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn schedule(global: &Global, args: ScheduleArgs) -> anyhow::Result<ExitCode> {
+    let mut client = global.connect()?;
+    match args.action {
+        ScheduleAction::Add(a) => {
+            let json = a.json;
+            let params = add_params(a)?;
+            let info: ScheduleInfo = client.call(method::SCHEDULE_ADD, &params)?;
+            print_one(&info, json, "Added")
+        }
+        ScheduleAction::List(a) => {
+            let list: ScheduleListResult = client.call(method::SCHEDULE_LIST, &Empty {})?;
+            if a.json {
+                out::print_json(&list)?;
+            } else if list.schedules.is_empty() {
+                out::print("no schedules\n")?;
+            } else {
+                let text: String = list.schedules.iter().map(describe).collect();
+                out::print(&text)?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        ScheduleAction::Rm(a) => named(&mut client, method::SCHEDULE_REMOVE, a, "Removed"),
+        ScheduleAction::Pause(a) => named(&mut client, method::SCHEDULE_PAUSE, a, "Paused"),
+        ScheduleAction::Resume(a) => named(&mut client, method::SCHEDULE_RESUME, a, "Resumed"),
+        ScheduleAction::Runs(a) => {
+            let params = ScheduleRunsParams { name: a.name, limit: a.limit };
+            let r: ScheduleRunsResult = client.call(method::SCHEDULE_RUNS, &params)?;
+            if a.json {
+                out::print_json(&r)?;
+            } else if r.runs.is_empty() {
+                out::print(&format!("{}: no runs kept\n", r.schedule.name))?;
+            } else {
+                let mut text = String::new();
+                for run in &r.runs {
+                    text.push_str(&format!(
+                        "{:<8} {:<24} {:>7}  {} printed, {} on disk\n",
+                        run.id,
+                        state_word(&run.state),
+                        out::duration_ms(run.wall_time_ms),
+                        out::bytes(run.total_bytes),
+                        out::bytes(run.spooled_bytes),
+                    ));
+                }
+                out::print(&text)?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+#[derive(serde::Serialize)]
+struct Empty {}
+
+fn named(
+    client: &mut stockade_client::Client,
+    method: &str,
+    a: NameArgs,
+    verb: &str,
+) -> anyhow::Result<ExitCode> {
+    let info: ScheduleInfo = client.call(method, &ScheduleNameParams { name: a.name })?;
+    print_one(&info, a.json, verb)
+}
+
+fn print_one(info: &ScheduleInfo, json: bool, verb: &str) -> anyhow::Result<ExitCode> {
+    if json {
+        out::print_json(info)?;
+    } else {
+        out::print(&format!("{verb} {}", describe(info)))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn add_params(a: AddArgs) -> anyhow::Result<ScheduleAddParams> {
+    let retained_cap = a
+        .retained_cap
+        .map(usize::try_from)
+        .transpose()
+        .map_err(|_| anyhow::anyhow!("--retained-cap is too large for this machine"))?;
+    Ok(ScheduleAddParams {
+        name: a.name,
+        every: a.every,
+        cron: a.cron,
+        source: a.source,
+        catch_up: match a.catch_up {
+            CatchUpArg::Once => CatchUp::Once,
+            CatchUpArg::Skip => CatchUp::Skip,
+        },
+        keep_runs: a.keep_runs,
+        disk_budget: a.disk_budget,
+        run: ScheduleRunTemplate {
+            command: a.command.join(" "),
+            cwd: a.cwd.map(std::path::absolute).transpose()?,
+            env: a.env.into_iter().collect(),
+            shell: a.shell,
+            login: a.login,
+            timeout_ms: a.timeout_ms,
+            capture: a.capture.into(),
+            retained_cap,
+            disk_cap: a.disk_cap,
+            disk_policy: a.disk_policy.map(Into::into),
+        },
+    })
+}
+
+/// One schedule in a few lines.
+fn describe(s: &ScheduleInfo) -> String {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+    let timing = match (&s.every, &s.cron) {
+        (Some(every), _) => format!("every {every}"),
+        (None, Some(cron)) => format!("cron '{cron}'"),
+        (None, None) => "?".into(),
+    };
+    let next = match (s.paused, s.next_fire_ms) {
+        (true, _) => "paused".to_owned(),
+        (false, Some(t)) if t > now => format!("next in {}", out::duration_ms(t - now)),
+        (false, Some(_)) => "due now".to_owned(),
+        (false, None) => "no next fire".to_owned(),
+    };
+    let mut text = format!(
+        "{}: {timing}, {next} (source {})\n  {}\n  {} fired, {} skipped (still running), {} missed, {} failed",
+        s.name, s.source, s.run.command, s.fires, s.skipped_overlap, s.missed, s.failed_fires
+    );
+    if let Some(id) = &s.active_session {
+        text.push_str(&format!("; running now: {id}"));
+    } else if let Some(id) = &s.last_session {
+        text.push_str(&format!("; last run: {id}"));
+    }
+    text.push('\n');
+    if let Some(e) = &s.last_error {
+        text.push_str(&format!("  last error: {e}\n"));
+    }
+    text
+}
+
+/// A run's state in a few words: `running`, `exit 0`, `killed (reason)`.
+fn state_word(state: &SessionState) -> String {
+    match state {
+        SessionState::Running => "running".into(),
+        SessionState::Exited { code } => format!("exit {code}"),
+        SessionState::Signaled { signal } => format!("signal {}", signal_name(*signal)),
+        SessionState::Killed { reason } => format!("killed ({reason})"),
+        SessionState::TimedOut => "timed out".into(),
+        SessionState::Failed { reason } => format!("failed ({reason})"),
+    }
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    parse_size::Config::new()
+        .with_binary()
+        .parse_size(s)
+        .map_err(|e| format!("{e}: write a size such as 4096, 64KiB, 20MiB or 1GiB"))
+}
+
+fn parse_env(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+        _ => Err(format!("{s:?} is not KEY=VALUE")),
+    }
+}
