@@ -288,7 +288,7 @@ fn a_crash_between_claim_and_advance_neither_loses_nor_doubles_a_tick() {
     assert_eq!(s["fires"], 1, "the claimed tick counts as fired: {s}");
     assert_eq!(s["last_session"], claimed[0]["id"]);
     let next = s["next_fire_ms"].as_u64().unwrap();
-    assert!(next > tick && (next - tick) % EVERY_MS == 0, "advanced on its phase: {s}");
+    assert!(next > tick && (next - tick).is_multiple_of(EVERY_MS), "advanced on its phase: {s}");
     assert_eq!(claimed[0]["state"], "failed", "recovered: its daemon died");
     // The schedule goes on: the next tick starts a new run, and the crashed tick still has one.
     let fresh = eventually(Duration::from_secs(10), "the next tick's run", || {

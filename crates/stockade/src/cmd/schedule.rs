@@ -25,6 +25,8 @@ pub struct ScheduleArgs {
 }
 
 /// `stockade schedule <action>`.
+// Parsed once per process: the size of the `add` variant costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum ScheduleAction {
     /// Add a schedule: run COMMAND every interval or on a cron expression, in the background.
