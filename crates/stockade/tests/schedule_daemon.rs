@@ -349,3 +349,98 @@ fn a_thousand_fires_leave_memory_and_the_registry_bounded() {
     // Memory does not grow with fires: 800 more fires cost less than 16 MiB of RSS.
     assert!(rss < warm + 16 * 1024 * 1024, "rss {rss} after warm-up {warm}");
 }
+
+#[test]
+fn after_downtime_at_most_one_catch_up_fire_never_a_burst() {
+    let home = Home::new("catchup");
+    let first = Daemon::start(&home.path(), &[]);
+    let mut rpc = first.rpc();
+    for (name, catch_up) in [("once", "once"), ("skip", "skip")] {
+        rpc.ok(
+            "schedule.add",
+            json!({"name": name, "every": "1s", "catch_up": catch_up, "run": {"command": "true", "env": {"SCHEDULE_TEST": home.marker}}}),
+        );
+    }
+    eventually(Duration::from_secs(10), "a first fire of each", || {
+        (schedule(&mut rpc, "once")["fires"].as_u64().unwrap() >= 1
+            && schedule(&mut rpc, "skip")["fires"].as_u64().unwrap() >= 1)
+            .then_some(())
+    });
+    drop(rpc);
+    drop(first); // a clean stop
+    let before: Value =
+        serde_json::from_slice(&std::fs::read(home.path().join("schedules.json")).unwrap())
+            .unwrap();
+    let fires_before = |name: &str| {
+        before["schedules"].as_array().unwrap().iter().find(|s| s["name"] == name).unwrap()["fires"]
+            .as_u64()
+            .unwrap()
+    };
+    // Down for four ticks or more.
+    std::thread::sleep(Duration::from_millis(4_500));
+    let restarted = Instant::now();
+    let second = Daemon::start(&home.path(), &[]);
+    let mut rpc = second.rpc();
+    let once = eventually(Duration::from_secs(5), "the catch-up fire", || {
+        let s = schedule(&mut rpc, "once");
+        (s["fires"].as_u64().unwrap() > fires_before("once")).then_some(s)
+    });
+    let skip = schedule(&mut rpc, "skip");
+    // Ticks that fell since the restart (each may have fired once, on the phase).
+    let since = restarted.elapsed().as_millis() as u64 / 1_000 + 1;
+    let once_new = once["fires"].as_u64().unwrap() - fires_before("once");
+    let skip_new = skip["fires"].as_u64().unwrap() - fires_before("skip");
+    assert!(once_new >= 1 && once_new <= 1 + since, "one catch-up, not a burst: {once}");
+    assert!(once["missed"].as_u64().unwrap() >= 2, "the rest are counted as missed: {once}");
+    assert!(skip_new <= since, "no catch-up with skip: {skip}");
+    assert!(skip["missed"].as_u64().unwrap() >= 3, "{skip}");
+}
+
+#[test]
+fn the_cli_refuses_bad_schedules_with_one_sentence() {
+    let home = Home::new("cli");
+    let _d = Daemon::start(&home.path(), &[]);
+    let cli = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_stockade"))
+            .arg("--home")
+            .arg(home.path())
+            .arg("--no-autostart")
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let env = format!("SCHEDULE_TEST={}", home.marker);
+    let (code, out, err) =
+        cli(&["schedule", "add", "ok", "--every", "1h", "--env", &env, "--", "echo", "hi"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("Added ok: every 1h"), "{out}");
+    for (args, want) in [
+        (vec!["schedule", "add", "ok", "--every", "1h", "true"], "already exists"),
+        (vec!["schedule", "add", "b", "--every", "10ms", "true"], "shorter than the minimum"),
+        (vec!["schedule", "add", "b", "--every", "often", "true"], "not a duration"),
+        (vec!["schedule", "add", "b", "--cron", "99 * * * *", "true"], "not valid"),
+        (vec!["schedule", "add", "b", "--every", "1s", ""], "command is empty"),
+        (vec!["schedule", "add", "b c", "--every", "1s", "true"], "name"),
+        (vec!["schedule", "rm", "nope"], "no schedule \"nope\""),
+    ] {
+        let (code, _, err) = cli(&args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "one sentence: {err}");
+    }
+    let (_, out, _) = cli(&["schedule", "pause", "ok"]);
+    assert!(out.contains("paused"), "{out}");
+    let (_, out, _) = cli(&["schedule", "list", "--json"]);
+    let list: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(list["schedules"][0]["paused"], true);
+    assert_eq!(list["schedules"][0]["next_fire_ms"], Value::Null);
+    let (code, out, _) = cli(&["schedule", "rm", "ok"]);
+    assert_eq!(code, Some(0));
+    assert!(out.contains("Removed ok"), "{out}");
+    assert!(cli(&["schedule", "list"]).1.contains("no schedules"));
+}
