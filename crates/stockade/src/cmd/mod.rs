@@ -1,5 +1,6 @@
 //! One file per subcommand; each translates its arguments into engine calls.
 
+pub mod attach;
 pub mod bench;
 mod daemon_ctl;
 mod daemon_run;
@@ -11,6 +12,7 @@ mod ps;
 mod read;
 mod run;
 pub mod schedule;
+pub mod send;
 mod stats;
 
 use std::path::PathBuf;
@@ -28,6 +30,9 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     let global = Global { home: cli.home, no_autostart: cli.no_autostart };
     match cli.command {
         Command::Run(args) => run::run(&global, args),
+        Command::Send(args) => send::send(&global, args),
+        Command::Resize(args) => send::resize(&global, args),
+        Command::Attach(args) => attach::attach(&global, args),
         Command::Ps(args) => ps::ps(&global, args),
         Command::Logs(args) => logs::logs(&global, args),
         Command::Kill(args) => kill::kill(&global, args),

@@ -1,5 +1,6 @@
 //! `stockade run`: one command in the foreground through an in-process engine, or with `--bg`
-//! in the background through the daemon.
+//! in the background through the daemon. `--pty` runs always go through the daemon (the session
+//! can then be typed into with `send`/`attach`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -8,15 +9,15 @@ use std::time::Duration;
 use stockade_core::output::ReadRequest;
 use stockade_core::process::{CgroupMode, ContainmentConfig};
 use stockade_core::{Engine, EngineConfig, RunSpec, answer};
-use stockade_proto::rpc::RunParams;
+use stockade_proto::rpc::{PtySize, RunParams, StdinMode, method};
 use stockade_proto::{OutputLimits, RunResult};
 
 use super::Global;
-use crate::cli::RunArgs;
+use crate::cli::{RunArgs, StdinArg};
 use crate::out;
 
 pub fn run(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
-    if args.bg {
+    if args.bg || args.pty {
         return background(global, args);
     }
     let state_dir = super::state_dir(global.home.clone())?;
@@ -74,7 +75,12 @@ pub fn run(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
     print_result(&result, args.json)
 }
 
-/// `run --bg`: the daemon runs it; this client only prints the answer.
+/// Longest a foreground run through the daemon (`--pty` without `--bg`) is waited for.
+const FOREGROUND_WAIT: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// `run --bg` (or `--pty`): the daemon runs it; this client only prints the answer. A
+/// foreground `--pty` run is waited for; if this client goes away (Ctrl-C), the daemon
+/// terminates it.
 fn background(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
     // The daemon has its own working directory: send ours (or an absolute --cwd).
     let cwd = std::path::absolute(args.cwd.clone().unwrap_or_else(|| PathBuf::from(".")))?;
@@ -84,7 +90,7 @@ fn background(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
         env: args.env.iter().cloned().collect(),
         shell: Some(args.shell.clone()),
         login: args.login,
-        background: true,
+        background: args.bg,
         timeout_ms: args.timeout_ms,
         yield_ms: args.yield_ms,
         source: args.source.clone(),
@@ -95,9 +101,19 @@ fn background(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
         retained_cap: Some(args.retained_cap),
         disk_cap: Some(args.disk_cap),
         disk_policy: Some(args.disk_policy.into()),
-        ..RunParams::default()
+        pty: args.pty.then_some(PtySize { rows: args.rows, cols: args.cols }),
+        stdin: match args.stdin {
+            Some(StdinArg::Pipe) => StdinMode::Pipe,
+            _ => StdinMode::Null,
+        },
     };
-    let result = global.connect()?.run(&params)?;
+    let mut client = global.connect()?;
+    let result = if args.bg {
+        client.run(&params)?
+    } else {
+        let wait = args.timeout_ms.map_or(FOREGROUND_WAIT, Duration::from_millis);
+        client.call_waiting(method::RUN, &params, wait)?
+    };
     print_result(&result, args.json)
 }
 

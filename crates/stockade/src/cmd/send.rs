@@ -1,0 +1,190 @@
+//! `stockade send` and `stockade resize`: type into a session (its terminal or stdin pipe) and
+//! print what it answered; change a terminal's size.
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use stockade_core::answer;
+use stockade_proto::rpc::{
+    DEFAULT_WRITE_YIELD_MS, ReadResult, ResizeParams, ResizeResult, WriteParams, method,
+};
+
+use super::Global;
+use crate::out;
+
+/// `stockade send`.
+#[derive(Debug, Args)]
+pub struct SendArgs {
+    /// The session id (`sh-3`).
+    pub id: String,
+    /// What to type. Escapes: `\n` Enter, `\t` Tab, `\r`, `\\`, `\xNN` a byte (`\x03` Ctrl-C,
+    /// `\x04` Ctrl-D, `\x1b` Escape), `\u{…}` a Unicode character. Nothing: only wait and print.
+    #[arg(default_value = "")]
+    pub text: String,
+    /// Then end the input: close a stdin pipe (end of file), or type Ctrl-D on a terminal.
+    #[arg(long)]
+    pub close_stdin: bool,
+    /// Collect output this long after writing before printing it (earlier if the session ends).
+    #[arg(long, value_name = "MS", default_value_t = DEFAULT_WRITE_YIELD_MS)]
+    pub yield_ms: u64,
+    /// Most bytes of output to show.
+    #[arg(long, value_name = "BYTES")]
+    pub max_bytes: Option<usize>,
+    /// Print the structured result (the `read` result) as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `stockade resize`.
+#[derive(Debug, Args)]
+pub struct ResizeArgs {
+    /// The session id (`sh-3`).
+    pub id: String,
+    /// Rows.
+    pub rows: u16,
+    /// Columns.
+    pub cols: u16,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn send(global: &Global, args: SendArgs) -> anyhow::Result<ExitCode> {
+    let bytes = unescape(&args.text).map_err(anyhow::Error::msg)?;
+    let params = WriteParams {
+        id: args.id.clone(),
+        bytes_b64: (!bytes.is_empty()).then(|| base64_encode(&bytes)),
+        close_stdin: args.close_stdin,
+        yield_ms: Some(args.yield_ms),
+        max_bytes: args.max_bytes,
+        ..WriteParams::default()
+    };
+    let started = Instant::now();
+    let result: ReadResult = global.connect()?.call_waiting(
+        method::WRITE,
+        &params,
+        Duration::from_millis(args.yield_ms),
+    )?;
+    if args.json {
+        out::print_json(&result)?;
+    } else {
+        let text = answer::render(&result.id, &result.state, started.elapsed(), &result.view, None);
+        out::print(&text)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn resize(global: &Global, args: ResizeArgs) -> anyhow::Result<ExitCode> {
+    let params = ResizeParams { id: args.id, rows: args.rows, cols: args.cols };
+    let result: ResizeResult = global.connect()?.call(method::RESIZE, &params)?;
+    if args.json {
+        out::print_json(&result)?;
+    } else {
+        out::print(&format!(
+            "{}: {} rows x {} columns\n",
+            result.id, result.size.rows, result.size.cols
+        ))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The bytes `text` stands for: `\n`, `\t`, `\r`, `\\`, `\0`, `\e`, `\xNN` (one byte) and
+/// `\u{…}` (a character, UTF-8) are escapes; everything else is itself.
+pub fn unescape(text: &str) -> Result<Vec<u8>, String> {
+    let mut out = Vec::with_capacity(text.len());
+    let mut chars = text.char_indices().peekable();
+    while let Some((at, c)) = chars.next() {
+        if c != '\\' {
+            let mut buf = [0u8; 4];
+            out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+            continue;
+        }
+        let bad =
+            |what: &str| format!("{what} at byte {at} of {text:?}; write \\\\ for a backslash");
+        match chars.next().map(|(_, e)| e) {
+            Some('n') => out.push(b'\n'),
+            Some('t') => out.push(b'\t'),
+            Some('r') => out.push(b'\r'),
+            Some('0') => out.push(0),
+            Some('e') => out.push(0x1b),
+            Some('\\') => out.push(b'\\'),
+            Some('x') => {
+                let hex: String = (0..2).filter_map(|_| chars.next().map(|(_, h)| h)).collect();
+                let byte = (hex.len() == 2)
+                    .then(|| u8::from_str_radix(&hex, 16).ok())
+                    .flatten()
+                    .ok_or_else(|| bad("\\x needs two hex digits"))?;
+                out.push(byte);
+            }
+            Some('u') => {
+                if chars.next().map(|(_, b)| b) != Some('{') {
+                    return Err(bad("\\u needs braces, as in \\u{3}"));
+                }
+                let mut hex = String::new();
+                loop {
+                    match chars.next().map(|(_, h)| h) {
+                        Some('}') => break,
+                        Some(h) if h.is_ascii_hexdigit() && hex.len() < 6 => hex.push(h),
+                        _ => return Err(bad("\\u{…} needs 1 to 6 hex digits and a closing brace")),
+                    }
+                }
+                let c = u32::from_str_radix(&hex, 16)
+                    .ok()
+                    .and_then(char::from_u32)
+                    .ok_or_else(|| bad("\\u{…} is not a Unicode character"))?;
+                let mut buf = [0u8; 4];
+                out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+            }
+            Some(other) => return Err(bad(&format!("unknown escape \\{other}"))),
+            None => return Err(bad("a lone backslash at the end")),
+        }
+    }
+    Ok(out)
+}
+
+/// Standard base64 with padding (the daemon's `bytes_b64`).
+pub fn base64_encode(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[(n >> (18 - 6 * i)) as usize & 63]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn escapes_become_bytes() {
+        assert_eq!(unescape(r"print(6*7)\n").unwrap(), b"print(6*7)\n");
+        assert_eq!(unescape(r"a\tb\rc\\d").unwrap(), b"a\tb\rc\\d");
+        assert_eq!(unescape(r"\x03\x1B\xff").unwrap(), [3, 0x1b, 0xff]);
+        assert_eq!(unescape(r"\u{3}\u{e9}\u{1F600}").unwrap(), "\u{3}é😀".as_bytes());
+        assert_eq!(unescape("plain é").unwrap(), "plain é".as_bytes());
+        assert_eq!(unescape(r"\e[A\0").unwrap(), b"\x1b[A\0");
+        for bad in [r"\", r"\q", r"\x4", r"\xzz", r"\u3", r"\u{}", r"\u{110000}", r"\u{12"] {
+            assert!(unescape(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn base64_matches_the_standard_alphabet() {
+        assert_eq!(base64_encode(b""), "");
+        assert_eq!(base64_encode(b"f"), "Zg==");
+        assert_eq!(base64_encode(b"fo"), "Zm8=");
+        assert_eq!(base64_encode(b"foo"), "Zm9v");
+        assert_eq!(base64_encode(&[0xff, 0xfe, 0x00, 0x03]), "//4AAw==");
+    }
+}
