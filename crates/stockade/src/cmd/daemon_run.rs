@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 use stockade_core::StateDir;
 use stockade_core::process::{CgroupMode, ContainmentConfig};
-use stockade_daemon::{CancellationToken, Daemon, DaemonConfig};
+use stockade_daemon::{CancellationToken, Daemon, DaemonConfig, WsConfig};
 
 use crate::cli::DaemonRunArgs;
 
@@ -18,15 +18,34 @@ pub fn run(home: Option<PathBuf>, args: DaemonRunArgs) -> anyhow::Result<ExitCod
         Some(h) => h,
         None => StateDir::locate()?,
     };
+    if args.ws.is_some() && args.token_file.is_none() {
+        anyhow::bail!(
+            "--ws needs --token-file FILE: every WebSocket connection must present the token in that file (make one with `openssl rand -hex 32 > FILE; chmod 600 FILE`)"
+        );
+    }
     let config = config(home, &args);
     let rt = super::runtime()?;
     rt.block_on(async {
         let daemon = Daemon::bind(config)?;
-        eprintln!(
-            "stockade daemon: listening on {}, pid {}",
-            daemon.socket().display(),
-            daemon.pid()
-        );
+        match daemon.ws_addr() {
+            None => eprintln!(
+                "stockade daemon: listening on {}, pid {}",
+                daemon.socket().display(),
+                daemon.pid()
+            ),
+            Some(addr) => {
+                eprintln!(
+                    "stockade daemon: listening on {} and ws://{addr} (token required), pid {}",
+                    daemon.socket().display(),
+                    daemon.pid()
+                );
+                if !addr.ip().is_loopback() {
+                    eprintln!(
+                        "stockade daemon: warning: ws://{addr} is not loopback and has no TLS: the token and all traffic cross the network in clear; put a TLS proxy or an SSH tunnel in front"
+                    );
+                }
+            }
+        }
         let token = CancellationToken::new();
         let on_signal = token.clone();
         let mut signals = signals().context("cannot watch SIGTERM/SIGINT")?;
@@ -43,6 +62,10 @@ pub fn run(home: Option<PathBuf>, args: DaemonRunArgs) -> anyhow::Result<ExitCod
 fn config(home: PathBuf, args: &DaemonRunArgs) -> DaemonConfig {
     let mut config = DaemonConfig::new(home);
     config.socket = args.socket.clone();
+    config.ws = args
+        .ws
+        .zip(args.token_file.clone())
+        .map(|(addr, token_file)| WsConfig { addr, token_file });
     if args.no_cgroup {
         config.containment =
             ContainmentConfig { cgroup: CgroupMode::Off, ..ContainmentConfig::default() };
