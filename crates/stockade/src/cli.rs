@@ -48,7 +48,26 @@ pub enum Command {
     ///   stockade run --direction head -- cargo build
     ///   stockade run --timeout-ms 5000 --json 'make test'
     ///   stockade run --bg --yield-ms 1000 'npm run dev'
+    ///   stockade run --pty --bg 'python3 -i'     (then: stockade send / attach)
     Run(RunArgs),
+    /// Type into a session (its terminal or stdin pipe) and print what it answered.
+    ///
+    /// Escapes in TEXT: `\n` Enter, `\t` Tab, `\r`, `\\`, `\xNN` one byte (`\x03` Ctrl-C, `\x04`
+    /// Ctrl-D), `\u{…}` a character. Prints the output from just before the write, collected for
+    /// `--yield-ms`.
+    ///
+    /// Examples:
+    ///   stockade send sh-3 'print(6*7)\n'
+    ///   stockade send sh-3 '\x03'
+    ///   stockade send --close-stdin sh-4 'last line\n'
+    Send(crate::cmd::send::SendArgs),
+    /// Change the terminal size of a PTY session (its foreground program gets SIGWINCH).
+    Resize(crate::cmd::send::ResizeArgs),
+    /// Connect this terminal to a PTY session: type into it, see it live; Ctrl-] detaches.
+    ///
+    /// The session keeps running after a detach. Needs a terminal on stdin; from a script use
+    /// `send` and `logs -f`.
+    Attach(crate::cmd::attach::AttachArgs),
     /// List the daemon's sessions: state or exit, pid, output size, age, command.
     Ps(PsArgs),
     /// Print a session's output from the daemon; `-f` follows it until the session ends.
@@ -105,6 +124,16 @@ pub enum Command {
     ///   stockade mcp --http 127.0.0.1:8765
     ///   stockade mcp --http 0.0.0.0:8765 --token-file ~/.config/stockade/token
     Mcp(crate::cmd::mcp::McpArgs),
+    /// Recurring runs kept by the daemon: add, list, rm, pause, resume, runs.
+    ///
+    /// A schedule fires ordinary background sessions on an interval (`--every 30s`) or a cron
+    /// expression; a fire while the previous run is still active is skipped and counted.
+    ///
+    /// Examples:
+    ///   stockade schedule add tests --every 10m -- cargo test
+    ///   stockade schedule list
+    ///   stockade schedule runs tests
+    Schedule(crate::cmd::schedule::ScheduleArgs),
 }
 
 /// `stockade daemon`.
@@ -267,6 +296,20 @@ pub struct RunArgs {
     /// starting a second copy.
     #[arg(long, value_name = "KEY", requires = "bg")]
     pub source: Option<String>,
+    /// Run on a pseudo-terminal (through the daemon): for REPLs, shells and full-screen
+    /// programs. With `--bg`, type into it with `send` or `attach`.
+    #[arg(long, conflicts_with_all = ["no_cgroup", "stdin"])]
+    pub pty: bool,
+    /// With `--pty`: terminal rows.
+    #[arg(long, value_name = "N", default_value_t = 24, requires = "pty")]
+    pub rows: u16,
+    /// With `--pty`: terminal columns.
+    #[arg(long, value_name = "N", default_value_t = 80, requires = "pty")]
+    pub cols: u16,
+    /// With `--bg`: `pipe` gives the command a stdin that `send` writes to (`--close-stdin`
+    /// ends it); default `/dev/null`.
+    #[arg(long, value_enum, value_name = "null|pipe", requires = "bg")]
+    pub stdin: Option<StdinArg>,
     /// Print the structured result as JSON instead of text.
     #[arg(long)]
     pub json: bool,
@@ -351,6 +394,15 @@ pub struct StatsArgs {
     /// Print the accounting as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `--stdin`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum StdinArg {
+    /// `/dev/null`.
+    Null,
+    /// A pipe fed by `stockade send`.
+    Pipe,
 }
 
 /// `--capture`.
