@@ -271,6 +271,23 @@ impl Engine {
         self.containment.method()
     }
 
+    /// The containment handle, to adopt a tree an earlier daemon recorded (crash recovery).
+    pub(crate) fn containment_handle(&self) -> &Containment {
+        &self.containment
+    }
+
+    /// Registers finished sessions loaded from records at start-up, then prunes the oldest
+    /// finished beyond the limit (blocking: deletes directories). Returns the pruned ids.
+    pub(crate) fn insert_finished(&self, sessions: Vec<Arc<Session>>) -> Vec<String> {
+        {
+            let mut reg = self.registry();
+            for s in sessions {
+                reg.sessions.insert(id_number(s.id()), s);
+            }
+        }
+        self.prune_finished()
+    }
+
     /// Start a command. Returns once it is spawned; wait on the session for its end. A run whose
     /// `source` an active session already has answers with that session.
     pub fn run(&self, spec: RunSpec) -> Result<Arc<Session>, EngineError> {

@@ -26,6 +26,9 @@ pub mod process;
 pub mod answer;
 mod engine;
 pub mod input;
+mod recovery;
+pub mod registry;
+mod retention;
 pub mod session;
 pub mod state_dir;
 
@@ -33,5 +36,7 @@ pub use engine::{
     Engine, EngineConfig, EngineError, EngineLimits, EngineStats, Forgotten, RunSpec, Started,
 };
 pub use input::{InputKind, InputRefused};
+pub use recovery::{RecoveredSession, RecoveryError, RecoveryReport};
+pub use retention::{DEFAULT_RETENTION, SweepReport};
 pub use session::{Session, SessionEnd, SessionRecord};
 pub use state_dir::{StateDir, StateDirError};

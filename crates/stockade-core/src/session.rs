@@ -21,6 +21,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use crate::input::{InputKind, InputRefused, SessionInput};
 use crate::output::OutputLog;
 use crate::process::{ProcessTree, TerminateOptions};
+use crate::registry::{self, Owner, RECORD_VERSION, RecordTotals};
 
 /// How long the drain may keep reading after the tree is verified gone before it is cancelled.
 /// Only a writer the terminate routine could not find (it reports survivors) can hold the pipe
@@ -32,40 +33,71 @@ pub const LOG_POLL_INTERVAL: Duration = Duration::from_millis(100);
 /// Name of the session record inside the session directory.
 pub const RECORD_FILE: &str = "session.json";
 
-/// What a session record on disk says about a session.
+/// What a session record on disk says about a session (see [`crate::registry`]). Fields added
+/// after the first layout default when missing, so older records still load.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SessionRecord {
+    /// Layout version ([`RECORD_VERSION`]; 0 for records written before versions existed).
+    #[serde(default)]
+    pub version: u32,
     /// The session id (`sh-N`).
     pub id: String,
     /// The engine instance that ran it.
     pub instance: String,
     /// The shell command.
+    #[serde(default)]
     pub command: String,
     /// Working directory, if one was given.
+    #[serde(default)]
     pub cwd: Option<PathBuf>,
     /// The state (flattened: `state` plus its fields).
     #[serde(flatten)]
     pub state: SessionState,
+    /// The process (daemon or one-shot CLI) whose engine started it; crash recovery only acts
+    /// on sessions whose owner is gone. `None` in records from before owners were stamped.
+    #[serde(default)]
+    pub owner: Option<Owner>,
     /// Root pid.
+    #[serde(default)]
     pub pid: u32,
+    /// The root's start time (`/proc/<pid>/stat` field 22): with `pid`, its identity, so a
+    /// recycled pid is never signalled. 0 when unknown.
+    #[serde(default)]
+    pub root_start_time: u64,
     /// Process group id.
+    #[serde(default)]
     pub pgid: u32,
     /// How the tree is contained.
+    #[serde(default = "default_containment")]
     pub containment: ContainmentMethod,
     /// The per-session cgroup, if any.
+    #[serde(default)]
     pub cgroup: Option<PathBuf>,
     /// Capture mode.
+    #[serde(default)]
     pub capture: Capture,
     /// The spool file.
+    #[serde(default)]
     pub spool_path: PathBuf,
     /// Start time, milliseconds since the Unix epoch.
+    #[serde(default)]
     pub started_at_ms: u64,
     /// End time, milliseconds since the Unix epoch.
+    #[serde(default)]
     pub finished_at_ms: Option<u64>,
     /// The dedup key, if any.
+    #[serde(default)]
     pub source: Option<String>,
     /// What terminating the tree did when the session ended, if anything was left to terminate.
+    #[serde(default)]
     pub cleanup: Option<TerminateReport>,
+    /// The output totals and dropped ranges when the record was written.
+    #[serde(default)]
+    pub totals: Option<RecordTotals>,
+}
+
+fn default_containment() -> ContainmentMethod {
+    ContainmentMethod::ProcessGroup
 }
 
 /// How a session ended, beyond its state.
@@ -112,6 +144,8 @@ pub struct Session {
     dir: PathBuf,
     /// The stdin pipe or terminal, when the session takes input.
     input: Option<SessionInput>,
+    /// The process whose engine started it (this one, unless recovered from a record).
+    owner: Option<Owner>,
 }
 
 impl std::fmt::Debug for Session {
@@ -159,6 +193,7 @@ impl Session {
             kill_tx,
             dir: parts.dir,
             input: parts.input,
+            owner: Owner::current(),
         });
         session.write_record(None);
         let supervisor = Supervisor {
@@ -307,16 +342,21 @@ impl Session {
         state.is_terminal().then(|| state.name().to_owned())
     }
 
-    /// The record as it stands now.
+    /// The record as it stands now (with the terminal state as soon as it is decided, even
+    /// before it is published).
     pub fn record(&self) -> SessionRecord {
         let end = self.end();
+        let stats = self.log.stats();
         SessionRecord {
+            version: RECORD_VERSION,
             id: self.id.clone(),
             instance: self.instance.clone(),
             command: self.command.clone(),
             cwd: self.cwd.clone(),
-            state: self.state(),
+            state: end.as_ref().map_or_else(|| self.state(), |e| e.state.clone()),
+            owner: self.owner,
             pid: self.tree.root_pid(),
+            root_start_time: self.tree.root_start_time(),
             pgid: self.tree.pgid(),
             containment: self.tree.method(),
             cgroup: self.tree.cgroup().map(Path::to_path_buf),
@@ -326,25 +366,48 @@ impl Session {
             finished_at_ms: end.as_ref().map(|e| unix_ms(self.started_at + e.wall_time)),
             source: self.source.clone(),
             cleanup: end.and_then(|e| e.cleanup),
+            totals: Some(RecordTotals {
+                total_bytes: stats.total_bytes,
+                total_lines: stats.total_lines,
+                spooled_bytes: stats.spooled_bytes,
+                dropped_bytes: stats.dropped_bytes,
+                gaps: stats.gaps,
+            }),
         }
     }
 
-    /// Persist the record atomically (write a temporary file, then rename).
+    /// Persist the start record atomically and durably (see [`crate::registry`]).
     fn write_record(&self, _end: Option<&SessionEnd>) {
         let record = self.record();
-        if let Err(e) = write_json_atomic(&self.dir.join(RECORD_FILE), &record) {
+        if let Err(e) = registry::store(&self.dir, &record, true) {
             tracing::warn!(id = %self.id, error = %e, "could not write the session record");
         }
     }
 
-    /// Publish the terminal state, exactly once.
-    fn finalize(&self, end: SessionEnd) {
+    /// Publish the terminal state, exactly once. The record is on disk before the state is
+    /// published, so a crash after a client saw the end never shows the session as running.
+    async fn finalize(&self, end: SessionEnd) {
         {
             let mut slot = self.end.lock().unwrap_or_else(|p| p.into_inner());
             if slot.is_some() {
                 return;
             }
             *slot = Some(end.clone());
+        }
+        let record = self.record();
+        let dir = self.dir.clone();
+        let stored = match tokio::task::spawn_blocking({
+            let record = record.clone();
+            move || registry::store(&dir, &record, false)
+        })
+        .await
+        {
+            Ok(stored) => stored,
+            // The blocking pool is shutting down: write here instead.
+            Err(_) => registry::store(&self.dir, &record, false),
+        };
+        if let Err(e) = stored {
+            tracing::warn!(id = %self.id, error = %e, "could not write the final session record");
         }
         // Terminal states are terminal: `send_if_modified` refuses to leave one.
         self.state.send_if_modified(|s| {
@@ -355,34 +418,50 @@ impl Session {
                 true
             }
         });
-        self.write_record(Some(&end));
+    }
+
+    /// A finished session loaded from its record at start-up (crash recovery or a previous
+    /// daemon's retained sessions): readable by id, never running again. It has no supervisor;
+    /// `kill` on it only verifies, through the same routine, that nothing of it is left.
+    pub(crate) fn recovered(
+        record: SessionRecord,
+        dir: PathBuf,
+        log: Arc<OutputLog>,
+        tree: Arc<ProcessTree>,
+    ) -> Arc<Session> {
+        let (kill_tx, _) = mpsc::channel(1);
+        let (state, _) = watch::channel(record.state.clone());
+        let finished_ms = record.finished_at_ms.unwrap_or(record.started_at_ms);
+        let wall_time = Duration::from_millis(finished_ms.saturating_sub(record.started_at_ms));
+        let end = SessionEnd { state: record.state, wall_time, cleanup: record.cleanup };
+        Arc::new(Session {
+            id: record.id,
+            instance: record.instance,
+            command: record.command,
+            cwd: record.cwd,
+            source: record.source,
+            capture: record.capture,
+            started_at: UNIX_EPOCH + Duration::from_millis(record.started_at_ms),
+            started: Instant::now(),
+            log,
+            tree,
+            state,
+            end: Mutex::new(Some(end)),
+            kill_tx,
+            dir,
+            input: None,
+            owner: record.owner,
+        })
     }
 }
 
-/// Read a session record from a session directory.
+/// Read a session record from a session directory (`None` if it is missing or corrupt; see
+/// [`registry::load`] for the reason).
 pub fn read_record(dir: &Path) -> Option<SessionRecord> {
-    let text = std::fs::read(dir.join(RECORD_FILE)).ok()?;
-    serde_json::from_slice(&text).ok()
+    registry::load(dir).ok()
 }
 
-/// Write `value` as JSON to `path` atomically.
-pub(crate) fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let tmp = path.with_extension("json.tmp");
-    let _ = std::fs::remove_file(&tmp);
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&tmp)?;
-    serde_json::to_writer_pretty(&mut file, value)?;
-    file.write_all(b"\n")?;
-    std::fs::rename(&tmp, path)
-}
-
-fn unix_ms(t: SystemTime) -> u64 {
+pub(crate) fn unix_ms(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
@@ -436,7 +515,7 @@ impl Supervisor {
         }
         let cleanup =
             (!report.pids_signalled.is_empty() || !report.terminated).then(|| report.clone());
-        session.finalize(SessionEnd { state, wall_time: session.started.elapsed(), cleanup });
+        session.finalize(SessionEnd { state, wall_time: session.started.elapsed(), cleanup }).await;
         if let Some(input) = &session.input {
             input.release(); // a finished session holds no descriptor
         }

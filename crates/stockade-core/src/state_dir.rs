@@ -100,6 +100,11 @@ impl StateDir {
         &self.root
     }
 
+    /// The folder holding one directory per engine instance (`spool/`).
+    pub fn spool_root(&self) -> PathBuf {
+        self.root.join(SPOOL_DIR)
+    }
+
     /// The directory of one engine instance (created, 0700).
     pub fn instance_dir(&self, instance: &str) -> Result<PathBuf, StateDirError> {
         let dir = self.root.join(SPOOL_DIR).join(instance);

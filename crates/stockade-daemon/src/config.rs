@@ -37,6 +37,10 @@ pub struct DaemonConfig {
     pub disk_cap: u64,
     /// Limits on sessions, memory and disk.
     pub limits: EngineLimits,
+    /// Finished sessions older than this are deleted (record and spool) by the janitor.
+    pub retention: Duration,
+    /// How often the janitor sweeps (it also sweeps once at start-up).
+    pub sweep_interval: Duration,
     /// The WebSocket door for a remote gateway (off by default).
     pub ws: Option<WsConfig>,
 }
@@ -63,6 +67,8 @@ impl DaemonConfig {
             retained_cap: DEFAULT_RETAINED_CAP,
             disk_cap: DEFAULT_DISK_CAP,
             limits: EngineLimits::default(),
+            retention: stockade_core::DEFAULT_RETENTION,
+            sweep_interval: crate::janitor::DEFAULT_SWEEP_INTERVAL,
             ws: None,
         }
     }

@@ -30,6 +30,7 @@ mod config;
 mod error;
 mod framing;
 mod handlers;
+mod janitor;
 mod lockfile;
 mod memory;
 mod schedule;
@@ -39,6 +40,7 @@ mod ws;
 
 pub use config::{DaemonConfig, MAX_CONNECTIONS, MAX_IN_FLIGHT_PER_CONNECTION, WsConfig};
 pub use error::DaemonError;
+pub use janitor::{DEFAULT_SWEEP_INTERVAL, MIN_SWEEP_INTERVAL};
 pub use schedule::{CRASH_AFTER_CLAIM_ENV, MIN_INTERVAL_ENV};
 pub use server::Daemon;
 pub use tokio_util::sync::CancellationToken;

@@ -59,6 +59,8 @@ pub struct Daemon {
     socket_ino: (u64, u64),
     lock: DaemonLock,
     ws: Option<WsListener>,
+    /// Retention period and sweep interval of the janitor.
+    janitor: (Duration, Duration),
 }
 
 impl std::fmt::Debug for Daemon {
@@ -98,7 +100,8 @@ impl Daemon {
             pid: std::process::id(),
             stop: CancellationToken::new(),
         });
-        Ok(Daemon { shared, listener, socket_ino, lock, ws })
+        let janitor = (config.retention, config.sweep_interval);
+        Ok(Daemon { shared, listener, socket_ino, lock, ws, janitor })
     }
 
     /// The socket path.
@@ -134,7 +137,16 @@ impl Daemon {
     /// Serve until `token` is cancelled or a `shutdown` request arrives; then terminate every
     /// running session, close the connections, remove the socket and release the lock.
     pub async fn serve(self, token: CancellationToken) -> Result<(), DaemonError> {
-        let Daemon { shared, listener, socket_ino, lock, ws } = self;
+        let Daemon { shared, listener, socket_ino, lock, ws, janitor } = self;
+        // Before the first request: recover what dead daemons left, then keep retention.
+        crate::janitor::start_up(&shared).await;
+        let (retention, interval) = janitor;
+        let janitor = tokio::spawn(crate::janitor::run(
+            Arc::clone(&shared),
+            retention,
+            interval,
+            shared.stop.clone(),
+        ));
         // After recovery, so a run of a dead daemon is `failed` and blocks no tick.
         let scheduler =
             tokio::spawn(crate::schedule::run(Arc::clone(&shared), shared.stop.clone()));
@@ -195,6 +207,7 @@ impl Daemon {
         let _ = scheduler.await;
         drop(listener);
         drop(ws);
+        janitor.abort();
         shared.engine.shutdown().await;
         conn_root.cancel();
         connections.close();

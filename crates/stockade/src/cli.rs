@@ -149,7 +149,7 @@ pub struct DaemonArgs {
 #[allow(clippy::large_enum_variant, reason = "parsed once per process; boxing buys nothing")]
 pub enum DaemonAction {
     /// Serve JSON-RPC on the Unix socket in the foreground until SIGTERM/SIGINT or `daemon stop`.
-    Run(DaemonRunArgs),
+    Run(Box<DaemonRunArgs>),
     /// Start the daemon in the background (if none is running) and wait until it answers.
     Start(DaemonCtlArgs),
     /// Ask the daemon to terminate every session and exit; wait until it is gone.
@@ -207,6 +207,14 @@ pub struct DaemonRunArgs {
     /// The file holding the WebSocket token (mode 0600 or stricter, not empty).
     #[arg(long, value_name = "FILE", requires = "ws")]
     pub token_file: Option<PathBuf>,
+    /// Delete finished sessions (record and spool) this long after they ended: a number with a
+    /// unit, s, m, h or d (e.g. 12h, 7d) [default: 7d].
+    #[arg(long, value_name = "AGE", value_parser = parse_age)]
+    pub retention: Option<std::time::Duration>,
+    /// How often the retention janitor sweeps, in milliseconds (it also sweeps at start-up)
+    /// [default: 3600000]. Tests shorten it.
+    #[arg(long, value_name = "MS", hide = true)]
+    pub sweep_interval_ms: Option<u64>,
 }
 
 /// Which part of the output a bounded answer shows.
@@ -548,6 +556,22 @@ fn parse_size_usize(s: &str) -> Result<usize, String> {
     usize::try_from(n).map_err(|_| format!("{s} is too large for this machine"))
 }
 
+/// An age such as `90s`, `30m`, `12h` or `7d`.
+fn parse_age(s: &str) -> Result<std::time::Duration, String> {
+    let bad = || format!("{s:?} is not an age: write a number and a unit, e.g. 90s, 30m, 12h, 7d");
+    let s = s.trim();
+    let (digits, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?);
+    let n: u64 = digits.parse().map_err(|_| bad())?;
+    let secs = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 60 * 60,
+        "d" => 24 * 60 * 60,
+        _ => return Err(bad()),
+    };
+    n.checked_mul(secs).map(std::time::Duration::from_secs).ok_or_else(bad)
+}
+
 fn parse_env(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
@@ -586,5 +610,15 @@ mod tests {
         assert_eq!(parse_size_u64("1MiB"), Ok(1 << 20));
         assert_eq!(parse_size_u64("20MB"), Ok(20 << 20));
         assert!(parse_size_u64("lots").is_err());
+    }
+
+    #[test]
+    fn retention_ages_need_a_unit() {
+        use std::time::Duration;
+        assert_eq!(parse_age("7d"), Ok(Duration::from_secs(7 * 86_400)));
+        assert_eq!(parse_age("90s"), Ok(Duration::from_secs(90)));
+        for bad in ["7", "d", "7w", "-1d", ""] {
+            assert!(parse_age(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -214,8 +214,9 @@ fn sweep_stale(parent: &std::path::Path) {
         if pid != std::process::id() && !std::path::Path::new(&format!("/proc/{pid}")).exists() {
             match cgroup::remove_session(&entry.path()) {
                 Ok(()) => tracing::info!(cgroup = %entry.path().display(), "removed stale cgroup"),
+                // Still populated: a crashed daemon's sessions, which crash recovery terminates.
                 Err(e) => {
-                    tracing::warn!(cgroup = %entry.path().display(), error = %e, "stale cgroup left")
+                    tracing::info!(cgroup = %entry.path().display(), error = %e, "stale cgroup left for recovery")
                 }
             }
         }

@@ -95,6 +95,12 @@ fn config(home: PathBuf, args: &DaemonRunArgs) -> DaemonConfig {
     if let Some(b) = args.disk_budget {
         limits.disk_budget = b;
     }
+    if let Some(age) = args.retention {
+        config.retention = age;
+    }
+    if let Some(ms) = args.sweep_interval_ms {
+        config.sweep_interval = Duration::from_millis(ms);
+    }
     config
 }
 

@@ -47,7 +47,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Schedule(args) => schedule::schedule(&global, args),
         Command::Daemon(args) => match args.action {
             None => daemon_run::run(home, crate::cli::DaemonRunArgs::default()),
-            Some(DaemonAction::Run(run)) => daemon_run::run(home, run),
+            Some(DaemonAction::Run(run)) => daemon_run::run(home, *run),
             Some(DaemonAction::Start(a)) => daemon_ctl::start(&global, a),
             Some(DaemonAction::Stop(a)) => daemon_ctl::stop(&global, a),
             Some(DaemonAction::Status(a)) => daemon_ctl::status(&global, a),

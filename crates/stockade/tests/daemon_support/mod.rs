@@ -48,8 +48,16 @@ impl DaemonProc {
             .unwrap();
         let pid = child.id();
         let mut err = BufReader::new(child.stderr.take().unwrap());
+        // Log lines may come before the readiness line (e.g. about a crashed daemon's leftovers).
         let mut first = String::new();
-        err.read_line(&mut first).unwrap();
+        loop {
+            let mut line = String::new();
+            let n = err.read_line(&mut line).unwrap();
+            first.push_str(&line);
+            if n == 0 || line.contains("listening on") {
+                break;
+            }
+        }
         if !first.contains("listening on") {
             let mut rest = String::new();
             let _ = err.read_to_string(&mut rest);
