@@ -249,13 +249,14 @@ fn kill_grep_list_stats_status_and_unsupported_methods() {
     assert_eq!(g["lines"][0]["text"], "40");
     let bad = rpc.call("grep", json!({"id": id, "pattern": "("})).unwrap_err();
     assert_eq!(bad.0, code::INVALID_PARAMS);
-    for (method, params) in [
-        ("write", json!({"id": id, "chars": "x"})),
-        ("resize", json!({"id": id, "rows": 5, "cols": 5})),
+    // No stdin and no terminal: input and resizing are refused, each with its reason.
+    for (method, params, reason) in [
+        ("write", json!({"id": id, "chars": "x"}), "without input"),
+        ("resize", json!({"id": id, "rows": 5, "cols": 5}), "does not run on a terminal"),
     ] {
         let (c, message) = rpc.call(method, params).unwrap_err();
         assert_eq!(c, code::NOT_SUPPORTED);
-        assert!(message.contains("PTY issue"), "{message}");
+        assert!(message.contains(reason), "{message}");
     }
     assert_eq!(
         rpc.call("kill", json!({"id": id, "signal": "NOPE"})).unwrap_err().0,
