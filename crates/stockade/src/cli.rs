@@ -544,7 +544,8 @@ pub struct DoctorArgs {
     pub json: bool,
 }
 
-fn parse_size_u64(s: &str) -> Result<u64, String> {
+/// A size in binary units (`4096`, `64KiB`, `20MiB`, `1GiB`); shared by every subcommand.
+pub(crate) fn parse_size_u64(s: &str) -> Result<u64, String> {
     parse_size::Config::new()
         .with_binary()
         .parse_size(s)
@@ -572,7 +573,8 @@ fn parse_age(s: &str) -> Result<std::time::Duration, String> {
     n.checked_mul(secs).map(std::time::Duration::from_secs).ok_or_else(bad)
 }
 
-fn parse_env(s: &str) -> Result<(String, String), String> {
+/// `KEY=VALUE` for `--env`; shared by every subcommand.
+pub(crate) fn parse_env(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
         _ => Err(format!("{s:?} is not KEY=VALUE")),
