@@ -1,0 +1,182 @@
+//! Stockade's one reader of `/proc` (Linux-only).
+//!
+//! Every crate that asks "is this process alive?", "is it still the process we started?" or
+//! "how much memory does it hold?" asks here, so the answer is the same everywhere: the engine
+//! when it signals and verifies a tree, crash recovery when it judges a session's owner, the
+//! client when it decides whether to start a daemon, the bench harness and the tests.
+//!
+//! A process is named by `pid + start time` (field 22 of `/proc/<pid>/stat`, clock ticks after
+//! boot): a reused pid has another start time. A zombie (`Z`) or dead (`X`) process still has
+//! its stat line — and the same start time — until its parent reaps it, so [`Liveness`] treats
+//! it as gone: it runs no code, holds no memory and can be signalled to no effect.
+
+#![deny(missing_docs)]
+
+/// `PF_KTHREAD` in `/proc/<pid>/stat` field 9.
+const PF_KTHREAD: u64 = 0x0020_0000;
+
+/// What `/proc/<pid>/stat` says about a process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcStat {
+    /// The process id.
+    pub pid: u32,
+    /// Field 3: `R`, `S`, `D`, `Z`, `X`, …
+    pub state: u8,
+    /// Field 4: the parent's pid.
+    pub ppid: u32,
+    /// Field 5: the process group.
+    pub pgrp: u32,
+    /// Field 6: the session id.
+    pub session: u32,
+    /// Field 9: kernel flags (`PF_*`).
+    pub flags: u64,
+    /// Field 22: start time in clock ticks after boot. With the pid, the process's identity.
+    pub start_time: u64,
+}
+
+impl ProcStat {
+    /// A zombie (`Z`) or dead (`X`, transient) process: nothing runs, nothing to signal.
+    pub fn is_zombie(&self) -> bool {
+        self.state == b'Z' || self.state == b'X'
+    }
+
+    /// A kernel thread (never part of a session).
+    pub fn is_kernel_thread(&self) -> bool {
+        self.flags & PF_KTHREAD != 0 || self.pid == 2 || self.ppid == 2
+    }
+}
+
+/// Parses the text of `/proc/<pid>/stat`. `comm` (field 2) may contain spaces and `)`, so the
+/// fields are counted from its last `)`.
+pub fn parse_stat(pid: u32, text: &str) -> Option<ProcStat> {
+    let close = text.rfind(')')?;
+    let mut fields = text.get(close + 1..)?.split_ascii_whitespace();
+    // After `comm`, index 0 is field 3.
+    let state = *fields.next()?.as_bytes().first()?;
+    let ppid = fields.next()?.parse().ok()?;
+    let pgrp = fields.next()?.parse().ok()?;
+    let session = fields.next()?.parse().ok()?;
+    // Fields 7 (tty_nr) and 8 (tpgid), then 9 (flags).
+    let flags = fields.nth(2)?.parse().ok()?;
+    // Fields 10..=21, then 22 (starttime).
+    let start_time = fields.nth(12)?.parse().ok()?;
+    Some(ProcStat { pid, state, ppid, pgrp, session, flags, start_time })
+}
+
+/// Reads `/proc/<pid>/stat`; `None` when the process is gone (or unreadable).
+pub fn read_stat(pid: u32) -> Option<ProcStat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat(pid, &text)
+}
+
+/// The start time of `pid` (clock ticks after boot), or `None` if there is no such process.
+/// A zombie still has one: use [`liveness`] to ask whether a process is alive.
+pub fn start_time(pid: u32) -> Option<u64> {
+    read_stat(pid).map(|s| s.start_time)
+}
+
+/// What became of a process named by `pid + start time`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Liveness {
+    /// The same process (pid and start time) exists and is not a zombie.
+    Alive,
+    /// No process has that pid.
+    Gone,
+    /// The same process exists only as a zombie (`Z`/`X`): it died and is not yet reaped.
+    Zombie,
+    /// Another process has that pid now (its start time differs): the one we knew died.
+    Reused {
+        /// The start time of the process now using the pid.
+        start_time: u64,
+    },
+}
+
+impl Liveness {
+    /// Only [`Liveness::Alive`] is alive.
+    pub fn is_alive(self) -> bool {
+        self == Liveness::Alive
+    }
+}
+
+/// The one liveness check: is the process `pid` that started at `start_time` still running?
+/// `start_time: None` accepts any process with that pid (a record written without one).
+pub fn liveness(pid: u32, start_time: Option<u64>) -> Liveness {
+    let Some(stat) = read_stat(pid) else { return Liveness::Gone };
+    match start_time {
+        Some(t) if t != stat.start_time => Liveness::Reused { start_time: stat.start_time },
+        _ if stat.is_zombie() => Liveness::Zombie,
+        _ => Liveness::Alive,
+    }
+}
+
+/// Whether some non-zombie process has this pid (whichever it is).
+pub fn pid_alive(pid: u32) -> bool {
+    liveness(pid, None).is_alive()
+}
+
+/// `VmRSS` and `VmHWM` (current and peak resident memory) of a process, in bytes; `None` once it
+/// is gone or a zombie (which has no such lines). `pid: None` reads this process.
+pub fn rss_and_peak(pid: Option<u32>) -> Option<(u64, u64)> {
+    let path = match pid {
+        Some(p) => format!("/proc/{p}/status"),
+        None => "/proc/self/status".to_owned(),
+    };
+    let status = std::fs::read_to_string(path).ok()?;
+    Some((status_kib(&status, "VmRSS:")? * 1024, status_kib(&status, "VmHWM:")? * 1024))
+}
+
+/// A `kB` field of `/proc/<pid>/status` (`VmRSS:`, `RssAnon:`, `RssFile:`, …), in KiB.
+pub fn status_kib(status: &str, name: &str) -> Option<u64> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(name))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_parses_comm_with_spaces_and_parens() {
+        let text = "1234 (a b) c)) S 1 1234 1234 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 98765 \
+                    1000 10 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0";
+        let st = parse_stat(1234, text).unwrap();
+        assert_eq!(st.state, b'S');
+        assert_eq!((st.ppid, st.pgrp, st.session), (1, 1234, 1234));
+        assert_eq!(st.flags, 4_194_560);
+        assert_eq!(st.start_time, 98765);
+        assert!(!st.is_zombie());
+    }
+
+    #[test]
+    fn this_process_is_alive_and_a_wrong_start_time_is_not() {
+        let me = std::process::id();
+        let t = start_time(me).unwrap();
+        assert_eq!(liveness(me, Some(t)), Liveness::Alive);
+        assert_eq!(liveness(me, Some(t + 1)), Liveness::Reused { start_time: t });
+        assert!(pid_alive(me));
+        assert!(rss_and_peak(None).unwrap().0 > 0);
+    }
+
+    #[test]
+    fn an_unreaped_child_is_a_zombie_not_alive() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        let t = start_time(pid).unwrap();
+        // Wait for it to exit without reaping it: its stat line stays, state `Z`.
+        let mut seen = Liveness::Alive;
+        for _ in 0..500 {
+            seen = liveness(pid, Some(t));
+            if seen == Liveness::Zombie {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(seen, Liveness::Zombie);
+        assert!(!pid_alive(pid));
+        child.wait().unwrap();
+        assert_eq!(liveness(pid, Some(t)), Liveness::Gone);
+    }
+}
