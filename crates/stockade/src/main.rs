@@ -29,7 +29,28 @@ struct MallocConf(*const std::ffi::c_char);
 // SAFETY: the pointer is to a `'static` C string literal that is never written.
 unsafe impl Sync for MallocConf {}
 
+/// Undo what a parent may have left us: a blocked signal mask and ignored termination signals.
+/// Some agents start MCP servers with almost every signal blocked; inherited as is, `stockade mcp`
+/// and the daemon it starts would never see SIGTERM or SIGINT (and would be SIGKILLed instead of
+/// shutting down gracefully), and every command the daemon runs would inherit the mask too.
+/// An ignored SIGCHLD would make the kernel reap our children before we can wait for them.
+/// SIGHUP keeps its disposition so `nohup stockade …` still means what it says; SIGPIPE is
+/// ignored by the Rust runtime on purpose (a closed stdout is an EPIPE error we report as success).
+fn reset_inherited_signals() {
+    // SAFETY: plain libc calls on a local, zero-initialised sigset and integer signal numbers,
+    // made before any other thread exists.
+    unsafe {
+        let mut none: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut none);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGQUIT, libc::SIGCHLD] {
+            libc::signal(sig, libc::SIG_DFL);
+        }
+    }
+}
+
 fn main() -> ExitCode {
+    reset_inherited_signals();
     let cli = cli::Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
