@@ -20,23 +20,27 @@
 //! The engine knows nothing of sockets, MCP or the CLI: those doors translate to and from the
 //! types in `stockade-proto`.
 
-pub mod output;
-pub mod process;
+#![deny(missing_docs)]
 
 pub mod answer;
+mod atomic_write;
 mod engine;
-pub mod input;
+mod input;
+pub mod output;
+pub mod process;
 mod recovery;
-pub mod registry;
+mod registry;
 mod retention;
-pub mod session;
-pub mod state_dir;
+mod session;
+mod state_dir;
 
+pub use atomic_write::atomic_write;
 pub use engine::{
     Engine, EngineConfig, EngineError, EngineLimits, EngineStats, Forgotten, RunSpec, Started,
 };
 pub use input::{InputKind, InputRefused};
 pub use recovery::{RecoveredSession, RecoveryError, RecoveryReport};
+pub use registry::{Owner, RecordTotals, SessionRecord, read_record};
 pub use retention::{DEFAULT_RETENTION, SweepReport};
-pub use session::{Session, SessionEnd, SessionRecord};
-pub use state_dir::{StateDir, StateDirError};
+pub use session::{Session, SessionEnd};
+pub use state_dir::{StateDir, StateDirError, is_session_id};
