@@ -556,7 +556,7 @@ fn case_kill(ctx: &mut Ctx) -> Result<()> {
         .pids_signalled
         .iter()
         .copied()
-        .filter(|&p| crate::proc::rss_and_peak(p).is_some())
+        .filter(|&p| stockade_procfs::rss_and_peak(Some(p)).is_some())
         .collect();
     if !alive.is_empty() {
         return Err(fail(format!("still running after kill: {alive:?}")));

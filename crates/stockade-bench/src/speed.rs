@@ -155,7 +155,7 @@ pub fn drain(
             direct_s: direct.as_secs_f64(),
         });
     }
-    let peak = crate::proc::rss_and_peak(daemon.pid()).map_or(0.0, |(_, p)| mib(p));
+    let peak = stockade_procfs::rss_and_peak(Some(daemon.pid())).map_or(0.0, |(_, p)| mib(p));
     drop(client);
     daemon.shutdown();
     let best = |f: fn(&Round) -> f64| rows.iter().map(f).fold(f64::INFINITY, f64::min);
@@ -214,7 +214,7 @@ pub fn spawn(exe: &Path, out: &Path, work: &Path, rounds: usize) -> Result<Speed
                 client.call(method::CLEANUP, &CleanupParams { all: false })?;
         }
     }
-    let peak = crate::proc::rss_and_peak(daemon.pid()).map_or(0.0, |(_, p)| mib(p));
+    let peak = stockade_procfs::rss_and_peak(Some(daemon.pid())).map_or(0.0, |(_, p)| mib(p));
     drop(client);
     daemon.shutdown();
     let median = |f: fn(&Round) -> f64| {
