@@ -76,7 +76,7 @@ pub struct GrowthArgs {
     #[arg(long, value_name = "N,…", value_delimiter = ',')]
     pub concurrency: Vec<usize>,
     /// Bytes each command prints (default 20MiB; quick 4MiB).
-    #[arg(long, value_name = "SIZE,…", value_delimiter = ',', value_parser = crate::cli::parse_size_u64)]
+    #[arg(long, value_name = "SIZE,…", value_delimiter = ',', value_parser = crate::args::parse_size_u64)]
     pub bytes: Vec<u64>,
     /// Engines: pipe, file, node (default pipe,file,node; `''` for only the `--peer`s).
     #[arg(long, value_name = "NAME,…", value_delimiter = ',')]
@@ -88,7 +88,7 @@ pub struct GrowthArgs {
     #[arg(long, value_name = "S")]
     pub sleep: Option<u64>,
     /// The dashed memory line on the plots.
-    #[arg(long, value_name = "SIZE", default_value = "512MiB", value_parser = crate::cli::parse_size_u64)]
+    #[arg(long, value_name = "SIZE", default_value = "512MiB", value_parser = crate::args::parse_size_u64)]
     pub memory_line: u64,
 }
 
@@ -105,7 +105,7 @@ pub struct DrainArgs {
     #[command(flatten)]
     pub common: CommonArgs,
     /// Bytes per round (default 1GiB; quick 64MiB).
-    #[arg(long, value_name = "SIZE", value_parser = crate::cli::parse_size_u64)]
+    #[arg(long, value_name = "SIZE", value_parser = crate::args::parse_size_u64)]
     pub bytes: Option<u64>,
     /// Rounds of each side (the best is kept).
     #[arg(long, value_name = "N", default_value_t = 3)]
@@ -129,7 +129,7 @@ pub struct PlotArgs {
     #[arg(long, value_name = "DIR", default_value = "bench-out")]
     pub out: PathBuf,
     /// The dashed memory line on the plots.
-    #[arg(long, value_name = "SIZE", default_value = "512MiB", value_parser = crate::cli::parse_size_u64)]
+    #[arg(long, value_name = "SIZE", default_value = "512MiB", value_parser = crate::args::parse_size_u64)]
     pub memory_line: u64,
 }
 
