@@ -1,4 +1,5 @@
-//! Stockade's experiment harness: seed 000's experiment made a command.
+//! Stockade's experiment harness: the memory-growth experiment against a baseline shell manager,
+//! made a command.
 //!
 //! # The method
 //!
@@ -16,8 +17,8 @@
 //!   artefact, everything else is derived from it.
 //! * [`summary`] turns a run's samples into one row (baseline / peak / final RSS and allocator
 //!   bytes, output MiB, ΔRSS per output MiB, OOM, exit) and writes Markdown + JSONL tables.
-//! * [`plots`] draws the SVGs in the seed's report style from the summary and the raw rows.
-//! * [`edges`] runs the seed's ten hard cases and says 0/1 with the reason for every 0.
+//! * [`plots`] draws the SVGs in one report style from the summary and the raw rows.
+//! * [`edges`] runs ten hard cases and says 0/1 with the reason for every 0.
 //! * [`speed`] measures draining 1 GiB through the daemon against writing it straight to a file,
 //!   and a `run true` round trip against a bare fork+exec+wait.
 //!

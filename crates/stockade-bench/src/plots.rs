@@ -1,4 +1,4 @@
-//! SVG plots in seed 000's report style: paper background, Georgia titles, muted grid, one
+//! SVG plots in one report style: paper background, Georgia titles, muted grid, one
 //! low-saturation colour per variant, a dashed memory line, and only the annotations that matter
 //! (peak, OOM, exit). Every plot is drawn from the raw JSONL and `summary.jsonl`, so it can be
 //! redrawn at any time with `stockade bench plot`.
@@ -272,7 +272,7 @@ pub fn growth_plots(out: &Path, rows: &[RunSummary], memory_line_mib: f64) -> Re
         y: memory_line_mib,
         label: format!("{memory_line_mib:.0} MiB memory line (Node --max-old-space-size)"),
     };
-    let target = HLine { y: 40.0, label: "SPEC §5: pipe ≤ 40 MiB at 32×20 MiB".into() };
+    let target = HLine { y: 40.0, label: "target: pipe ≤ 40 MiB at 32×20 MiB".into() };
     let target_file = HLine { y: 8.0, label: "file ≤ 8 MiB".into() };
     for &b in &sizes {
         let group: Vec<&RunSummary> = rows.iter().copied().filter(|r| r.bytes_each == b).collect();

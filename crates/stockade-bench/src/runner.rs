@@ -45,7 +45,7 @@ impl Variant {
 /// Which stream (and what text) a load command prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Load {
-    /// `yes X` on stdout (the seed's load).
+    /// `yes X` on stdout (the baseline's load).
     Stdout,
     /// `yes X` on stderr.
     Stderr,
@@ -166,7 +166,7 @@ fn run_one(cfg: &GrowthConfig, variant: &Variant, n: usize, bytes: u64) -> Resul
     let barrier = tmp.path().join("barrier");
     let command = barrier_command(&barrier, bytes, cfg.sleep_s, Load::Stdout);
     let expected = bytes * n as u64;
-    // Generous: the seed's load runs at hundreds of MiB/s; a stuck run must still end.
+    // Generous: this load runs at hundreds of MiB/s; a stuck run must still end.
     let limit = Duration::from_secs(120 + expected / (4 * MIB));
     let mut s = match variant {
         Variant::Stockade(capture) => {

@@ -41,7 +41,7 @@ pub struct SpeedSummary {
     pub direct_s: f64,
     /// stockade / direct.
     pub ratio: f64,
-    /// The SPEC goal for the ratio.
+    /// The goal for the ratio (README.md, "Results").
     pub goal: f64,
     /// Daemon peak RSS over the bench, MiB.
     pub daemon_peak_rss_mib: f64,
@@ -74,9 +74,9 @@ impl SpeedSummary {
     }
 }
 
-/// Drain goal (SPEC §5).
+/// Drain goal: at most 1.25× writing straight to a file (README.md, "Results").
 pub const DRAIN_GOAL: f64 = 1.25;
-/// Spawn goal (SPEC §5).
+/// Spawn goal: at most 2× a bare fork+exec+wait (README.md, "Results").
 pub const SPAWN_GOAL: f64 = 2.0;
 
 fn tmpdir(work: &Path) -> Result<tempfile::TempDir> {

@@ -1,4 +1,4 @@
-//! `stockade bench`: the seed's experiment as a command. Arguments only; the harness is the
+//! `stockade bench`: the memory-growth experiment as a command. Arguments only; the harness is the
 //! `stockade-bench` crate, which talks to fresh daemons over their sockets like any client.
 
 use std::path::PathBuf;
@@ -32,7 +32,7 @@ pub enum BenchCommand {
     /// samples), `summary.jsonl` (appended, one row a run), `summary.md` and the SVG plots.
     ///
     /// Variants: `pipe` and `file` (Stockade's capture modes), `node` (the shipped Node.js
-    /// replica of seed 000's baseline under --max-old-space-size=512; skipped with a reason if
+    /// replica of the baseline shell manager under --max-old-space-size=512; skipped with a reason if
     /// `node` is not installed), and any `--peer NAME=COMMAND`.
     ///
     /// The peer contract: COMMAND runs as `/bin/sh -c 'exec COMMAND'` with BENCH_N,
@@ -46,7 +46,7 @@ pub enum BenchCommand {
     ///   stockade bench growth --variants pipe --concurrency 64,128
     ///   stockade bench growth --variants pipe --concurrency 4 --bytes 20MiB,256MiB,1GiB
     Growth(GrowthArgs),
-    /// The seed's ten hard cases as a 0/1 table with the reason for each 0.
+    /// Ten hard cases as a 0/1 table with the reason for each 0.
     Edges(EdgesArgs),
     /// 1 GiB through a daemon session (pipe capture) against writing it straight to a file.
     Drain(DrainArgs),
