@@ -1,5 +1,5 @@
-//! From a run's samples to one summary row (the columns of `docs/bench/summary.md`), and the tables: `summary.jsonl`
-//! (one row a run, appended) and `summary.md` (rendered from every row).
+//! From a run's samples to one summary row (the columns of `docs/bench/summary.md`), and the
+//! tables: `summary.jsonl` (one row a run, appended) and `summary.md` (rendered from every row).
 
 use std::io::Write;
 use std::path::Path;

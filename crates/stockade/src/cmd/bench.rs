@@ -32,8 +32,8 @@ pub enum BenchCommand {
     /// samples), `summary.jsonl` (appended, one row a run), `summary.md` and the SVG plots.
     ///
     /// Variants: `pipe` and `file` (Stockade's capture modes), `node` (the shipped Node.js
-    /// replica of the baseline shell manager under --max-old-space-size=512; skipped with a reason if
-    /// `node` is not installed), and any `--peer NAME=COMMAND`.
+    /// replica of the baseline shell manager under --max-old-space-size=512; skipped with a
+    /// reason if `node` is not installed), and any `--peer NAME=COMMAND`.
     ///
     /// The peer contract: COMMAND runs as `/bin/sh -c 'exec COMMAND'` with BENCH_N,
     /// BENCH_COMMAND (the shell command each of the N runs), BENCH_BYTES, BENCH_BARRIER,
