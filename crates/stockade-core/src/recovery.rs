@@ -46,9 +46,9 @@ use crate::session::{Session, unix_ms};
 use crate::state_dir::StateDir;
 
 /// Name of the lock file recovery holds, in the state directory.
-pub const RECOVERY_LOCK_FILE: &str = "recovery.lock";
+pub(crate) const RECOVERY_LOCK_FILE: &str = "recovery.lock";
 /// How every recovered session's reason begins.
-pub const RECOVERY_REASON: &str = "owner daemon died";
+pub(crate) const RECOVERY_REASON: &str = "owner daemon died";
 
 /// Recovery could not run at all.
 #[derive(Debug, thiserror::Error)]

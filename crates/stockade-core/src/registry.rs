@@ -38,19 +38,19 @@ use crate::atomic_write::atomic_write;
 use crate::state_dir::{StateDir, is_session_id};
 
 /// Version of the record layout written by this build (records without one are version 0).
-pub const RECORD_VERSION: u32 = 1;
+pub(crate) const RECORD_VERSION: u32 = 1;
 /// The spool's name in a session directory (owned by `output`; a record without a spool path
 /// points here).
 const SPOOL_FILE: &str = "output.log";
 
 /// Name of the session record inside the session directory.
-pub const RECORD_FILE: &str = "session.json";
+pub(crate) const RECORD_FILE: &str = "session.json";
 
 /// What a session record on disk says about a session . Fields added
 /// after the first layout default when missing, so older records still load.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SessionRecord {
-    /// Layout version ([`RECORD_VERSION`]; 0 for records written before versions existed).
+    /// Layout version (`RECORD_VERSION`; 0 for records written before versions existed).
     #[serde(default)]
     pub version: u32,
     /// The session id (`sh-N`).
@@ -159,7 +159,7 @@ pub struct RecordTotals {
 
 /// Why a record could not be read.
 #[derive(Debug, thiserror::Error)]
-pub enum RecordError {
+pub(crate) enum RecordError {
     /// There is no record in the directory.
     #[error("{path} has no session record")]
     Missing {
@@ -185,7 +185,7 @@ pub enum RecordError {
 }
 
 /// Reads the record in session directory `dir`.
-pub fn load(dir: &Path) -> Result<SessionRecord, RecordError> {
+pub(crate) fn load(dir: &Path) -> Result<SessionRecord, RecordError> {
     let path = dir.join(RECORD_FILE);
     let text = match std::fs::read(&path) {
         Ok(t) => t,
@@ -204,21 +204,21 @@ pub fn load(dir: &Path) -> Result<SessionRecord, RecordError> {
 
 /// Writes `record` into session directory `dir` with [`atomic_write`]: a reader or a crash
 /// sees the old record or the new one, and the new one is durable once this returns `Ok`.
-pub fn store(dir: &Path, record: &SessionRecord) -> std::io::Result<()> {
+pub(crate) fn store(dir: &Path, record: &SessionRecord) -> std::io::Result<()> {
     let mut bytes = serde_json::to_vec_pretty(record).map_err(std::io::Error::other)?;
     bytes.push(b'\n');
     atomic_write(&dir.join(RECORD_FILE), &bytes)
 }
 
-/// Read a session record from a session directory (`None` if it is missing or corrupt; see
-/// [`load`] for the reason).
+/// Read a session record from a session directory (`None` if it is missing or corrupt; recovery
+/// and retention read it with the reason, and report it).
 pub fn read_record(dir: &Path) -> Option<SessionRecord> {
     load(dir).ok()
 }
 
 /// One session directory found in the state directory, and what its record says.
 #[derive(Debug)]
-pub struct RecordEntry {
+pub(crate) struct RecordEntry {
     /// The instance folder it is in.
     pub instance: String,
     /// The session id (the directory's name).
@@ -231,7 +231,7 @@ pub struct RecordEntry {
 
 /// Every session directory under `spool/` (every instance), with its record. Entries whose
 /// name is not a session id are skipped; unreadable instance folders are skipped with a warning.
-pub fn scan(state_dir: &StateDir) -> Vec<RecordEntry> {
+pub(crate) fn scan(state_dir: &StateDir) -> Vec<RecordEntry> {
     let mut found = Vec::new();
     let spool = state_dir.spool_root();
     let Ok(instances) = std::fs::read_dir(&spool) else {

@@ -52,10 +52,9 @@ mod spawn;
 mod terminate;
 mod tree;
 
-pub use containment::{
-    CgroupMode, Containment, ContainmentConfig, ContainmentInfo, become_subreaper, is_subreaper,
-};
-pub use input::{DEFAULT_INPUT_TIMEOUT, InputError, write_input, write_input_async};
+pub use containment::{CgroupMode, Containment, ContainmentConfig, ContainmentInfo};
+pub(crate) use input::write_input_async;
+pub use input::{DEFAULT_INPUT_TIMEOUT, InputError, write_input};
 pub use marker::SessionMarker;
 pub use nix::sys::signal::Signal;
 pub use pidfd::{PidFd, PidFdError, RootExit};
