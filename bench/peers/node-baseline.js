@@ -1,4 +1,4 @@
-// Stockade bench peer: a Node.js replica of seed 000's "baseline-current" shell manager.
+// Stockade bench peer: a Node.js replica of the "baseline-current" shell manager.
 //
 // Each command is spawned with `/bin/sh -c`; stdout and stderr are read with `on('data')` and
 // every chunk is kept as a string in a per-session `string[]` (what the measured agent did, so a
@@ -10,7 +10,7 @@
 //   BENCH_PROGRESS  a file to overwrite with the total output bytes received so far
 //   stdout          print "ready" once all N are started; exit 0 when all N have ended
 //
-// Run it as the seed did: node --max-old-space-size=512 bench/peers/node-baseline.js
+// Run it as the baseline did: node --max-old-space-size=512 bench/peers/node-baseline.js
 'use strict';
 const { spawn } = require('child_process');
 const fs = require('fs');

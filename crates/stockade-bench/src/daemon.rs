@@ -8,9 +8,10 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::Duration;
 
 use serde_json::json;
+use stockade_procfs::start_time;
 use stockade_proto::rpc::method;
 
-use crate::proc::{group_alive, kill_group, kill_pid, start_time, wait_until};
+use crate::proc::{group_alive, kill_group, kill_pid, wait_until};
 use crate::rpc::RpcClient;
 use crate::{BenchError, Result};
 

@@ -1,4 +1,4 @@
-//! The seed's ten hard cases as a 0/1 table, each with the reason for a 0.
+//! Ten hard cases as a 0/1 table, each with the reason for a 0.
 //!
 //! Every case runs in a fresh daemon with the sampler on; a case passes only if its bytes are
 //! exact (or its dropped range exact, or its kill verified) *and* the daemon's peak RSS stayed
@@ -23,7 +23,7 @@ use crate::sampler::{Sampler, Source};
 use crate::summary;
 use crate::{BenchError, MIB, Result, mib};
 
-/// Per-session allowance over the hot tail (SPEC §5).
+/// Per-session allowance over the hot tail (the README.md "Results" target).
 const SESSION_OVERHEAD: u64 = 256 * 1024;
 /// Fixed allowance for the daemon's own working memory under load (runtime, buffers, RPC).
 const SLACK: u64 = 16 * MIB;
@@ -48,7 +48,7 @@ pub struct Sizes {
 }
 
 impl Sizes {
-    /// The seed's sizes.
+    /// The default sizes.
     pub const FULL: Sizes = Sizes {
         four_each: 20 * MIB,
         thirty: 30 * MIB,
@@ -556,7 +556,7 @@ fn case_kill(ctx: &mut Ctx) -> Result<()> {
         .pids_signalled
         .iter()
         .copied()
-        .filter(|&p| crate::proc::rss_and_peak(p).is_some())
+        .filter(|&p| stockade_procfs::rss_and_peak(Some(p)).is_some())
         .collect();
     if !alive.is_empty() {
         return Err(fail(format!("still running after kill: {alive:?}")));

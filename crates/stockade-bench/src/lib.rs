@@ -1,4 +1,5 @@
-//! Stockade's experiment harness: seed 000's experiment made a command.
+//! Stockade's experiment harness: the memory-growth experiment against a baseline shell manager,
+//! made a command.
 //!
 //! # The method
 //!
@@ -16,8 +17,8 @@
 //!   artefact, everything else is derived from it.
 //! * [`summary`] turns a run's samples into one row (baseline / peak / final RSS and allocator
 //!   bytes, output MiB, ΔRSS per output MiB, OOM, exit) and writes Markdown + JSONL tables.
-//! * [`plots`] draws the SVGs in the seed's report style from the summary and the raw rows.
-//! * [`edges`] runs the seed's ten hard cases and says 0/1 with the reason for every 0.
+//! * [`plots`] draws the SVGs in one report style from the summary and the raw rows.
+//! * [`edges`] runs ten hard cases and says 0/1 with the reason for every 0.
 //! * [`speed`] measures draining 1 GiB through the daemon against writing it straight to a file,
 //!   and a `run true` round trip against a bare fork+exec+wait.
 //!
@@ -47,4 +48,17 @@ pub const MIB: u64 = 1024 * 1024;
 /// Bytes as MiB, for tables and plots.
 pub fn mib(bytes: u64) -> f64 {
     bytes as f64 / MIB as f64
+}
+
+/// A size for people: `20MiB`, `1GiB`.
+pub fn human(bytes: u64) -> String {
+    if bytes >= 1 << 30 && bytes.is_multiple_of(1 << 30) {
+        format!("{}GiB", bytes >> 30)
+    } else if bytes >= MIB && bytes.is_multiple_of(MIB) {
+        format!("{}MiB", bytes / MIB)
+    } else if bytes.is_multiple_of(1024) {
+        format!("{}KiB", bytes / 1024)
+    } else {
+        format!("{bytes}B")
+    }
 }

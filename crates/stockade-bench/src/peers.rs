@@ -29,9 +29,9 @@ use std::time::Duration;
 use crate::proc::kill_group;
 use crate::{BenchError, Result};
 
-/// The shipped Node.js replica of seed 000's baseline (strings in arrays).
+/// The shipped Node.js replica of the baseline shell manager (strings in arrays).
 pub const NODE_BASELINE_JS: &str = include_str!("../../../bench/peers/node-baseline.js");
-/// The old-space limit the seed ran Node under.
+/// The old-space limit the baseline ran Node under.
 pub const NODE_OLD_SPACE_MIB: u64 = 512;
 
 /// A peer as given on the command line.

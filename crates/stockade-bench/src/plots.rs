@@ -1,4 +1,4 @@
-//! SVG plots in seed 000's report style: paper background, Georgia titles, muted grid, one
+//! SVG plots in one report style: paper background, Georgia titles, muted grid, one
 //! low-saturation colour per variant, a dashed memory line, and only the annotations that matter
 //! (peak, OOM, exit). Every plot is drawn from the raw JSONL and `summary.jsonl`, so it can be
 //! redrawn at any time with `stockade bench plot`.
@@ -11,7 +11,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::sampler::{Sample, read_samples};
 use crate::summary::RunSummary;
-use crate::{BenchError, Result, mib};
+use crate::{BenchError, Result, human, mib};
 
 /// Background.
 pub const BG: RGBColor = RGBColor(0xfb, 0xfa, 0xf6);
@@ -272,7 +272,7 @@ pub fn growth_plots(out: &Path, rows: &[RunSummary], memory_line_mib: f64) -> Re
         y: memory_line_mib,
         label: format!("{memory_line_mib:.0} MiB memory line (Node --max-old-space-size)"),
     };
-    let target = HLine { y: 40.0, label: "SPEC §5: pipe ≤ 40 MiB at 32×20 MiB".into() };
+    let target = HLine { y: 40.0, label: "target: pipe ≤ 40 MiB at 32×20 MiB".into() };
     let target_file = HLine { y: 8.0, label: "file ≤ 8 MiB".into() };
     for &b in &sizes {
         let group: Vec<&RunSummary> = rows.iter().copied().filter(|r| r.bytes_each == b).collect();
@@ -280,7 +280,7 @@ pub fn growth_plots(out: &Path, rows: &[RunSummary], memory_line_mib: f64) -> Re
             .iter()
             .filter_map(|r| read_samples(&out.join(&r.raw)).ok().map(|s| (*r, s)))
             .collect();
-        let tag = crate::runner::human(b);
+        let tag = human(b);
         for (stockade_only, name) in
             [(false, format!("time-rss-{tag}.svg")), (true, format!("time-rss-stockade-{tag}.svg"))]
         {
@@ -340,7 +340,7 @@ pub fn growth_plots(out: &Path, rows: &[RunSummary], memory_line_mib: f64) -> Re
             rs.sort_by_key(|r| r.n);
             let color = variant_color(&v, &peers);
             chart.series.push(Series {
-                label: format!("{v} × {}", crate::runner::human(b)),
+                label: format!("{v} × {}", human(b)),
                 color,
                 alpha: 1.0,
                 points: rs.iter().map(|r| ((r.n as f64).log2(), r.peak_rss_mib)).collect(),
@@ -406,7 +406,7 @@ pub fn growth_plots(out: &Path, rows: &[RunSummary], memory_line_mib: f64) -> Re
         }
         rs.sort_by(|a, b| a.total_output_mib.total_cmp(&b.total_output_mib));
         chart.series.push(Series {
-            label: format!("{v}, N varies × {}", crate::runner::human(b)),
+            label: format!("{v}, N varies × {}", human(b)),
             color: variant_color(&v, &peers),
             alpha: 1.0,
             points: rs.iter().map(|r| (r.total_output_mib, r.delta_rss_mib)).collect(),

@@ -1,37 +1,11 @@
-//! What the harness reads from `/proc` and how it ends what it started: by pid or process group,
+//! How the harness ends what it started (`/proc` is read through `stockade-procfs`): by pid or process group,
 //! checked against the process start time so a reused pid is never signalled.
 
 use std::time::{Duration, Instant};
 
-/// `VmRSS` and `VmHWM` of a process, in bytes; `None` once it is gone.
-pub fn rss_and_peak(pid: u32) -> Option<(u64, u64)> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            .map(|kb| kb * 1024)
-    };
-    // A zombie has no VmRSS line: report it as gone.
-    Some((field("VmRSS:")?, field("VmHWM:")?))
-}
-
-/// Start time of a process (clock ticks since boot, field 22 of `/proc/<pid>/stat`).
-pub fn start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may contain spaces and parentheses: fields start after the last ')'.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(19)?.parse().ok()
-}
-
-/// Whether a process still exists and is the one that started at `started`.
+/// Whether a process still exists, is not a zombie, and is the one that started at `started`.
 pub fn same_process(pid: u32, started: Option<u64>) -> bool {
-    match (start_time(pid), started) {
-        (Some(now), Some(then)) => now == then,
-        (Some(_), None) => true,
-        (None, _) => false,
-    }
+    stockade_procfs::liveness(pid, started).is_alive()
 }
 
 /// Whether any process is left in process group `pgid`.

@@ -13,7 +13,7 @@ use crate::peers::{PeerLoad, PeerProcess, PeerSpec};
 use crate::progress;
 use crate::sampler::{Sampler, Source};
 use crate::summary::{self, RunSummary};
-use crate::{BenchError, MIB, Result};
+use crate::{BenchError, MIB, Result, human};
 
 /// How long the sampler watches the idle engine before the release (the baseline).
 const BASELINE: Duration = Duration::from_millis(600);
@@ -45,7 +45,7 @@ impl Variant {
 /// Which stream (and what text) a load command prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Load {
-    /// `yes X` on stdout (the seed's load).
+    /// `yes X` on stdout (the baseline's load).
     Stdout,
     /// `yes X` on stderr.
     Stderr,
@@ -152,19 +152,6 @@ pub fn one_line(r: &RunSummary) -> String {
     )
 }
 
-/// A size for people: `20MiB`, `1GiB`.
-pub fn human(bytes: u64) -> String {
-    if bytes >= 1 << 30 && bytes.is_multiple_of(1 << 30) {
-        format!("{}GiB", bytes >> 30)
-    } else if bytes >= MIB && bytes.is_multiple_of(MIB) {
-        format!("{}MiB", bytes / MIB)
-    } else if bytes.is_multiple_of(1024) {
-        format!("{}KiB", bytes / 1024)
-    } else {
-        format!("{bytes}B")
-    }
-}
-
 fn run_one(cfg: &GrowthConfig, variant: &Variant, n: usize, bytes: u64) -> Result<RunSummary> {
     let run_id = format!("{}_n{n}_{}_{}", variant.name(), human(bytes), crate::proc::now_ms());
     let rel_raw = format!("raw/{}/{run_id}.jsonl", variant.name());
@@ -179,7 +166,7 @@ fn run_one(cfg: &GrowthConfig, variant: &Variant, n: usize, bytes: u64) -> Resul
     let barrier = tmp.path().join("barrier");
     let command = barrier_command(&barrier, bytes, cfg.sleep_s, Load::Stdout);
     let expected = bytes * n as u64;
-    // Generous: the seed's load runs at hundreds of MiB/s; a stuck run must still end.
+    // Generous: this load runs at hundreds of MiB/s; a stuck run must still end.
     let limit = Duration::from_secs(120 + expected / (4 * MIB));
     let mut s = match variant {
         Variant::Stockade(capture) => {

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use stockade_proto::rpc::StatsResult;
 
-use crate::proc::{now_ms, rss_and_peak};
+use crate::proc::now_ms;
 use crate::{BenchError, Result};
 
 /// The sampling period.
@@ -110,7 +110,7 @@ impl Sampler {
                 let first = now_ms();
                 loop {
                     let mut s = Sample { unix_ms: now_ms(), ..Sample::default() };
-                    if let Some((rss, peak)) = rss_and_peak(pid) {
+                    if let Some((rss, peak)) = stockade_procfs::rss_and_peak(Some(pid)) {
                         s.alive = true;
                         s.rss_bytes = rss;
                         s.peak_rss_bytes = peak;

@@ -41,7 +41,7 @@ pub struct SpeedSummary {
     pub direct_s: f64,
     /// stockade / direct.
     pub ratio: f64,
-    /// The SPEC goal for the ratio.
+    /// The goal for the ratio (README.md, "Results").
     pub goal: f64,
     /// Daemon peak RSS over the bench, MiB.
     pub daemon_peak_rss_mib: f64,
@@ -74,9 +74,9 @@ impl SpeedSummary {
     }
 }
 
-/// Drain goal (SPEC §5).
+/// Drain goal: at most 1.25× writing straight to a file (README.md, "Results").
 pub const DRAIN_GOAL: f64 = 1.25;
-/// Spawn goal (SPEC §5).
+/// Spawn goal: at most 2× a bare fork+exec+wait (README.md, "Results").
 pub const SPAWN_GOAL: f64 = 2.0;
 
 fn tmpdir(work: &Path) -> Result<tempfile::TempDir> {
@@ -155,7 +155,7 @@ pub fn drain(
             direct_s: direct.as_secs_f64(),
         });
     }
-    let peak = crate::proc::rss_and_peak(daemon.pid()).map_or(0.0, |(_, p)| mib(p));
+    let peak = stockade_procfs::rss_and_peak(Some(daemon.pid())).map_or(0.0, |(_, p)| mib(p));
     drop(client);
     daemon.shutdown();
     let best = |f: fn(&Round) -> f64| rows.iter().map(f).fold(f64::INFINITY, f64::min);
@@ -214,7 +214,7 @@ pub fn spawn(exe: &Path, out: &Path, work: &Path, rounds: usize) -> Result<Speed
                 client.call(method::CLEANUP, &CleanupParams { all: false })?;
         }
     }
-    let peak = crate::proc::rss_and_peak(daemon.pid()).map_or(0.0, |(_, p)| mib(p));
+    let peak = stockade_procfs::rss_and_peak(Some(daemon.pid())).map_or(0.0, |(_, p)| mib(p));
     drop(client);
     daemon.shutdown();
     let median = |f: fn(&Round) -> f64| {

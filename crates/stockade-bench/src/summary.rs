@@ -1,5 +1,5 @@
-//! From a run's samples to one summary row (seed 000's columns), and the tables: `summary.jsonl`
-//! (one row a run, appended) and `summary.md` (rendered from every row).
+//! From a run's samples to one summary row (the columns of `docs/bench/summary.md`), and the
+//! tables: `summary.jsonl` (one row a run, appended) and `summary.md` (rendered from every row).
 
 use std::io::Write;
 use std::path::Path;
@@ -174,7 +174,7 @@ fn size(bytes: u64) -> String {
     }
 }
 
-/// The slopes the SPEC's targets are about, derived from the rows.
+/// The slopes the performance targets (README.md, "Results") are about, derived from the rows.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Slope {
     /// The variant.

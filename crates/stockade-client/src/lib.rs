@@ -76,15 +76,9 @@ pub fn daemon_pid(home: &Path) -> Option<u32> {
     text.split_whitespace().next()?.parse().ok().filter(|&p| p > 0)
 }
 
-/// Whether a process with this pid exists (a zombie counts as gone).
-pub fn pid_alive(pid: u32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    // The state is the first field after the parenthesised command name.
-    let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next());
-    !matches!(state, Some("Z") | Some("X") | None)
-}
+/// Whether a process with this pid exists (a zombie counts as gone): the workspace's one
+/// liveness check, from `stockade-procfs`.
+pub use stockade_procfs::pid_alive;
 
 /// Decode the exact bytes of a `raw` read (`bytes_b64`); `None` when the answer has none.
 pub fn raw_bytes(result: &ReadResult) -> Result<Option<Vec<u8>>, ClientError> {

@@ -68,7 +68,7 @@ pub enum EngineError {
     ShuttingDown,
 }
 
-/// The engine's limits (SPEC §3 "Limits"). Hitting one is [`EngineError::LimitReached`].
+/// The engine's limits. Hitting one is [`EngineError::LimitReached`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EngineLimits {
     /// Most sessions running at once.

@@ -5,38 +5,50 @@
 //!
 //! **spawn → session → output log → terminate.**
 //!
-//! * [`process`] spawns each command in its own session and process group, with an environment
-//!   marker its descendants inherit, inside the strongest containment available (a cgroup v2 per
-//!   session on Linux, else process group + child subreaper + a `/proc` marker scan). It owns the
-//!   one routine that terminates a tree and *verifies* it is gone.
-//! * [`output`] owns a session's output log: the spool file on disk holds every byte in arrival
-//!   order; a fixed-size hot tail holds the newest bytes in memory; a cursor is a byte offset into
-//!   the log. Memory is O(retained cap) per session, never O(bytes printed). It also renders the
-//!   bounded, honest view a model sees (head/tail/middle, UTF-8-safe cuts, an omission notice) and
-//!   greps the full spool with bounded memory.
-//! * [`session`] ties one process tree to one output log and a state machine whose terminal
-//!   states never change; [`Engine`] owns all sessions of one instance.
+//! 1. **Spawn** ([`process`]): each command runs in its own session and process group, with an
+//!    environment marker its descendants inherit ([`process::SessionMarker`]), inside the
+//!    strongest containment available (a cgroup v2 per session on Linux, else process group +
+//!    child subreaper + a `/proc` marker scan).
+//! 2. **Session** ([`Session`]): ties one process tree to one output log and a state machine
+//!    whose terminal states never change. Its supervisor task is the only code that ends it; it
+//!    writes the session's record (`session.json`, next to the spool) at start and at the end,
+//!    through [`atomic_write`], so crash recovery can find and finish what a dead daemon left.
+//!    [`Engine`] owns all sessions of one instance: ids, limits, dedup by source, retention.
+//! 3. **Output log** ([`output`]): the spool file on disk holds every byte in arrival order; a
+//!    fixed-size hot tail holds the newest bytes in memory; a cursor is a byte offset into the
+//!    log. Memory is O(retained cap) per session, never O(bytes printed). Reads render a bounded,
+//!    honest view (head/tail/middle, UTF-8-safe cuts, what was omitted) and grep walks the full
+//!    spool with bounded memory.
+//! 4. **Terminate** ([`process::ProcessTree::terminate`]): the one routine every path uses
+//!    (kill, timeout, disk cap, shutdown, recovery): polite signal, grace, `SIGKILL`, then
+//!    *verify* that no process of the session is left, and report survivors rather than hide
+//!    them.
 //!
-//! The engine knows nothing of sockets, MCP or the CLI: those doors translate to and from the
-//! types in `stockade-proto`.
+//! Process identity (`pid` + start time) and liveness come from `stockade-procfs`, the
+//! workspace's one `/proc` reader. The engine knows nothing of sockets, MCP or the CLI: those
+//! doors translate to and from the types in `stockade-proto`.
 
-pub mod output;
-pub mod process;
+#![deny(missing_docs)]
 
 pub mod answer;
+mod atomic_write;
 mod engine;
-pub mod input;
+mod input;
+pub mod output;
+pub mod process;
 mod recovery;
-pub mod registry;
+mod registry;
 mod retention;
-pub mod session;
-pub mod state_dir;
+mod session;
+mod state_dir;
 
+pub use atomic_write::atomic_write;
 pub use engine::{
     Engine, EngineConfig, EngineError, EngineLimits, EngineStats, Forgotten, RunSpec, Started,
 };
 pub use input::{InputKind, InputRefused};
 pub use recovery::{RecoveredSession, RecoveryError, RecoveryReport};
+pub use registry::{Owner, RecordTotals, SessionRecord, read_record};
 pub use retention::{DEFAULT_RETENTION, SweepReport};
-pub use session::{Session, SessionEnd, SessionRecord};
-pub use state_dir::{StateDir, StateDirError};
+pub use session::{Session, SessionEnd};
+pub use state_dir::{StateDir, StateDirError, is_session_id};

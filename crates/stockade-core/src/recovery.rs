@@ -32,22 +32,23 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use rustix::fs::{FlockOperation, flock};
+use stockade_procfs::Liveness;
 use stockade_proto::{SessionState, TerminateReport};
 use tokio::task::JoinSet;
 
 use crate::engine::Engine;
 use crate::output::OutputLog;
-use crate::process::{
-    AdoptSpec, Containment, ProcessTree, SessionMarker, TerminateOptions, process_start_time,
+use crate::process::{AdoptSpec, Containment, ProcessTree, SessionMarker, TerminateOptions};
+use crate::registry::{
+    self, RECORD_VERSION, RecordEntry, RecordError, RecordTotals, SessionRecord,
 };
-use crate::registry::{self, Liveness, RECORD_VERSION, RecordEntry, RecordError, RecordTotals};
-use crate::session::{Session, SessionRecord, unix_ms};
+use crate::session::{Session, unix_ms};
 use crate::state_dir::StateDir;
 
 /// Name of the lock file recovery holds, in the state directory.
-pub const RECOVERY_LOCK_FILE: &str = "recovery.lock";
+pub(crate) const RECOVERY_LOCK_FILE: &str = "recovery.lock";
 /// How every recovered session's reason begins.
-pub const RECOVERY_REASON: &str = "owner daemon died";
+pub(crate) const RECOVERY_REASON: &str = "owner daemon died";
 
 /// Recovery could not run at all.
 #[derive(Debug, thiserror::Error)]
@@ -239,7 +240,7 @@ async fn recover_one(
 ) -> (RecoveredSession, SessionRecord, PathBuf, Option<String>) {
     // Say so when the recorded root pid now names someone else: adopt never signals it.
     let reused_root = (record.pid != 0)
-        .then(|| process_start_time(record.pid))
+        .then(|| stockade_procfs::start_time(record.pid))
         .flatten()
         .filter(|&t| t != record.root_start_time);
     let tree = ProcessTree::adopt(adopt_spec(&record), &containment);
@@ -278,7 +279,7 @@ async fn recover_one(
                     gaps: stats.gaps,
                 });
             }
-            let warning = registry::store(&dir, &record, true).err().map(|e| {
+            let warning = registry::store(&dir, &record).err().map(|e| {
                 format!("session {}: cannot rewrite its record as failed: {e}", record.id)
             });
             (record, warning)
@@ -305,7 +306,7 @@ fn remove_dead_daemon_cgroup(session_cgroup: Option<&Path>) {
     else {
         return;
     };
-    if process_start_time(pid).is_none() {
+    if stockade_procfs::start_time(pid).is_none() {
         // rmdir of a cgroup fails while it has children or processes: nothing else is removed.
         let _ = std::fs::remove_dir(parent);
     }

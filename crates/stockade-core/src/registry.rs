@@ -27,26 +27,91 @@
 //! missing fields; a record that does not parse is a [`RecordError::Corrupt`], reported, never a
 //! panic and never a guess.
 
-use std::fs::File;
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
-use stockade_proto::Gap;
+use stockade_procfs::Liveness;
+use stockade_proto::{Capture, ContainmentMethod, Gap, SessionState, TerminateReport};
 
-use crate::process::process_start_time;
-use crate::session::{RECORD_FILE, SessionRecord};
+use crate::atomic_write::atomic_write;
 use crate::state_dir::{StateDir, is_session_id};
 
 /// Version of the record layout written by this build (records without one are version 0).
-pub const RECORD_VERSION: u32 = 1;
+pub(crate) const RECORD_VERSION: u32 = 1;
 /// The spool's name in a session directory (owned by `output`; a record without a spool path
 /// points here).
 const SPOOL_FILE: &str = "output.log";
-/// Suffix of the temporary file a record is written to before the rename.
-const TMP_SUFFIX: &str = "json.tmp";
+
+/// Name of the session record inside the session directory.
+pub(crate) const RECORD_FILE: &str = "session.json";
+
+/// What a session record on disk says about a session . Fields added
+/// after the first layout default when missing, so older records still load.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SessionRecord {
+    /// Layout version (`RECORD_VERSION`; 0 for records written before versions existed).
+    #[serde(default)]
+    pub version: u32,
+    /// The session id (`sh-N`).
+    pub id: String,
+    /// The engine instance that ran it.
+    pub instance: String,
+    /// The shell command.
+    #[serde(default)]
+    pub command: String,
+    /// Working directory, if one was given.
+    #[serde(default)]
+    pub cwd: Option<PathBuf>,
+    /// The state (flattened: `state` plus its fields).
+    #[serde(flatten)]
+    pub state: SessionState,
+    /// The process (daemon or one-shot CLI) whose engine started it; crash recovery only acts
+    /// on sessions whose owner is gone. `None` in records from before owners were stamped.
+    #[serde(default)]
+    pub owner: Option<Owner>,
+    /// Root pid.
+    #[serde(default)]
+    pub pid: u32,
+    /// The root's start time (`/proc/<pid>/stat` field 22): with `pid`, its identity, so a
+    /// recycled pid is never signalled. 0 when unknown.
+    #[serde(default)]
+    pub root_start_time: u64,
+    /// Process group id.
+    #[serde(default)]
+    pub pgid: u32,
+    /// How the tree is contained.
+    #[serde(default = "default_containment")]
+    pub containment: ContainmentMethod,
+    /// The per-session cgroup, if any.
+    #[serde(default)]
+    pub cgroup: Option<PathBuf>,
+    /// Capture mode.
+    #[serde(default)]
+    pub capture: Capture,
+    /// The spool file.
+    #[serde(default)]
+    pub spool_path: PathBuf,
+    /// Start time, milliseconds since the Unix epoch.
+    #[serde(default)]
+    pub started_at_ms: u64,
+    /// End time, milliseconds since the Unix epoch.
+    #[serde(default)]
+    pub finished_at_ms: Option<u64>,
+    /// The dedup key, if any.
+    #[serde(default)]
+    pub source: Option<String>,
+    /// What terminating the tree did when the session ended, if anything was left to terminate.
+    #[serde(default)]
+    pub cleanup: Option<TerminateReport>,
+    /// The output totals and dropped ranges when the record was written.
+    #[serde(default)]
+    pub totals: Option<RecordTotals>,
+}
+
+fn default_containment() -> ContainmentMethod {
+    ContainmentMethod::ProcessGroup
+}
 
 /// The process that owns a session: the daemon (or one-shot CLI) whose engine started it.
 /// `pid + start time` names one process across pid reuse.
@@ -58,20 +123,6 @@ pub struct Owner {
     pub start_time: u64,
 }
 
-/// Whether a recorded owner is still running.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Liveness {
-    /// The same process (pid and start time) is alive.
-    Alive,
-    /// No process has that pid.
-    Gone,
-    /// A different process has that pid now (its start time differs): the owner died.
-    Reused {
-        /// The start time of the process now using the pid.
-        start_time: u64,
-    },
-}
-
 impl Owner {
     /// This process, or `None` if `/proc/self/stat` is unreadable (then records carry no
     /// owner and recovery leaves them alone, with a warning).
@@ -79,17 +130,14 @@ impl Owner {
         static CURRENT: OnceLock<Option<Owner>> = OnceLock::new();
         *CURRENT.get_or_init(|| {
             let pid = std::process::id();
-            process_start_time(pid).map(|start_time| Owner { pid, start_time })
+            stockade_procfs::start_time(pid).map(|start_time| Owner { pid, start_time })
         })
     }
 
-    /// Whether this owner is still running.
+    /// Whether this owner is still running. A zombie owner is dead: it runs no code and will
+    /// never write its sessions' records again.
     pub fn liveness(&self) -> Liveness {
-        match process_start_time(self.pid) {
-            None => Liveness::Gone,
-            Some(t) if t == self.start_time => Liveness::Alive,
-            Some(start_time) => Liveness::Reused { start_time },
-        }
+        stockade_procfs::liveness(self.pid, Some(self.start_time))
     }
 }
 
@@ -111,7 +159,7 @@ pub struct RecordTotals {
 
 /// Why a record could not be read.
 #[derive(Debug, thiserror::Error)]
-pub enum RecordError {
+pub(crate) enum RecordError {
     /// There is no record in the directory.
     #[error("{path} has no session record")]
     Missing {
@@ -137,7 +185,7 @@ pub enum RecordError {
 }
 
 /// Reads the record in session directory `dir`.
-pub fn load(dir: &Path) -> Result<SessionRecord, RecordError> {
+pub(crate) fn load(dir: &Path) -> Result<SessionRecord, RecordError> {
     let path = dir.join(RECORD_FILE);
     let text = match std::fs::read(&path) {
         Ok(t) => t,
@@ -154,45 +202,23 @@ pub fn load(dir: &Path) -> Result<SessionRecord, RecordError> {
     Ok(record)
 }
 
-/// Writes `record` into session directory `dir` atomically and durably (temporary file,
-/// `fsync`, rename; the directory is `fsync`ed too when `sync_dir`).
-pub fn store(dir: &Path, record: &SessionRecord, sync_dir: bool) -> std::io::Result<()> {
-    write_json_atomic(&dir.join(RECORD_FILE), record)?;
-    if sync_dir {
-        File::open(dir)?.sync_all()?;
-    }
-    Ok(())
+/// Writes `record` into session directory `dir` with [`atomic_write`]: a reader or a crash
+/// sees the old record or the new one, and the new one is durable once this returns `Ok`.
+pub(crate) fn store(dir: &Path, record: &SessionRecord) -> std::io::Result<()> {
+    let mut bytes = serde_json::to_vec_pretty(record).map_err(std::io::Error::other)?;
+    bytes.push(b'\n');
+    atomic_write(&dir.join(RECORD_FILE), &bytes)
 }
 
-/// Writes `value` as JSON to `path` atomically: a temporary file (created exclusively, never
-/// through a symlink), `fsync`ed, then renamed over `path`.
-pub(crate) fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> std::io::Result<()> {
-    let tmp = path.with_extension(TMP_SUFFIX);
-    let _ = std::fs::remove_file(&tmp);
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&tmp)?;
-    let written = serde_json::to_vec_pretty(value)
-        .map_err(std::io::Error::other)
-        .and_then(|mut bytes| {
-            bytes.push(b'\n');
-            file.write_all(&bytes)
-        })
-        .and_then(|()| file.sync_data());
-    if let Err(e) = written {
-        // A full disk must not leave a half-written temporary file behind.
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e);
-    }
-    std::fs::rename(&tmp, path)
+/// Read a session record from a session directory (`None` if it is missing or corrupt; recovery
+/// and retention read it with the reason, and report it).
+pub fn read_record(dir: &Path) -> Option<SessionRecord> {
+    load(dir).ok()
 }
 
 /// One session directory found in the state directory, and what its record says.
 #[derive(Debug)]
-pub struct RecordEntry {
+pub(crate) struct RecordEntry {
     /// The instance folder it is in.
     pub instance: String,
     /// The session id (the directory's name).
@@ -205,7 +231,7 @@ pub struct RecordEntry {
 
 /// Every session directory under `spool/` (every instance), with its record. Entries whose
 /// name is not a session id are skipped; unreadable instance folders are skipped with a warning.
-pub fn scan(state_dir: &StateDir) -> Vec<RecordEntry> {
+pub(crate) fn scan(state_dir: &StateDir) -> Vec<RecordEntry> {
     let mut found = Vec::new();
     let spool = state_dir.spool_root();
     let Ok(instances) = std::fs::read_dir(&spool) else {

@@ -11,10 +11,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use crate::engine::Engine;
-use crate::process::process_start_time;
-use crate::registry::{self, Liveness, RecordEntry, RecordError};
+use crate::registry::{self, RecordEntry, RecordError};
 use crate::session::unix_ms;
 use crate::state_dir::StateDir;
+use stockade_procfs::Liveness;
 
 /// How long finished sessions are kept by default: 7 days.
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 60 * 60);
@@ -124,7 +124,8 @@ fn instance_is_live(instance: &str, entries: &[RecordEntry]) -> bool {
             .and_then(|r| r.owner)
             .is_some_and(|o| o.liveness() == Liveness::Alive)
     });
-    owner_alive || instance_pid(instance).is_some_and(|pid| process_start_time(pid).is_some())
+    owner_alive
+        || instance_pid(instance).is_some_and(|pid| stockade_procfs::start_time(pid).is_some())
 }
 
 /// The pid in an instance name, for the names Stockade gives.

@@ -13,15 +13,14 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use serde::{Deserialize, Serialize};
 use stockade_proto::rpc::PtySize;
-use stockade_proto::{Capture, ContainmentMethod, DiskPolicy, SessionState, TerminateReport};
+use stockade_proto::{Capture, DiskPolicy, SessionState, TerminateReport};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::input::{InputKind, InputRefused, SessionInput};
 use crate::output::OutputLog;
 use crate::process::{ProcessTree, TerminateOptions};
-use crate::registry::{self, Owner, RECORD_VERSION, RecordTotals};
+use crate::registry::{self, Owner, RECORD_VERSION, RecordTotals, SessionRecord};
 
 /// How long the drain may keep reading after the tree is verified gone before it is cancelled.
 /// Only a writer the terminate routine could not find (it reports survivors) can hold the pipe
@@ -30,76 +29,6 @@ pub const DRAIN_GRACE: Duration = Duration::from_millis(2_000);
 /// How often the supervisor looks at the log for the disk cap (and, in `file` capture, at the
 /// spool's size).
 pub const LOG_POLL_INTERVAL: Duration = Duration::from_millis(100);
-/// Name of the session record inside the session directory.
-pub const RECORD_FILE: &str = "session.json";
-
-/// What a session record on disk says about a session (see [`crate::registry`]). Fields added
-/// after the first layout default when missing, so older records still load.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct SessionRecord {
-    /// Layout version ([`RECORD_VERSION`]; 0 for records written before versions existed).
-    #[serde(default)]
-    pub version: u32,
-    /// The session id (`sh-N`).
-    pub id: String,
-    /// The engine instance that ran it.
-    pub instance: String,
-    /// The shell command.
-    #[serde(default)]
-    pub command: String,
-    /// Working directory, if one was given.
-    #[serde(default)]
-    pub cwd: Option<PathBuf>,
-    /// The state (flattened: `state` plus its fields).
-    #[serde(flatten)]
-    pub state: SessionState,
-    /// The process (daemon or one-shot CLI) whose engine started it; crash recovery only acts
-    /// on sessions whose owner is gone. `None` in records from before owners were stamped.
-    #[serde(default)]
-    pub owner: Option<Owner>,
-    /// Root pid.
-    #[serde(default)]
-    pub pid: u32,
-    /// The root's start time (`/proc/<pid>/stat` field 22): with `pid`, its identity, so a
-    /// recycled pid is never signalled. 0 when unknown.
-    #[serde(default)]
-    pub root_start_time: u64,
-    /// Process group id.
-    #[serde(default)]
-    pub pgid: u32,
-    /// How the tree is contained.
-    #[serde(default = "default_containment")]
-    pub containment: ContainmentMethod,
-    /// The per-session cgroup, if any.
-    #[serde(default)]
-    pub cgroup: Option<PathBuf>,
-    /// Capture mode.
-    #[serde(default)]
-    pub capture: Capture,
-    /// The spool file.
-    #[serde(default)]
-    pub spool_path: PathBuf,
-    /// Start time, milliseconds since the Unix epoch.
-    #[serde(default)]
-    pub started_at_ms: u64,
-    /// End time, milliseconds since the Unix epoch.
-    #[serde(default)]
-    pub finished_at_ms: Option<u64>,
-    /// The dedup key, if any.
-    #[serde(default)]
-    pub source: Option<String>,
-    /// What terminating the tree did when the session ended, if anything was left to terminate.
-    #[serde(default)]
-    pub cleanup: Option<TerminateReport>,
-    /// The output totals and dropped ranges when the record was written.
-    #[serde(default)]
-    pub totals: Option<RecordTotals>,
-}
-
-fn default_containment() -> ContainmentMethod {
-    ContainmentMethod::ProcessGroup
-}
-
 /// How a session ended, beyond its state.
 #[derive(Debug, Clone)]
 pub struct SessionEnd {
@@ -379,7 +308,7 @@ impl Session {
     /// Persist the start record atomically and durably (see [`crate::registry`]).
     fn write_record(&self, _end: Option<&SessionEnd>) {
         let record = self.record();
-        if let Err(e) = registry::store(&self.dir, &record, true) {
+        if let Err(e) = registry::store(&self.dir, &record) {
             tracing::warn!(id = %self.id, error = %e, "could not write the session record");
         }
     }
@@ -398,13 +327,13 @@ impl Session {
         let dir = self.dir.clone();
         let stored = match tokio::task::spawn_blocking({
             let record = record.clone();
-            move || registry::store(&dir, &record, false)
+            move || registry::store(&dir, &record)
         })
         .await
         {
             Ok(stored) => stored,
             // The blocking pool is shutting down: write here instead.
-            Err(_) => registry::store(&self.dir, &record, false),
+            Err(_) => registry::store(&self.dir, &record),
         };
         if let Err(e) = stored {
             tracing::warn!(id = %self.id, error = %e, "could not write the final session record");
@@ -453,12 +382,6 @@ impl Session {
             owner: record.owner,
         })
     }
-}
-
-/// Read a session record from a session directory (`None` if it is missing or corrupt; see
-/// [`registry::load`] for the reason).
-pub fn read_record(dir: &Path) -> Option<SessionRecord> {
-    registry::load(dir).ok()
 }
 
 pub(crate) fn unix_ms(t: SystemTime) -> u64 {

@@ -16,13 +16,13 @@ use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// The environment variable that overrides the state directory.
-pub const HOME_ENV: &str = "STOCKADE_HOME";
+pub(crate) const HOME_ENV: &str = "STOCKADE_HOME";
 /// Name of the id counter file.
 const COUNTER_FILE: &str = "next-id";
 /// Name of the folder holding one directory per engine instance.
 const SPOOL_DIR: &str = "spool";
 /// Prefix of every session id (`sh-1`, `sh-2`, …).
-pub const SESSION_ID_PREFIX: &str = "sh-";
+pub(crate) const SESSION_ID_PREFIX: &str = "sh-";
 
 /// Errors about the state directory.
 #[derive(Debug, thiserror::Error)]
@@ -121,7 +121,7 @@ impl StateDir {
     /// *reservation* (ids below it may have been handed out) that is made durable before any id
     /// at or past it is used, and the boot it was written in: a counter read in a later boot
     /// restarts from the reservation, never below an id handed out before the crash. One flush
-    /// per [`ID_RESERVATION`] ids, plus one per boot.
+    /// per `ID_RESERVATION` (1024) ids, plus one per boot.
     pub fn allocate_id(&self) -> Result<String, StateDirError> {
         let path = self.root.join(COUNTER_FILE);
         let unusable = |source| StateDirError::Unusable { path: path.clone(), source };
@@ -190,7 +190,7 @@ impl StateDir {
 }
 
 /// Ids reserved by one durable write of the counter (see [`StateDir::allocate_id`]).
-pub const ID_RESERVATION: u64 = 1024;
+pub(crate) const ID_RESERVATION: u64 = 1024;
 
 /// The id counter file: `next reserved boot-id` (one line). A file holding just `next` (the
 /// earlier layout) reads as reserved up to `next`, boot unknown.

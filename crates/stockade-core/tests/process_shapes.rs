@@ -1,4 +1,4 @@
-//! Invariant "killed means gone": for every process shape that used to leak (seed 003), after
+//! Invariant "killed means gone": for every process shape that used to leak, after
 //! `terminate` no process carrying the session's marker exists — checked through `/proc`
 //! environ, independently of the code under test — with cgroup containment and with it off.
 

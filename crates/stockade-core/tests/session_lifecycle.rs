@@ -199,7 +199,7 @@ async fn terminal_states_are_terminal() {
     let report = s.kill(f.engine.terminate_options(), "late kill").await;
     assert!(report.terminated && report.pids_signalled.is_empty(), "{report:?}");
     assert_eq!(s.state(), SessionState::Exited { code: 0 });
-    let record = stockade_core::session::read_record(s.dir()).unwrap();
+    let record = stockade_core::read_record(s.dir()).unwrap();
     assert_eq!(record.state, SessionState::Exited { code: 0 });
 }
 

@@ -1,17 +1,10 @@
-//! The daemon's own memory: RSS and peak RSS from `/proc/self/status`, allocator bytes from
+//! The daemon's own memory: RSS and peak RSS from `/proc/self/status` (read by
+//! `stockade-procfs`), allocator bytes from
 //! jemalloc (meaningful when jemalloc is the global allocator, as in the `stockade` binary).
 
 /// `VmRSS` and `VmHWM` in bytes (0 where unreadable).
 pub(crate) fn rss() -> (u64, u64) {
-    let Ok(status) = std::fs::read_to_string("/proc/self/status") else { return (0, 0) };
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            .map_or(0, |kib| kib * 1024)
-    };
-    (field("VmRSS:"), field("VmHWM:"))
+    stockade_procfs::rss_and_peak(None).unwrap_or((0, 0))
 }
 
 /// jemalloc's `stats.allocated` after advancing its epoch (0 if the control interface fails).

@@ -28,7 +28,7 @@ pub const DEFAULT_EXEC_YIELD_MS: u64 = 10_000;
 pub const DEFAULT_BACKGROUND_YIELD_MS: u64 = 1_000;
 /// How long `write_stdin` collects output after writing.
 pub const DEFAULT_WRITE_YIELD_MS: u64 = 1_000;
-/// Bytes per model token, for `max_output_tokens` (SPEC §2: 1 token ≈ 4 bytes).
+/// Bytes per model token, for `max_output_tokens` (1 token ≈ 4 bytes, as README.md documents).
 pub const BYTES_PER_TOKEN: u64 = 4;
 /// Largest `max_output_tokens` honoured (256 KiB of output). The output travels twice (text and
 /// structured content), JSON-escaped, and clients bound one message (the Python SDK: 1 MiB per

@@ -151,6 +151,23 @@ mod tests {
     }
 
     #[test]
+    fn stat_counts_fields_from_the_last_paren() {
+        let text = "1234 (we ird) (x)) S 1 1234 1234 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 98765 1000 100 18446744073709551615";
+        let st = parse_stat(1234, text).unwrap();
+        assert_eq!((st.state, st.ppid, st.pgrp, st.session), (b'S', 1, 1234, 1234));
+        assert_eq!((st.flags, st.start_time), (4194560, 98765));
+    }
+
+    #[test]
+    fn own_start_time_is_readable_and_stable() {
+        let me = std::process::id();
+        let a = start_time(me).unwrap();
+        assert_eq!(start_time(me), Some(a));
+        assert!(start_time(u32::MAX).is_none());
+        assert_eq!(liveness(u32::MAX, None), Liveness::Gone);
+    }
+
+    #[test]
     fn this_process_is_alive_and_a_wrong_start_time_is_not() {
         let me = std::process::id();
         let t = start_time(me).unwrap();

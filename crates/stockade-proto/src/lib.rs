@@ -14,9 +14,9 @@ pub mod rpc;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
-/// Default bound on the bytes of one answer to the model (SPEC §2: 50 KiB).
+/// Default bound on the bytes of one answer to the model (50 KiB; see README.md).
 pub const DEFAULT_MAX_BYTES: usize = 50 * 1024;
-/// Default bound on the lines of one answer to the model (SPEC §2: 2000 lines).
+/// Default bound on the lines of one answer to the model (2000 lines; see README.md).
 pub const DEFAULT_MAX_LINES: usize = 2000;
 /// Default hot-tail size per session: the newest bytes kept in memory.
 pub const DEFAULT_RETAINED_CAP: usize = 1024 * 1024;

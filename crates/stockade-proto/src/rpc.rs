@@ -20,7 +20,7 @@ pub const MAX_REQUEST_BYTES: usize = 1024 * 1024;
 /// Longest a `wait_ms`/`yield_ms` may ask to wait.
 pub const MAX_WAIT_MS: u64 = 300_000;
 
-/// Method names, as in SPEC §4.
+/// Method names, as in `docs/protocol.md`.
 pub mod method {
     /// Start a command.
     pub const RUN: &str = "run";

@@ -3,7 +3,11 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use stockade_proto::{Capture, DiskPolicy, ReadMode, Stream};
+use stockade_proto::{ReadMode, Stream};
+
+use crate::args::{
+    CaptureArg, DiskPolicyArg, parse_age, parse_env, parse_size_u64, parse_size_usize,
+};
 
 /// Stockade runs shell commands for AI coding agents: it keeps every byte they print on disk,
 /// shows a bounded, honest view of it, and makes sure nothing they started outlives them.
@@ -413,42 +417,6 @@ pub enum StdinArg {
     Pipe,
 }
 
-/// `--capture`.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum CaptureArg {
-    /// Stockade reads the pipes, writes the spool and keeps the newest bytes in memory.
-    Pipe,
-    /// stdout and stderr are the spool file itself; Stockade copies nothing.
-    File,
-}
-
-impl From<CaptureArg> for Capture {
-    fn from(c: CaptureArg) -> Capture {
-        match c {
-            CaptureArg::Pipe => Capture::Pipe,
-            CaptureArg::File => Capture::File,
-        }
-    }
-}
-
-/// `--disk-policy`.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum DiskPolicyArg {
-    /// Terminate the command's tree at the cap.
-    Kill,
-    /// Keep the head on disk and the newest bytes; report the dropped middle exactly.
-    KeepHeadTail,
-}
-
-impl From<DiskPolicyArg> for DiskPolicy {
-    fn from(p: DiskPolicyArg) -> DiskPolicy {
-        match p {
-            DiskPolicyArg::Kill => DiskPolicy::Kill,
-            DiskPolicyArg::KeepHeadTail => DiskPolicy::KeepHeadTail,
-        }
-    }
-}
-
 /// `--stream`.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum StreamArg {
@@ -544,43 +512,6 @@ pub struct DoctorArgs {
     pub json: bool,
 }
 
-/// A size in binary units (`4096`, `64KiB`, `20MiB`, `1GiB`); shared by every subcommand.
-pub(crate) fn parse_size_u64(s: &str) -> Result<u64, String> {
-    parse_size::Config::new()
-        .with_binary()
-        .parse_size(s)
-        .map_err(|e| format!("{e}: write a size such as 4096, 64KiB, 20MiB or 1GiB"))
-}
-
-fn parse_size_usize(s: &str) -> Result<usize, String> {
-    let n = parse_size_u64(s)?;
-    usize::try_from(n).map_err(|_| format!("{s} is too large for this machine"))
-}
-
-/// An age such as `90s`, `30m`, `12h` or `7d`.
-fn parse_age(s: &str) -> Result<std::time::Duration, String> {
-    let bad = || format!("{s:?} is not an age: write a number and a unit, e.g. 90s, 30m, 12h, 7d");
-    let s = s.trim();
-    let (digits, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?);
-    let n: u64 = digits.parse().map_err(|_| bad())?;
-    let secs = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 60 * 60,
-        "d" => 24 * 60 * 60,
-        _ => return Err(bad()),
-    };
-    n.checked_mul(secs).map(std::time::Duration::from_secs).ok_or_else(bad)
-}
-
-/// `KEY=VALUE` for `--env`; shared by every subcommand.
-pub(crate) fn parse_env(s: &str) -> Result<(String, String), String> {
-    match s.split_once('=') {
-        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
-        _ => Err(format!("{s:?} is not KEY=VALUE")),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -605,22 +536,5 @@ mod tests {
         assert!(Cli::try_parse_from(["stockade", "logs", "sh-1", "-f", "--head", "3"]).is_err());
         let cli = Cli::try_parse_from(["stockade", "--no-autostart", "ps"]).unwrap();
         assert!(cli.no_autostart);
-    }
-
-    #[test]
-    fn sizes_parse_in_binary_units() {
-        assert_eq!(parse_size_u64("1MiB"), Ok(1 << 20));
-        assert_eq!(parse_size_u64("20MB"), Ok(20 << 20));
-        assert!(parse_size_u64("lots").is_err());
-    }
-
-    #[test]
-    fn retention_ages_need_a_unit() {
-        use std::time::Duration;
-        assert_eq!(parse_age("7d"), Ok(Duration::from_secs(7 * 86_400)));
-        assert_eq!(parse_age("90s"), Ok(Duration::from_secs(90)));
-        for bad in ["7", "d", "7w", "-1d", ""] {
-            assert!(parse_age(bad).is_err(), "{bad}");
-        }
     }
 }

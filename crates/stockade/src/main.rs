@@ -2,6 +2,7 @@
 //! printed as one plain sentence with what to do, and a closed stdout (`stockade read … | head`)
 //! is success, not an error.
 
+mod args;
 mod cli;
 mod cmd;
 mod out;

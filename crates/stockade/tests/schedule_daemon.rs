@@ -1,4 +1,4 @@
-//! Scheduled runs through the real daemon binary (seed 004): overlapping ticks are skipped and
+//! Scheduled runs through the real daemon binary: overlapping ticks are skipped and
 //! counted, never queued; a run orphaned by a SIGKILLed daemon is recovered and blocks no tick;
 //! a crash between "record persisted" and "schedule advanced" neither loses nor doubles a tick;
 //! a thousand fires leave memory and the registry bounded by the history limit.

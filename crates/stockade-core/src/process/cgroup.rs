@@ -17,14 +17,14 @@ pub(crate) struct Cgroup2Mount {
 
 impl Cgroup2Mount {
     /// The directory of the cgroup whose path (as in `/proc/<pid>/cgroup`) is `cg_path`.
-    pub fn dir_of(&self, cg_path: &str) -> PathBuf {
+    pub(crate) fn dir_of(&self, cg_path: &str) -> PathBuf {
         let root = self.root.trim_end_matches('/');
         let rel = cg_path.strip_prefix(root).unwrap_or(cg_path).trim_start_matches('/');
         if rel.is_empty() { self.mount_point.clone() } else { self.mount_point.join(rel) }
     }
 
     /// The cgroup path (as in `/proc/<pid>/cgroup`) of the directory `dir`, if it is inside.
-    pub fn path_of(&self, dir: &Path) -> Option<String> {
+    pub(crate) fn path_of(&self, dir: &Path) -> Option<String> {
         let rel = dir.strip_prefix(&self.mount_point).ok()?;
         let root = self.root.trim_end_matches('/');
         let rel = rel.to_str()?;

@@ -19,14 +19,14 @@ static SUBREAPER: AtomicBool = AtomicBool::new(false);
 /// Makes this process a child subreaper (`PR_SET_CHILD_SUBREAPER`): orphans of the sessions it
 /// spawned reparent to it instead of init, so their zombies can be reaped and nothing of a session
 /// drifts out of reach. Process-wide and idempotent.
-pub fn become_subreaper() -> std::io::Result<()> {
+pub(crate) fn become_subreaper() -> std::io::Result<()> {
     rustix::process::set_child_subreaper(Some(rustix::process::getpid()))?;
     SUBREAPER.store(true, Ordering::Relaxed);
     Ok(())
 }
 
 /// Whether [`become_subreaper`] has succeeded in this process.
-pub fn is_subreaper() -> bool {
+pub(crate) fn is_subreaper() -> bool {
     SUBREAPER.load(Ordering::Relaxed)
 }
 

@@ -67,7 +67,7 @@ impl InputError {
 
 /// Writes all of `bytes` to `fd` (a stdin pipe's write end or a PTY master) within `timeout`.
 /// Blocks the calling thread for at most `timeout` (plus scheduling): call it from a blocking
-/// thread, or use [`write_input_async`]. Sets `O_NONBLOCK` on the open file description (shared
+/// thread (the engine wraps it in `spawn_blocking`). Sets `O_NONBLOCK` on the open file description (shared
 /// with its duplicates, which is what the drain wants too). Concurrent writers to one fd may
 /// interleave: serialise writes per session.
 pub fn write_input(fd: impl AsFd, bytes: &[u8], timeout: Duration) -> Result<(), InputError> {
@@ -105,7 +105,7 @@ pub fn write_input(fd: impl AsFd, bytes: &[u8], timeout: Duration) -> Result<(),
 }
 
 /// [`write_input`] on tokio's blocking pool, so the async runtime never waits on a command.
-pub async fn write_input_async(
+pub(crate) async fn write_input_async(
     fd: Arc<OwnedFd>,
     bytes: Vec<u8>,
     timeout: Duration,

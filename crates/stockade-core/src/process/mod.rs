@@ -44,6 +44,7 @@
 mod cgroup;
 mod containment;
 mod input;
+mod marker;
 mod pidfd;
 pub mod pty;
 mod scan;
@@ -51,17 +52,16 @@ mod spawn;
 mod terminate;
 mod tree;
 
-pub use containment::{
-    CgroupMode, Containment, ContainmentConfig, ContainmentInfo, become_subreaper, is_subreaper,
-};
-pub use input::{DEFAULT_INPUT_TIMEOUT, InputError, write_input, write_input_async};
+pub use containment::{CgroupMode, Containment, ContainmentConfig, ContainmentInfo};
+pub(crate) use input::write_input_async;
+pub use input::{DEFAULT_INPUT_TIMEOUT, InputError, write_input};
+pub use marker::SessionMarker;
 pub use nix::sys::signal::Signal;
-pub use pidfd::{PidFd, PidFdError};
+pub use pidfd::{PidFd, PidFdError, RootExit};
 pub use pty::{PtyError, try_clone_master};
-pub use scan::process_start_time;
-pub use spawn::{SessionMarker, SpawnError, SpawnSpec, SpawnedTree, StdioSpec, spawn, spawn_pty};
+pub use spawn::{SpawnError, SpawnSpec, SpawnedTree, StdioSpec, spawn, spawn_pty};
 pub use terminate::{DEFAULT_VERIFY_TIMEOUT, TerminateOptions};
-pub use tree::{AdoptSpec, ProcessTree, RootExit};
+pub use tree::{AdoptSpec, ProcessTree};
 
 /// Name of the environment variable that marks every process of a session.
 pub const MARKER_ENV: &str = "STOCKADE_SESSION";

@@ -8,9 +8,6 @@ use rustix::process::{
     Pid, PidfdFlags, WaitId, WaitIdOptions, pidfd_open, pidfd_send_signal, waitid,
 };
 
-use super::scan;
-use super::tree::RootExit;
-
 /// Why a pidfd could not be opened for a given identity.
 #[derive(Debug, thiserror::Error)]
 pub enum PidFdError {
@@ -50,6 +47,15 @@ pub struct PidFd {
     fd: OwnedFd,
 }
 
+/// How the root of a tree ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RootExit {
+    /// Exit code, when it exited by itself.
+    pub code: Option<i32>,
+    /// Terminating signal number, when a signal ended it.
+    pub signal: Option<i32>,
+}
+
 /// The outcome of a non-blocking reap attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Reap {
@@ -83,7 +89,7 @@ impl PidFd {
     /// A live process with a different start time is a recycled pid: refused.
     pub fn open_verified(pid: u32, start_time: u64) -> Result<PidFd, PidFdError> {
         let pidfd = PidFd::open_unchecked(pid)?;
-        let found = scan::process_start_time(pid);
+        let found = stockade_procfs::start_time(pid);
         if found != Some(start_time) {
             return Err(if found.is_none() || pidfd.has_exited() {
                 PidFdError::Gone { pid }
@@ -166,7 +172,7 @@ mod tests {
     fn stale_identity_is_refused_and_never_signalled() {
         let child = Reaped(Command::new("sleep").arg("1000").spawn().unwrap());
         let pid = child.0.id();
-        let start = scan::process_start_time(pid).unwrap();
+        let start = stockade_procfs::start_time(pid).unwrap();
 
         // A recorded identity whose start time does not match is a recycled pid: refused.
         let err = PidFd::open_verified(pid, start + 1).unwrap_err();
@@ -176,7 +182,7 @@ mod tests {
             "{err:?}"
         );
         // The process was not touched.
-        assert_eq!(scan::read_stat(pid).map(|s| s.is_zombie()), Some(false));
+        assert_eq!(stockade_procfs::read_stat(pid).map(|s| s.is_zombie()), Some(false));
 
         // The true identity opens, signals and reaps.
         let fd = PidFd::open_verified(pid, start).unwrap();

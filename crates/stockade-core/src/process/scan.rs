@@ -1,69 +1,16 @@
-//! Reading `/proc`: process identity (`stat`), the session marker (`environ`) and the scan that
-//! finds every process of a session — including the ones that left its process group.
+//! Scanning `/proc` for a session: the session marker (`environ`), cgroup membership and the scan
+//! that finds every process of a session — including the ones that left its process group.
+//! Process identity (`stat`) is read through `stockade_procfs`, the workspace's one parser.
 
 use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 
-/// `PF_KTHREAD` in `/proc/<pid>/stat` field 9: kernel threads never belong to a session.
-const PF_KTHREAD: u64 = 0x0020_0000;
+use stockade_procfs::{ProcStat, read_stat};
+
 /// Upper bound on the bytes of one `environ` read: the marker is searched in this much only.
 /// (Linux limits one argument/environment string to 128 KiB; real environments are far smaller.)
 const ENVIRON_READ_LIMIT: u64 = 1024 * 1024;
-
-/// What `/proc/<pid>/stat` says about a process.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct ProcStat {
-    pub pid: u32,
-    pub state: u8,
-    pub ppid: u32,
-    pub pgrp: u32,
-    pub session: u32,
-    pub flags: u64,
-    /// Field 22: start time in clock ticks after boot. With the pid, the process's identity.
-    pub start_time: u64,
-}
-
-impl ProcStat {
-    pub fn is_zombie(&self) -> bool {
-        // `X` (dead) is transient, treat it like a zombie: nothing to signal.
-        self.state == b'Z' || self.state == b'X'
-    }
-
-    pub fn is_kernel_thread(&self) -> bool {
-        self.flags & PF_KTHREAD != 0 || self.pid == 2 || self.ppid == 2
-    }
-}
-
-/// Parses the text of `/proc/<pid>/stat`. `comm` (field 2) may contain spaces and `)`, so the
-/// fields are counted from its last `)`.
-pub(crate) fn parse_stat(pid: u32, text: &str) -> Option<ProcStat> {
-    let close = text.rfind(')')?;
-    let mut fields = text.get(close + 1..)?.split_ascii_whitespace();
-    // After `comm`, index 0 is field 3.
-    let state = *fields.next()?.as_bytes().first()?;
-    let ppid = fields.next()?.parse().ok()?;
-    let pgrp = fields.next()?.parse().ok()?;
-    let session = fields.next()?.parse().ok()?;
-    // Fields 7 (tty_nr) and 8 (tpgid), then 9 (flags).
-    let flags = fields.nth(2)?.parse().ok()?;
-    // Fields 10..=21, then 22 (starttime).
-    let start_time = fields.nth(12)?.parse().ok()?;
-    Some(ProcStat { pid, state, ppid, pgrp, session, flags, start_time })
-}
-
-/// Reads `/proc/<pid>/stat`; `None` when the process is gone (or unreadable).
-pub(crate) fn read_stat(pid: u32) -> Option<ProcStat> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_stat(pid, &text)
-}
-
-/// The start time of `pid` (clock ticks after boot, `/proc/<pid>/stat` field 22), or `None` if
-/// there is no such process. `pid + start time` identifies a process across pid reuse: crash
-/// recovery compares a recorded pair with this before it signals anything.
-pub fn process_start_time(pid: u32) -> Option<u64> {
-    read_stat(pid).map(|s| s.start_time)
-}
 
 /// Whether `/proc/<pid>/environ` holds exactly the entry `entry` (`KEY=VALUE`). `buf` is reused
 /// between calls to keep a scan allocation-free.
@@ -180,26 +127,6 @@ pub(crate) fn scan_session(q: &SessionQuery) -> Vec<Member> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn stat_parses_comm_with_spaces_and_parens() {
-        let text = "1234 (we ird) (x)) S 1 1234 1234 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 98765 1000 100 18446744073709551615";
-        let st = parse_stat(1234, text).unwrap();
-        assert_eq!(st.state, b'S');
-        assert_eq!(st.ppid, 1);
-        assert_eq!(st.pgrp, 1234);
-        assert_eq!(st.session, 1234);
-        assert_eq!(st.flags, 4194560);
-        assert_eq!(st.start_time, 98765);
-    }
-
-    #[test]
-    fn own_start_time_is_readable_and_stable() {
-        let me = std::process::id();
-        let a = process_start_time(me).unwrap();
-        assert_eq!(process_start_time(me), Some(a));
-        assert!(process_start_time(u32::MAX).is_none());
-    }
 
     #[test]
     fn environ_match_is_exact() {

@@ -12,6 +12,7 @@ use stockade_proto::rpc::PtySize;
 use super::MARKER_ENV;
 use super::cgroup;
 use super::containment::Containment;
+use super::marker::SessionMarker;
 use super::pidfd::PidFd;
 use super::pty::{self, DEFAULT_TERM, PtyError};
 use super::tree::ProcessTree;
@@ -24,41 +25,6 @@ const SHELL: &str = "/bin/sh";
 const STAGE_SETSID: u8 = 1;
 const STAGE_CGROUP: u8 = 2;
 const STAGE_CTTY: u8 = 3;
-
-/// Which session a process belongs to: `STOCKADE_SESSION=<instance>:<id>` in its environment.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct SessionMarker {
-    /// The daemon instance (unique per state directory / test).
-    pub instance: String,
-    /// The session id (`sh-3`).
-    pub id: String,
-}
-
-impl SessionMarker {
-    /// A marker for session `id` of `instance`.
-    pub fn new(instance: impl Into<String>, id: impl Into<String>) -> SessionMarker {
-        SessionMarker { instance: instance.into(), id: id.into() }
-    }
-
-    /// The value of the environment variable: `<instance>:<id>`.
-    pub fn value(&self) -> String {
-        format!("{}:{}", self.instance, self.id)
-    }
-
-    /// The exact `environ` entry: `STOCKADE_SESSION=<instance>:<id>`.
-    pub fn env_entry(&self) -> String {
-        format!("{MARKER_ENV}={}", self.value())
-    }
-
-    fn validate(&self) -> Result<(), SpawnError> {
-        let ok = |s: &str| !s.is_empty() && !s.contains(['\0', '/', '\n']) && s != "." && s != "..";
-        if ok(&self.instance) && ok(&self.id) {
-            Ok(())
-        } else {
-            Err(SpawnError::InvalidMarker(self.value()))
-        }
-    }
-}
 
 /// Where one of the child's standard streams goes.
 #[derive(Debug, Default)]
@@ -225,7 +191,9 @@ fn spawn_with(
     pty_size: Option<PtySize>,
     containment: &Containment,
 ) -> Result<SpawnedTree, SpawnError> {
-    spec.marker.validate()?;
+    if !spec.marker.is_valid() {
+        return Err(SpawnError::InvalidMarker(spec.marker.value()));
+    }
     if let Some(cwd) = &spec.cwd {
         match std::fs::metadata(cwd) {
             Ok(m) if m.is_dir() => {}

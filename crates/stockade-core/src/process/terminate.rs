@@ -14,7 +14,7 @@ use stockade_proto::{DEFAULT_GRACE_MS, TerminateReport};
 use super::Signal;
 use super::cgroup;
 use super::pidfd::{PidFd, Reap};
-use super::scan::{self, Member, Via};
+use super::scan::{Member, Via};
 use super::tree::ProcessTree;
 
 /// Default bound on verification after the last signal: how long `terminate` waits for the
@@ -221,7 +221,7 @@ impl Run<'_> {
             let reached = group_signalled
                 && sig != Signal::SIGKILL
                 && m.via == Via::Group
-                && scan::read_stat(key.0)
+                && stockade_procfs::read_stat(key.0)
                     .is_some_and(|now| now.start_time == key.1 && now.pgrp == tree.pgid());
             if reached {
                 self.signalled.insert(key.0);

@@ -12,9 +12,9 @@ use tokio::io::unix::AsyncFd;
 
 use super::cgroup;
 use super::containment::Containment;
-use super::pidfd::{PidFd, Reap};
+use super::marker::SessionMarker;
+use super::pidfd::{PidFd, Reap, RootExit};
 use super::scan::{self, Member, SessionQuery};
-use super::spawn::SessionMarker;
 
 /// What a session record knows about a tree another daemon started (see [`ProcessTree::adopt`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,15 +27,6 @@ pub struct AdoptSpec {
     pub marker: SessionMarker,
     /// The session cgroup directory, if it had one.
     pub cgroup: Option<PathBuf>,
-}
-
-/// How the root of a tree ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RootExit {
-    /// Exit code, when it exited by itself.
-    pub code: Option<i32>,
-    /// Terminating signal number, when a signal ended it.
-    pub signal: Option<i32>,
 }
 
 /// One spawned command and everything it started. `Send + Sync`; share it with `Arc`.
@@ -72,7 +63,7 @@ impl ProcessTree {
     ) -> ProcessTree {
         let root_pid = root.pid();
         // The root is our unreaped child, so its stat is readable; 0 would only widen the scan.
-        let root_start_time = scan::process_start_time(root_pid).unwrap_or(0);
+        let root_start_time = stockade_procfs::start_time(root_pid).unwrap_or(0);
         let cgroup_path = match (&cgroup, &containment.inner.cgroup) {
             (Some(dir), Some(root)) => root.mount.path_of(dir),
             _ => None,
@@ -369,10 +360,11 @@ impl SnapshotJob {
     /// Reads a `cgroup.procs` pid's identity and confirms it is (still) in the session cgroup.
     fn verify_cgroup_member(&self, pid: u32) -> Option<Member> {
         let want = self.cgroup_path.as_deref()?;
-        let st = scan::read_stat(pid)?;
+        let st = stockade_procfs::read_stat(pid)?;
         let inside =
             scan::cgroup_of(pid).is_some_and(|p| p == want || p.starts_with(&format!("{want}/")));
-        let same = scan::read_stat(pid).is_some_and(|again| again.start_time == st.start_time);
+        let same =
+            stockade_procfs::read_stat(pid).is_some_and(|again| again.start_time == st.start_time);
         (inside && same && !st.is_zombie()).then_some(Member { stat: st, via: scan::Via::Cgroup })
     }
 }

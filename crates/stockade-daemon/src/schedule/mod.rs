@@ -1,5 +1,6 @@
 //! Scheduled runs: named, persisted templates for `run`, fired on an interval or a cron
-//! expression by one task of the daemon. Seed 004's lessons, enforced here:
+//! expression by one task of the daemon. The rules of `docs/protocol.md` ("Scheduled runs"),
+//! enforced here:
 //!
 //! * **Skip, never queue.** Each fire is an ordinary background session whose `source` is the
 //!   schedule's key (default `schedule:<name>`). The engine's dedup by source decides, under its

@@ -1,9 +1,7 @@
 //! `$STOCKADE_HOME/schedules.json`: every schedule and its counters, written whole and atomically
-//! (a temporary file, `fsync`, `rename`, `fsync` of the directory), so a crash leaves the old
-//! file or the new one, never half of one.
+//! (through `stockade_core::atomic_write`: a temporary file, `fsync`, `rename`, `fsync` of the
+//! directory), so a crash leaves the old file or the new one, never half of one.
 
-use std::io::Write as _;
-use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -118,27 +116,12 @@ pub(crate) fn load(path: &Path) -> Vec<Schedule> {
     }
 }
 
-/// Write the schedules atomically and durably.
+/// Write the schedules with [`stockade_core::atomic_write`]: the old file or the new one
+/// survives a crash, and the new one is durable once this returns `Ok`.
 pub(crate) fn save(path: &Path, schedules: &[Schedule]) -> std::io::Result<()> {
     let file = SchedulesFile { version: STORE_VERSION, schedules: schedules.to_vec() };
     let bytes = serde_json::to_vec_pretty(&file).map_err(std::io::Error::other)?;
-    let tmp = path.with_extension("json.tmp");
-    {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&tmp)?;
-        f.write_all(&bytes)?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)?;
-    if let Some(dir) = path.parent() {
-        std::fs::File::open(dir)?.sync_all()?;
-    }
-    Ok(())
+    stockade_core::atomic_write(path, &bytes)
 }
 
 #[cfg(test)]

@@ -12,13 +12,18 @@
 //! (unwinding drops the guard).
 
 use std::io::Write;
-use std::os::fd::RawFd;
+use std::os::fd::BorrowedFd;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
 
 use anyhow::{Context, bail};
 use clap::Args;
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
+use rustix::event::{PollFd, PollFlags, Timespec, poll};
+use rustix::io::Errno;
+use rustix::stdio::stdin;
+use rustix::termios::{OptionalActions, Termios, isatty, tcgetattr, tcgetwinsize, tcsetattr};
 use stockade_client::{Client, ConnectOptions, raw_bytes};
 use stockade_proto::rpc::{
     ListResult, PtySize, ReadParams, Render, ResizeParams, ResizeResult, WriteParams, method,
@@ -33,7 +38,7 @@ pub const DETACH_KEY: u8 = 0x1d;
 /// How long one output long poll waits for new bytes.
 const POLL_WAIT_MS: u64 = 500;
 /// How often the input thread looks at the stop flag while stdin is quiet.
-const INPUT_POLL_MS: i32 = 100;
+const INPUT_POLL: Timespec = Timespec { tv_sec: 0, tv_nsec: 100_000_000 };
 /// Most bytes of one raw read.
 const READ_CHUNK: usize = 256 * 1024;
 
@@ -50,14 +55,13 @@ enum Event {
     Detach,
     Ended(SessionState),
     InputClosed,
-    Signal(i32),
+    Signal(Signal),
     Failed(String),
 }
 
 pub fn attach(global: &Global, args: AttachArgs) -> anyhow::Result<ExitCode> {
     let id = args.id;
-    // SAFETY: isatty(3) on a descriptor number; no memory involved.
-    if unsafe { libc::isatty(libc::STDIN_FILENO) } != 1 {
+    if !isatty(stdin()) {
         bail!(
             "attach needs a terminal, and stdin is not one; to type into {id} from a script use `stockade send {id} 'text\\n'`, and `stockade logs -f {id}` to follow it"
         );
@@ -76,7 +80,7 @@ pub fn attach(global: &Global, args: AttachArgs) -> anyhow::Result<ExitCode> {
             "{id} does not run on a terminal; start programs to attach to with `stockade run --pty --bg …`, or type into {id} with `stockade send`"
         );
     }
-    if let Some(size) = terminal_size(libc::STDIN_FILENO) {
+    if let Some(size) = terminal_size(stdin()) {
         resize(&mut control, &id, size)?;
     }
     // What the screen shows now, then everything from there on.
@@ -92,7 +96,7 @@ pub fn attach(global: &Global, args: AttachArgs) -> anyhow::Result<ExitCode> {
     );
 
     let signals = BlockedSignals::block()?;
-    let raw = RawMode::enter(libc::STDIN_FILENO)?;
+    let raw = RawMode::enter(stdin())?;
     let mut stdout = std::io::stdout().lock();
     stdout.write_all(screen.view.output.replace('\n', "\r\n").as_bytes())?;
     stdout.flush()?;
@@ -106,8 +110,8 @@ pub fn attach(global: &Global, args: AttachArgs) -> anyhow::Result<ExitCode> {
 
     let ending = loop {
         match rx.recv() {
-            Ok(Event::Signal(libc::SIGWINCH)) => {
-                if let Some(size) = terminal_size(libc::STDIN_FILENO)
+            Ok(Event::Signal(Signal::SIGWINCH)) => {
+                if let Some(size) = terminal_size(stdin())
                     && let Err(e) = resize(&mut control, &id, size)
                 {
                     break Event::Failed(format!("{e:#}"));
@@ -136,7 +140,8 @@ pub fn attach(global: &Global, args: AttachArgs) -> anyhow::Result<ExitCode> {
             eprintln!("\nstdin closed; detached from {id}, which keeps running.");
             0
         }
-        Event::Signal(n) => {
+        Event::Signal(sig) => {
+            let n = sig as i32;
             eprintln!("\nsignal {n}; detached from {id}, which keeps running.");
             128u8.saturating_add(n.clamp(0, 127) as u8)
         }
@@ -215,22 +220,18 @@ fn spawn_input(
     let mut run = move || -> anyhow::Result<Option<Event>> {
         let mut buf = [0u8; 4096];
         while !stop.load(Ordering::SeqCst) {
-            if !readable(libc::STDIN_FILENO, INPUT_POLL_MS)? {
+            if !readable(stdin(), &INPUT_POLL)? {
                 continue;
             }
-            // SAFETY: read(2) into a stack buffer of the length given.
-            let n = unsafe { libc::read(libc::STDIN_FILENO, buf.as_mut_ptr().cast(), buf.len()) };
-            if n < 0 {
-                let e = std::io::Error::last_os_error();
-                if e.kind() == std::io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(e).context("cannot read the terminal");
-            }
+            let n = match rustix::io::read(stdin(), &mut buf) {
+                Ok(n) => n,
+                Err(Errno::INTR) => continue,
+                Err(e) => return Err(std::io::Error::from(e)).context("cannot read the terminal"),
+            };
             if n == 0 {
                 return Ok(Some(Event::InputClosed));
             }
-            let (forward, detach) = split_at_detach(&buf[..n as usize]);
+            let (forward, detach) = split_at_detach(&buf[..n]);
             if !forward.is_empty() {
                 let params = WriteParams {
                     id: id.clone(),
@@ -269,88 +270,69 @@ pub fn split_at_detach(chunk: &[u8]) -> (&[u8], bool) {
     }
 }
 
-/// Whether `fd` has input within `timeout_ms`.
-fn readable(fd: RawFd, timeout_ms: i32) -> anyhow::Result<bool> {
-    let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-    // SAFETY: poll(2) on one initialised pollfd.
-    let n = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
-    if n < 0 {
-        let e = std::io::Error::last_os_error();
-        if e.kind() == std::io::ErrorKind::Interrupted {
-            return Ok(false);
-        }
-        return Err(e).context("cannot poll the terminal");
+/// Whether `fd` has input within `timeout`.
+fn readable(fd: BorrowedFd<'_>, timeout: &Timespec) -> anyhow::Result<bool> {
+    let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+    match poll(&mut fds, Some(timeout)) {
+        Ok(n) => Ok(n > 0),
+        Err(Errno::INTR) => Ok(false),
+        Err(e) => Err(std::io::Error::from(e)).context("cannot poll the terminal"),
     }
-    Ok(n > 0)
 }
 
 /// The size of the terminal on `fd`, if it is one with a size.
-fn terminal_size(fd: RawFd) -> Option<PtySize> {
-    // SAFETY: TIOCGWINSZ fills a winsize we own.
-    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    let ok = unsafe { libc::ioctl(fd, libc::TIOCGWINSZ, &mut ws) } == 0;
-    (ok && ws.ws_row > 0 && ws.ws_col > 0).then_some(PtySize { rows: ws.ws_row, cols: ws.ws_col })
+fn terminal_size(fd: BorrowedFd<'_>) -> Option<PtySize> {
+    let ws = tcgetwinsize(fd).ok()?;
+    (ws.ws_row > 0 && ws.ws_col > 0).then_some(PtySize { rows: ws.ws_row, cols: ws.ws_col })
 }
 
 /// The terminal on `fd` in raw mode (no echo, no line editing, no signals from keys, bytes as
 /// typed) for as long as this lives; the saved mode is put back on drop.
-pub struct RawMode {
-    fd: RawFd,
-    saved: libc::termios,
+pub struct RawMode<'fd> {
+    fd: BorrowedFd<'fd>,
+    saved: Termios,
 }
 
-impl RawMode {
+impl<'fd> RawMode<'fd> {
     /// Save the mode of the terminal on `fd` and make it raw.
-    pub fn enter(fd: RawFd) -> anyhow::Result<RawMode> {
-        // SAFETY: tcgetattr(3) fills a termios we own.
-        let mut saved: libc::termios = unsafe { std::mem::zeroed() };
-        // SAFETY: as above.
-        if unsafe { libc::tcgetattr(fd, &mut saved) } != 0 {
-            return Err(std::io::Error::last_os_error()).context("cannot read the terminal mode");
-        }
-        let mut raw = saved;
-        // SAFETY: cfmakeraw(3) edits the copy in place.
-        unsafe { libc::cfmakeraw(&mut raw) };
-        // SAFETY: tcsetattr(3) with an initialised termios.
-        if unsafe { libc::tcsetattr(fd, libc::TCSANOW, &raw) } != 0 {
-            return Err(std::io::Error::last_os_error()).context("cannot make the terminal raw");
-        }
+    pub fn enter(fd: BorrowedFd<'fd>) -> anyhow::Result<RawMode<'fd>> {
+        let saved =
+            tcgetattr(fd).map_err(std::io::Error::from).context("cannot read the terminal mode")?;
+        let mut raw = saved.clone();
+        raw.make_raw();
+        tcsetattr(fd, OptionalActions::Now, &raw)
+            .map_err(std::io::Error::from)
+            .context("cannot make the terminal raw")?;
         Ok(RawMode { fd, saved })
     }
 }
 
-impl Drop for RawMode {
+impl Drop for RawMode<'_> {
     fn drop(&mut self) {
-        // SAFETY: tcsetattr(3) with the termios saved at entry.
-        unsafe { libc::tcsetattr(self.fd, libc::TCSANOW, &self.saved) };
+        // Nothing to do on failure: the terminal is gone or no longer ours.
+        let _ = tcsetattr(self.fd, OptionalActions::Now, &self.saved);
     }
 }
 
 /// The signals attach handles, blocked in every thread (the mask is inherited by threads started
 /// after it is set) so that only the waiter thread receives them, as events.
 struct BlockedSignals {
-    set: libc::sigset_t,
+    set: SigSet,
 }
 
-const HANDLED: [i32; 5] =
-    [libc::SIGWINCH, libc::SIGTERM, libc::SIGHUP, libc::SIGINT, libc::SIGQUIT];
+const HANDLED: [Signal; 5] =
+    [Signal::SIGWINCH, Signal::SIGTERM, Signal::SIGHUP, Signal::SIGINT, Signal::SIGQUIT];
 
 impl BlockedSignals {
     fn block() -> anyhow::Result<BlockedSignals> {
-        // SAFETY: signal-set manipulation on a set we own; pthread_sigmask on this thread.
-        unsafe {
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            for s in HANDLED {
-                libc::sigaddset(&mut set, s);
-            }
-            let rc = libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-            if rc != 0 {
-                return Err(std::io::Error::from_raw_os_error(rc)).context("cannot block signals");
-            }
-            Ok(BlockedSignals { set })
+        let mut set = SigSet::empty();
+        for s in HANDLED {
+            set.add(s);
         }
+        pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&set), None)
+            .map_err(std::io::Error::from)
+            .context("cannot block signals")?;
+        Ok(BlockedSignals { set })
     }
 
     /// A thread that waits for the blocked signals and sends each as an event.
@@ -358,11 +340,8 @@ impl BlockedSignals {
         std::thread::Builder::new()
             .name("attach-signals".into())
             .spawn(move || {
-                loop {
-                    let mut sig = 0;
-                    // SAFETY: sigwait(3) on the set blocked above.
-                    let rc = unsafe { libc::sigwait(&self.set, &mut sig) };
-                    if rc != 0 || tx.send(Event::Signal(sig)).is_err() {
+                while let Ok(sig) = self.set.wait() {
+                    if tx.send(Event::Signal(sig)).is_err() {
                         return;
                     }
                 }
@@ -375,6 +354,10 @@ impl BlockedSignals {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
+    use std::os::fd::AsFd;
+
+    use rustix::termios::LocalModes;
+
     use super::*;
 
     #[test]
@@ -387,54 +370,29 @@ mod tests {
 
     #[test]
     fn raw_mode_is_restored_when_the_guard_drops() {
-        let pair = open_pty();
-        let before = mode(pair.1);
-        assert_ne!(before.c_lflag & libc::ICANON, 0, "a new terminal is canonical");
+        let pty = nix::pty::openpty(None, None).unwrap();
+        let fd = pty.slave.as_fd();
+        let before = tcgetattr(fd).unwrap();
+        let lflag = |t: &Termios| t.local_modes;
+        assert!(lflag(&before).contains(LocalModes::ICANON), "a new terminal is canonical");
         {
-            let _raw = RawMode::enter(pair.1).unwrap();
-            let during = mode(pair.1);
-            assert_eq!(during.c_lflag & (libc::ICANON | libc::ECHO | libc::ISIG), 0);
+            let _raw = RawMode::enter(fd).unwrap();
+            let during = tcgetattr(fd).unwrap();
+            assert!(
+                !lflag(&during)
+                    .intersects(LocalModes::ICANON | LocalModes::ECHO | LocalModes::ISIG)
+            );
         }
-        let after = mode(pair.1);
-        assert_eq!(after.c_lflag, before.c_lflag);
-        assert_eq!(after.c_iflag, before.c_iflag);
-        assert_eq!(after.c_oflag, before.c_oflag);
+        let after = tcgetattr(fd).unwrap();
+        assert_eq!(after.local_modes, before.local_modes);
+        assert_eq!(after.input_modes, before.input_modes);
+        assert_eq!(after.output_modes, before.output_modes);
         // Also when the scope is left by a panic.
-        let fd = pair.1;
         let unwound = std::panic::catch_unwind(|| {
             let _raw = RawMode::enter(fd).unwrap();
             panic!("boom");
         });
         assert!(unwound.is_err());
-        assert_eq!(mode(pair.1).c_lflag, before.c_lflag);
-        // SAFETY: closing the descriptors this test opened.
-        unsafe {
-            libc::close(pair.0);
-            libc::close(pair.1);
-        }
-    }
-
-    fn mode(fd: RawFd) -> libc::termios {
-        // SAFETY: tcgetattr into a termios we own.
-        let mut t: libc::termios = unsafe { std::mem::zeroed() };
-        // SAFETY: as above.
-        assert_eq!(unsafe { libc::tcgetattr(fd, &mut t) }, 0);
-        t
-    }
-
-    fn open_pty() -> (RawFd, RawFd) {
-        let (mut master, mut slave) = (0, 0);
-        // SAFETY: openpty(3) fills two descriptors; names and modes are not asked for.
-        let rc = unsafe {
-            libc::openpty(
-                &mut master,
-                &mut slave,
-                std::ptr::null_mut(),
-                std::ptr::null(),
-                std::ptr::null(),
-            )
-        };
-        assert_eq!(rc, 0);
-        (master, slave)
+        assert_eq!(tcgetattr(fd).unwrap().local_modes, before.local_modes);
     }
 }

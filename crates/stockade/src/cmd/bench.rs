@@ -1,4 +1,4 @@
-//! `stockade bench`: the seed's experiment as a command. Arguments only; the harness is the
+//! `stockade bench`: the memory-growth experiment as a command. Arguments only; the harness is the
 //! `stockade-bench` crate, which talks to fresh daemons over their sockets like any client.
 
 use std::path::PathBuf;
@@ -32,8 +32,8 @@ pub enum BenchCommand {
     /// samples), `summary.jsonl` (appended, one row a run), `summary.md` and the SVG plots.
     ///
     /// Variants: `pipe` and `file` (Stockade's capture modes), `node` (the shipped Node.js
-    /// replica of seed 000's baseline under --max-old-space-size=512; skipped with a reason if
-    /// `node` is not installed), and any `--peer NAME=COMMAND`.
+    /// replica of the baseline shell manager under --max-old-space-size=512; skipped with a
+    /// reason if `node` is not installed), and any `--peer NAME=COMMAND`.
     ///
     /// The peer contract: COMMAND runs as `/bin/sh -c 'exec COMMAND'` with BENCH_N,
     /// BENCH_COMMAND (the shell command each of the N runs), BENCH_BYTES, BENCH_BARRIER,
@@ -46,7 +46,7 @@ pub enum BenchCommand {
     ///   stockade bench growth --variants pipe --concurrency 64,128
     ///   stockade bench growth --variants pipe --concurrency 4 --bytes 20MiB,256MiB,1GiB
     Growth(GrowthArgs),
-    /// The seed's ten hard cases as a 0/1 table with the reason for each 0.
+    /// Ten hard cases as a 0/1 table with the reason for each 0.
     Edges(EdgesArgs),
     /// 1 GiB through a daemon session (pipe capture) against writing it straight to a file.
     Drain(DrainArgs),
@@ -76,7 +76,7 @@ pub struct GrowthArgs {
     #[arg(long, value_name = "N,…", value_delimiter = ',')]
     pub concurrency: Vec<usize>,
     /// Bytes each command prints (default 20MiB; quick 4MiB).
-    #[arg(long, value_name = "SIZE,…", value_delimiter = ',', value_parser = crate::cli::parse_size_u64)]
+    #[arg(long, value_name = "SIZE,…", value_delimiter = ',', value_parser = crate::args::parse_size_u64)]
     pub bytes: Vec<u64>,
     /// Engines: pipe, file, node (default pipe,file,node; `''` for only the `--peer`s).
     #[arg(long, value_name = "NAME,…", value_delimiter = ',')]
@@ -88,7 +88,7 @@ pub struct GrowthArgs {
     #[arg(long, value_name = "S")]
     pub sleep: Option<u64>,
     /// The dashed memory line on the plots.
-    #[arg(long, value_name = "SIZE", default_value = "512MiB", value_parser = crate::cli::parse_size_u64)]
+    #[arg(long, value_name = "SIZE", default_value = "512MiB", value_parser = crate::args::parse_size_u64)]
     pub memory_line: u64,
 }
 
@@ -105,7 +105,7 @@ pub struct DrainArgs {
     #[command(flatten)]
     pub common: CommonArgs,
     /// Bytes per round (default 1GiB; quick 64MiB).
-    #[arg(long, value_name = "SIZE", value_parser = crate::cli::parse_size_u64)]
+    #[arg(long, value_name = "SIZE", value_parser = crate::args::parse_size_u64)]
     pub bytes: Option<u64>,
     /// Rounds of each side (the best is kept).
     #[arg(long, value_name = "N", default_value_t = 3)]
@@ -129,7 +129,7 @@ pub struct PlotArgs {
     #[arg(long, value_name = "DIR", default_value = "bench-out")]
     pub out: PathBuf,
     /// The dashed memory line on the plots.
-    #[arg(long, value_name = "SIZE", default_value = "512MiB", value_parser = crate::cli::parse_size_u64)]
+    #[arg(long, value_name = "SIZE", default_value = "512MiB", value_parser = crate::args::parse_size_u64)]
     pub memory_line: u64,
 }
 

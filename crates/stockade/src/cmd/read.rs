@@ -4,8 +4,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
+use stockade_core::is_session_id;
 use stockade_core::output::{GrepRequest, OutputLog, ReadRequest};
-use stockade_core::state_dir::is_session_id;
 use stockade_proto::rpc::GrepParams;
 use stockade_proto::{GrepResult, OutputLimits, ReadMode};
 

@@ -13,7 +13,7 @@ use stockade_proto::rpc::{
 };
 
 use super::Global;
-use crate::cli::{CaptureArg, DiskPolicyArg};
+use crate::args::{CaptureArg, DiskPolicyArg};
 use crate::out;
 
 /// `stockade schedule`.
@@ -83,7 +83,7 @@ pub struct AddArgs {
     pub keep_runs: Option<usize>,
     /// Most bytes the spools of finished runs may hold; the oldest are forgotten past it
     /// [default: 1GiB].
-    #[arg(long, value_name = "SIZE", value_parser = crate::cli::parse_size_u64)]
+    #[arg(long, value_name = "SIZE", value_parser = crate::args::parse_size_u64)]
     pub disk_budget: Option<u64>,
     /// The shell that runs the command [default: /bin/sh].
     #[arg(long, value_name = "PATH")]
@@ -95,7 +95,7 @@ pub struct AddArgs {
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
     /// Extra environment variable (repeatable).
-    #[arg(long = "env", value_name = "KEY=VALUE", value_parser = crate::cli::parse_env)]
+    #[arg(long = "env", value_name = "KEY=VALUE", value_parser = crate::args::parse_env)]
     pub env: Vec<(String, String)>,
     /// Terminate each run's whole process tree after this many milliseconds.
     #[arg(long, value_name = "MS")]
@@ -104,10 +104,10 @@ pub struct AddArgs {
     #[arg(long, value_enum, default_value = "pipe")]
     pub capture: CaptureArg,
     /// Bytes of the newest output kept in memory while a run is active.
-    #[arg(long, value_name = "SIZE", value_parser = crate::cli::parse_size_u64)]
+    #[arg(long, value_name = "SIZE", value_parser = crate::args::parse_size_u64)]
     pub retained_cap: Option<u64>,
     /// Most bytes written to each run's spool file.
-    #[arg(long, value_name = "SIZE", value_parser = crate::cli::parse_size_u64)]
+    #[arg(long, value_name = "SIZE", value_parser = crate::args::parse_size_u64)]
     pub disk_cap: Option<u64>,
     /// What happens at the disk cap: `kill` the run, or `keep-head-tail`.
     #[arg(long, value_enum)]

@@ -1,0 +1,98 @@
+//! The one atomic, durable file writer: session records and the daemon's schedule store both
+//! go through [`atomic_write`], so every file Stockade replaces survives a crash the same way.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+/// Replaces the file at `path` with `bytes`, atomically and durably.
+///
+/// # Durability
+///
+/// 1. The bytes go to a temporary file *in the same directory* (`<name>.tmp`; a stale one left
+///    by a crash is removed first), created exclusively with mode `0600` and never through a
+///    symlink (`O_NOFOLLOW`).
+/// 2. The temporary file is written in full and `fsync`ed; either failing (a full disk, an I/O
+///    error) removes it and returns the error, leaving `path` untouched.
+/// 3. It is renamed over `path`: a reader, or a crash at any moment, sees the old contents or
+///    the new ones, never a mix.
+/// 4. The directory is `fsync`ed, so the new name survives a power loss. An error here is
+///    returned too: the new contents are visible but may not be durable yet.
+///
+/// One writer per path at a time: two concurrent writers of the same path share the temporary
+/// name, and the second fails with `AlreadyExists` rather than interleaving.
+pub fn atomic_write(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let tmp = temp_path(path)?;
+    let _ = std::fs::remove_file(&tmp);
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&tmp)?;
+    if let Err(e) = file.write_all(bytes).and_then(|()| file.sync_all()) {
+        // A full disk must not leave a half-written temporary file behind.
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    drop(file);
+    if let Err(e) = std::fs::rename(&tmp, path) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    File::open(dir)?.sync_all()
+}
+
+/// `<dir>/<name>.tmp` for `<dir>/<name>`.
+fn temp_path(path: &Path) -> io::Result<PathBuf> {
+    let Some(name) = path.file_name() else {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "atomic_write needs a file name"));
+    };
+    let mut tmp = name.to_os_string();
+    tmp.push(".tmp");
+    Ok(path.with_file_name(tmp))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn replaces_the_file_and_leaves_no_temporary() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("state.json");
+        atomic_write(&p, b"one").unwrap();
+        // A stale temporary from a crash does not block the next write.
+        std::fs::write(dir.path().join("state.json.tmp"), b"torn").unwrap();
+        atomic_write(&p, b"two").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"two");
+        assert!(!dir.path().join("state.json.tmp").exists());
+    }
+
+    #[test]
+    fn a_symlinked_temporary_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("target");
+        std::fs::write(&target, b"keep").unwrap();
+        let p = dir.path().join("f");
+        // Removed first, so the write goes to a fresh file, never through the link.
+        std::os::unix::fs::symlink(&target, dir.path().join("f.tmp")).unwrap();
+        atomic_write(&p, b"new").unwrap();
+        assert_eq!(std::fs::read(&target).unwrap(), b"keep");
+        assert_eq!(std::fs::read(&p).unwrap(), b"new");
+    }
+
+    #[test]
+    fn a_path_without_a_file_name_is_refused() {
+        assert_eq!(
+            atomic_write(Path::new("/"), b"x").unwrap_err().kind(),
+            io::ErrorKind::InvalidInput
+        );
+    }
+}

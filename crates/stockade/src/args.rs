@@ -1,0 +1,102 @@
+//! Value parsers and value enums shared by the subcommands (`run`, `daemon run`, `schedule add`,
+//! `bench`): one size syntax, one `KEY=VALUE` syntax and one spelling of each run option
+//! everywhere. `cli.rs` and the subcommands in `cmd/` both import from here.
+
+use clap::ValueEnum;
+use stockade_proto::{Capture, DiskPolicy};
+
+/// `--capture`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum CaptureArg {
+    /// Stockade reads the pipes, writes the spool and keeps the newest bytes in memory.
+    Pipe,
+    /// stdout and stderr are the spool file itself; Stockade copies nothing.
+    File,
+}
+
+impl From<CaptureArg> for Capture {
+    fn from(c: CaptureArg) -> Capture {
+        match c {
+            CaptureArg::Pipe => Capture::Pipe,
+            CaptureArg::File => Capture::File,
+        }
+    }
+}
+
+/// `--disk-policy`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum DiskPolicyArg {
+    /// Terminate the command's tree at the cap.
+    Kill,
+    /// Keep the head on disk and the newest bytes; report the dropped middle exactly.
+    KeepHeadTail,
+}
+
+impl From<DiskPolicyArg> for DiskPolicy {
+    fn from(p: DiskPolicyArg) -> DiskPolicy {
+        match p {
+            DiskPolicyArg::Kill => DiskPolicy::Kill,
+            DiskPolicyArg::KeepHeadTail => DiskPolicy::KeepHeadTail,
+        }
+    }
+}
+
+/// A size in binary units (`4096`, `64KiB`, `20MiB`, `1GiB`); shared by every subcommand.
+pub(crate) fn parse_size_u64(s: &str) -> Result<u64, String> {
+    parse_size::Config::new()
+        .with_binary()
+        .parse_size(s)
+        .map_err(|e| format!("{e}: write a size such as 4096, 64KiB, 20MiB or 1GiB"))
+}
+
+/// A size that must fit in `usize` (a memory budget).
+pub(crate) fn parse_size_usize(s: &str) -> Result<usize, String> {
+    let n = parse_size_u64(s)?;
+    usize::try_from(n).map_err(|_| format!("{s} is too large for this machine"))
+}
+
+/// An age such as `90s`, `30m`, `12h` or `7d`.
+pub(crate) fn parse_age(s: &str) -> Result<std::time::Duration, String> {
+    let bad = || format!("{s:?} is not an age: write a number and a unit, e.g. 90s, 30m, 12h, 7d");
+    let s = s.trim();
+    let (digits, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?);
+    let n: u64 = digits.parse().map_err(|_| bad())?;
+    let secs = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 60 * 60,
+        "d" => 24 * 60 * 60,
+        _ => return Err(bad()),
+    };
+    n.checked_mul(secs).map(std::time::Duration::from_secs).ok_or_else(bad)
+}
+
+/// `KEY=VALUE` for `--env`; shared by every subcommand.
+pub(crate) fn parse_env(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+        _ => Err(format!("{s:?} is not KEY=VALUE")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_in_binary_units() {
+        assert_eq!(parse_size_u64("1MiB"), Ok(1 << 20));
+        assert_eq!(parse_size_u64("20MB"), Ok(20 << 20));
+        assert!(parse_size_u64("lots").is_err());
+    }
+
+    #[test]
+    fn retention_ages_need_a_unit() {
+        use std::time::Duration;
+        assert_eq!(parse_age("7d"), Ok(Duration::from_secs(7 * 86_400)));
+        assert_eq!(parse_age("90s"), Ok(Duration::from_secs(90)));
+        for bad in ["7", "d", "7w", "-1d", ""] {
+            assert!(parse_age(bad).is_err(), "{bad}");
+        }
+    }
+}
