@@ -51,7 +51,6 @@ use tokio::sync::{Mutex, Notify};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::rpc_error;
-use crate::server::Shared;
 use store::Schedule;
 use timing::{Timing, now_ms};
 
@@ -368,7 +367,7 @@ impl Scheduler {
     }
 
     /// Fire every schedule whose tick is due, then prune their runs.
-    async fn fire_due(&self, shared: &Arc<Shared>, stop: &CancellationToken) {
+    async fn fire_due(&self, engine: &Arc<Engine>, stop: &CancellationToken) {
         let mut prune = Vec::new();
         let mut entries = self.entries.lock().await;
         for i in 0..entries.len() {
@@ -382,7 +381,7 @@ impl Scheduler {
                 continue;
             };
             // 1. The claim: the session record is on disk when `start` returns.
-            let outcome = self.fire(shared, &e.schedule).await;
+            let outcome = self.fire(engine, &e.schedule).await;
             if self.crash_after_claim && matches!(outcome, Outcome::Fired(_)) {
                 tracing::error!(
                     "{CRASH_AFTER_CLAIM_ENV}=1: aborting after the claim, before the schedule advances"
@@ -412,12 +411,12 @@ impl Scheduler {
         }
         drop(entries);
         for (source, keep, budget) in prune {
-            prune_runs(&shared.engine, &source, keep, budget).await;
+            prune_runs(engine, &source, keep, budget).await;
         }
     }
 
     /// Start one tick's run, or find its source still active.
-    async fn fire(&self, shared: &Arc<Shared>, s: &Schedule) -> Outcome {
+    async fn fire(&self, engine: &Arc<Engine>, s: &Schedule) -> Outcome {
         let t = &s.run;
         let spec = RunSpec {
             command: t.command.clone(),
@@ -433,8 +432,8 @@ impl Scheduler {
             source: Some(s.source.clone()),
             ..RunSpec::default()
         };
-        let engine = Arc::clone(shared);
-        match tokio::task::spawn_blocking(move || engine.engine.start(spec)).await {
+        let engine = Arc::clone(engine);
+        match tokio::task::spawn_blocking(move || engine.start(spec)).await {
             Ok(Ok(started)) if started.deduplicated => Outcome::Skipped,
             Ok(Ok(started)) => Outcome::Fired(started.session.id().to_owned()),
             Ok(Err(e)) => {
@@ -448,9 +447,8 @@ impl Scheduler {
 
 /// The scheduler task: reconcile once, then sleep until the earliest tick, fire what is due,
 /// and again, until `stop`.
-pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
-    let scheduler = &shared.schedules;
-    scheduler.reconcile(&shared.engine).await;
+pub(crate) async fn run(scheduler: Arc<Scheduler>, engine: Arc<Engine>, stop: CancellationToken) {
+    scheduler.reconcile(&engine).await;
     loop {
         let sleep = scheduler.until_next().await.unwrap_or(MAX_SLEEP).min(MAX_SLEEP);
         tokio::select! {
@@ -458,7 +456,7 @@ pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
             () = scheduler.wake.notified() => continue,
             () = tokio::time::sleep(sleep) => {}
         }
-        scheduler.fire_due(&shared, &stop).await;
+        scheduler.fire_due(&engine, &stop).await;
     }
 }
 
