@@ -380,3 +380,24 @@ pub struct ResizeResult {
     pub size: PtySize,
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_matches_the_standard_alphabet() {
+        assert_eq!(encode_bytes(b""), "");
+        assert_eq!(encode_bytes(b"f"), "Zg==");
+        assert_eq!(encode_bytes(b"fo"), "Zm8=");
+        assert_eq!(encode_bytes(b"foo"), "Zm9v");
+        assert_eq!(encode_bytes(&[0xff, 0xfe, 0x00, 0x03]), "//4AAw==");
+    }
+
+    #[test]
+    fn base64_round_trips_and_refuses_garbage() {
+        assert_eq!(decode_bytes("aGVsbG8gd29ybGQ=").ok(), Some(b"hello world".to_vec()));
+        assert_eq!(decode_bytes("AP8=").ok(), Some(vec![0, 255]));
+        assert!(decode_bytes("!!").is_err());
+    }
+}
