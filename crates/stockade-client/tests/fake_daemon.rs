@@ -92,7 +92,10 @@ fn an_answer_that_never_comes_is_a_timeout_and_the_connection_is_then_refused() 
     let mut client = Client::connect(&opts).unwrap();
     let err = client.call::<method::Status>(NoParams {}).unwrap_err();
     assert!(matches!(err, ClientError::Timeout { .. }), "{err:?}");
-    assert!(matches!(client.call::<method::Status>(NoParams {}).unwrap_err(), ClientError::Poisoned));
+    assert!(matches!(
+        client.call::<method::Status>(NoParams {}).unwrap_err(),
+        ClientError::Poisoned
+    ));
 }
 
 #[test]

@@ -99,11 +99,8 @@ impl StockadeMcp {
             ..WriteParams::default()
         };
         let started = Instant::now();
-        let mut r = self
-            .backend
-            .call(move |c| c.call::<method::Write>(params))
-            .await
-            .map_err(|e| match e {
+        let mut r = self.backend.call(move |c| c.call::<method::Write>(params)).await.map_err(
+            |e| match e {
                 ToolError::Daemon { code: code::NOT_SUPPORTED, message } => ToolError::Daemon {
                     code: code::NOT_SUPPORTED,
                     message: format!(
@@ -112,7 +109,8 @@ impl StockadeMcp {
                     ),
                 },
                 other => other,
-            })?;
+            },
+        )?;
         text::name_tools_in_notice(&mut r.view, &r.id);
         ok(text::read(&r, started.elapsed()), &r)
     }

@@ -358,7 +358,9 @@ mod tests {
             Value::Object(tool.output_schema.as_ref().unwrap().as_ref().clone())
         };
         let run = schema(EXEC_COMMAND).to_string();
-        for key in ["\"next_cursor\"", "\"spool_path\"", "\"state\"", "\"timed_out\"", "\"cleanup\""] {
+        for key in
+            ["\"next_cursor\"", "\"spool_path\"", "\"state\"", "\"timed_out\"", "\"cleanup\""]
+        {
             assert!(run.contains(key), "{key} in {run}");
         }
         assert!(!run.contains("uint"), "no integer formats: {run}");

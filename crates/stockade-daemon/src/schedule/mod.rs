@@ -51,7 +51,6 @@ use tokio::sync::{Mutex, Notify};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::rpc_error;
-use store::Schedule;
 use timing::{Timing, now_ms};
 
 /// Longest the task sleeps without looking at the clock again.
@@ -101,7 +100,7 @@ impl From<ScheduleError> for RpcError {
 
 /// A schedule and its parsed timing.
 struct Entry {
-    schedule: Schedule,
+    schedule: ScheduleInfo,
     timing: Timing,
 }
 
@@ -155,7 +154,7 @@ impl Scheduler {
     }
 
     async fn save(&self, entries: &[Entry]) -> Result<(), ScheduleError> {
-        let schedules: Vec<Schedule> = entries.iter().map(|e| e.schedule.clone()).collect();
+        let schedules: Vec<ScheduleInfo> = entries.iter().map(|e| e.schedule.clone()).collect();
         let path = self.path.clone();
         let saved = tokio::task::spawn_blocking(move || store::save(&path, &schedules))
             .await
@@ -212,7 +211,7 @@ impl Scheduler {
         if entries.len() >= MAX_SCHEDULES {
             return Err(ScheduleError::TooMany);
         }
-        let schedule = Schedule {
+        let schedule = ScheduleInfo {
             name: p.name,
             source,
             every: p.every,
@@ -231,6 +230,7 @@ impl Scheduler {
             failed_fires: 0,
             last_error: None,
             last_session: None,
+            active_session: None,
         };
         entries.push(Entry { schedule, timing });
         if let Err(e) = self.save(&entries).await {
@@ -416,7 +416,7 @@ impl Scheduler {
     }
 
     /// Start one tick's run, or find its source still active.
-    async fn fire(&self, engine: &Arc<Engine>, s: &Schedule) -> Outcome {
+    async fn fire(&self, engine: &Arc<Engine>, s: &ScheduleInfo) -> Outcome {
         let t = &s.run;
         let spec = RunSpec {
             command: t.command.clone(),
@@ -504,8 +504,10 @@ fn run_info(s: &Session) -> ScheduleRun {
     }
 }
 
-fn info(engine: &Engine, s: &Schedule) -> ScheduleInfo {
-    s.info(engine.active_with_source(&s.source).map(|a| a.id().to_owned()))
+/// A kept schedule as the protocol shows it: with the session running now, if any.
+fn info(engine: &Engine, s: &ScheduleInfo) -> ScheduleInfo {
+    let active_session = engine.active_with_source(&s.source).map(|a| a.id().to_owned());
+    ScheduleInfo { active_session, ..s.clone() }
 }
 
 fn position(entries: &[Entry], name: &str) -> Result<usize, ScheduleError> {

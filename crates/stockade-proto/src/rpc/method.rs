@@ -10,11 +10,11 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::{
-    CleanupParams, CleanupResult, ForgetParams, ForgetResult, GrepParams, GrepResultMsg,
-    KillParams, KillResult, ListResult, NoParams, ReadParams, ReadResult, ResizeParams,
-    ResizeResult, RunParams, ScheduleAddParams, ScheduleInfo, ScheduleListResult,
+    CleanupParams, CleanupResult, DEFAULT_WRITE_YIELD_MS, ForgetParams, ForgetResult, GrepParams,
+    GrepResultMsg, KillParams, KillResult, ListResult, NoParams, ReadParams, ReadResult,
+    ResizeParams, ResizeResult, RunParams, ScheduleAddParams, ScheduleInfo, ScheduleListResult,
     ScheduleNameParams, ScheduleRunsParams, ScheduleRunsResult, ShutdownResult, StatsResult,
-    StatusResult, WriteParams, DEFAULT_WRITE_YIELD_MS,
+    StatusResult, WriteParams,
 };
 use crate::{DEFAULT_GRACE_MS, RunResult};
 
@@ -154,7 +154,12 @@ mod tests {
 
     #[test]
     fn waits_follow_the_params() {
-        let bg = RunParams { background: true, yield_ms: Some(5), timeout_ms: Some(9), ..RunParams::default() };
+        let bg = RunParams {
+            background: true,
+            yield_ms: Some(5),
+            timeout_ms: Some(9),
+            ..RunParams::default()
+        };
         assert_eq!(Run::wait_ms(&bg), 5);
         let fg = RunParams { background: false, ..bg };
         assert_eq!(Run::wait_ms(&fg), 14);

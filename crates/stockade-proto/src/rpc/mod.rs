@@ -33,7 +33,6 @@ pub const MAX_WAIT_MS: u64 = 300_000;
 #[serde(deny_unknown_fields)]
 pub struct NoParams {}
 
-
 /// JSON-RPC error codes: the standard ones and Stockade's (-32000..-32099).
 pub mod code {
     /// Invalid JSON.

@@ -129,7 +129,8 @@ pub struct ScheduleInfo {
     pub disk_budget: u64,
     /// When it was added, ms since the Unix epoch.
     pub created_at_ms: u64,
-    /// The last tick handled (fired or skipped), ms since the Unix epoch.
+    /// The last tick that started a session (a skipped tick does not move it), ms since the Unix
+    /// epoch.
     #[serde(default)]
     pub last_fire_ms: Option<u64>,
     /// The next tick, ms since the Unix epoch (`None` when paused or the cron has no next).

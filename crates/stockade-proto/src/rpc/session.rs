@@ -380,7 +380,6 @@ pub struct ResizeResult {
     pub size: PtySize,
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
