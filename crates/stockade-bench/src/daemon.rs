@@ -7,13 +7,16 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::Duration;
 
-use serde_json::json;
+use stockade_client::{Client, ConnectOptions};
 use stockade_procfs::start_time;
-use stockade_proto::rpc::method;
+use stockade_proto::rpc::{NoParams, method};
 
 use crate::proc::{group_alive, kill_group, kill_pid, wait_until};
-use crate::rpc::RpcClient;
 use crate::{BenchError, Result};
+
+/// How long one call may take, on top of the waits it asks for, before the harness gives up on
+/// the daemon.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// How long a daemon may take to open its socket.
 const START_LIMIT: Duration = Duration::from_secs(20);
@@ -26,6 +29,8 @@ pub struct Daemon {
     pid: u32,
     started: Option<u64>,
     socket: PathBuf,
+    /// How to reach it: its socket, never auto-starting another daemon.
+    connect: ConnectOptions,
     stderr_path: PathBuf,
     sessions: Vec<(u32, Option<u64>)>,
     exit: Option<ExitStatus>,
@@ -55,13 +60,19 @@ impl Daemon {
             child: Some(child),
             pid,
             started: start_time(pid),
+            connect: ConnectOptions {
+                socket: Some(socket.clone()),
+                autostart: false,
+                call_timeout: CALL_TIMEOUT,
+                ..ConnectOptions::new(home)
+            },
             socket,
             stderr_path,
             sessions: Vec::new(),
             exit: None,
         };
         let ready = wait_until(START_LIMIT, Duration::from_millis(20), || {
-            !d.is_alive() || RpcClient::connect(&d.socket).is_ok()
+            !d.is_alive() || d.client().is_ok()
         });
         if !d.is_alive() || !ready {
             let why = d.stderr_tail();
@@ -81,8 +92,8 @@ impl Daemon {
     }
 
     /// A new connection to the daemon.
-    pub fn client(&self) -> Result<RpcClient> {
-        RpcClient::connect(&self.socket)
+    pub fn client(&self) -> Result<Client> {
+        Ok(Client::connect(&self.connect)?)
     }
 
     /// Remember a session's root pid (its process group) for the last-resort cleanup.
@@ -122,7 +133,7 @@ impl Daemon {
     pub fn shutdown(&mut self) -> Option<ExitStatus> {
         if self.is_alive() {
             if let Ok(mut c) = self.client() {
-                let _ = c.call_value(method::SHUTDOWN, json!({}));
+                let _ = c.call::<method::Shutdown>(NoParams {});
             }
             let gone = wait_until(SHUTDOWN_LIMIT, Duration::from_millis(20), || !self.is_alive());
             if !gone {

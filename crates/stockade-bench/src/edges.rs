@@ -9,15 +9,14 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use serde_json::json;
+use stockade_client::{Client, raw_bytes};
 use stockade_proto::rpc::{
-    KillParams, KillResult, ListResult, ReadParams, ReadResult, RunParams, SessionInfo, method,
+    KillParams, KillResult, NoParams, ReadParams, ReadResult, RunParams, SessionInfo, method,
 };
 use stockade_proto::{DEFAULT_RETAINED_CAP, DiskPolicy, ReadMode, RunResult, SessionState};
 
 use crate::daemon::Daemon;
 use crate::progress;
-use crate::rpc::RpcClient;
 use crate::runner::{Load, barrier_command};
 use crate::sampler::{Sampler, Source};
 use crate::summary;
@@ -109,7 +108,7 @@ pub struct EdgeConfig {
 }
 
 struct Ctx {
-    client: RpcClient,
+    client: Client,
     daemon: Daemon,
     tmp: PathBuf,
     sizes: Sizes,
@@ -288,7 +287,7 @@ fn fail(m: impl Into<String>) -> BenchError {
 
 impl Ctx {
     fn run(&mut self, params: RunParams) -> Result<RunResult> {
-        let res: RunResult = self.client.call(method::RUN, &params)?;
+        let res = self.client.call::<method::Run>(params)?;
         self.daemon.track_session(res.pid);
         Ok(res)
     }
@@ -304,7 +303,7 @@ impl Ctx {
     }
 
     fn list(&mut self) -> Result<Vec<SessionInfo>> {
-        let l: ListResult = self.client.call(method::LIST, &json!({}))?;
+        let l = self.client.call::<method::List>(NoParams {})?;
         Ok(l.sessions)
     }
 
@@ -323,8 +322,8 @@ impl Ctx {
         }
     }
 
-    fn read(&mut self, p: &ReadParams) -> Result<ReadResult> {
-        self.client.call(method::READ, p)
+    fn read(&mut self, p: ReadParams) -> Result<ReadResult> {
+        Ok(self.client.call::<method::Read>(p)?)
     }
 
     fn barrier(&self) -> PathBuf {
@@ -376,7 +375,7 @@ fn case_c2(ctx: &mut Ctx) -> Result<()> {
     // Every byte must be attributed to stderr.
     let ids: Vec<String> = ctx.list()?.into_iter().map(|s| s.id).collect();
     for id in ids {
-        let r = ctx.read(&ReadParams {
+        let r = ctx.read(ReadParams {
             id: id.clone(),
             mode: Some(ReadMode::Tail),
             stream: Some(stockade_proto::Stream::Stdout),
@@ -410,7 +409,7 @@ fn case_line(ctx: &mut Ctx) -> Result<()> {
     let all = ctx.wait_all(limit_for(bytes))?;
     check_exact(&all, bytes, &mut ctx.checked)?;
     let max = 50 * 1024;
-    let r = ctx.read(&ReadParams {
+    let r = ctx.read(ReadParams {
         id: res.id,
         mode: Some(ReadMode::Tail),
         max_bytes: Some(max),
@@ -444,7 +443,7 @@ fn case_slow(ctx: &mut Ctx) -> Result<()> {
     let mut polls = 0u32;
     let deadline = Instant::now() + ctx.sizes.slow + Duration::from_secs(60);
     loop {
-        let r = ctx.read(&ReadParams {
+        let r = ctx.read(ReadParams {
             id: res.id.clone(),
             after: Some(cursor),
             mode: Some(ReadMode::Delta),
@@ -454,7 +453,7 @@ fn case_slow(ctx: &mut Ctx) -> Result<()> {
             ..ReadParams::default()
         })?;
         polls += 1;
-        got.extend(decode_b64(r.bytes_b64.as_deref().unwrap_or(""))?);
+        got.extend(raw_bytes(&r)?.unwrap_or_default());
         cursor = r.view.next_cursor;
         if r.state.is_terminal() && cursor >= r.view.total_bytes {
             break;
@@ -491,7 +490,7 @@ fn case_poll_after(ctx: &mut Ctx) -> Result<()> {
     let mut n = 0u64;
     let mut reads = 0u32;
     loop {
-        let r = ctx.read(&ReadParams {
+        let r = ctx.read(ReadParams {
             id: res.id.clone(),
             after: Some(cursor),
             mode: Some(ReadMode::Delta),
@@ -500,7 +499,7 @@ fn case_poll_after(ctx: &mut Ctx) -> Result<()> {
             ..ReadParams::default()
         })?;
         reads += 1;
-        let chunk = decode_b64(r.bytes_b64.as_deref().unwrap_or(""))?;
+        let chunk = raw_bytes(&r)?.unwrap_or_default();
         for (i, b) in chunk.iter().enumerate() {
             let want = if (cursor + i as u64).is_multiple_of(2) { b'X' } else { b'\n' };
             if *b != want {
@@ -539,7 +538,7 @@ fn case_kill(ctx: &mut Ctx) -> Result<()> {
     }
     let k: KillResult = ctx
         .client
-        .call(method::KILL, &KillParams { id: res.id.clone(), ..KillParams::default() })?;
+        .call::<method::Kill>(KillParams { id: res.id.clone(), ..KillParams::default() })?;
     let printed = ctx.list()?.first().map_or(0, |s| s.total_bytes);
     ctx.output = printed;
     if !matches!(k.state, SessionState::Killed { .. }) {
@@ -612,7 +611,7 @@ fn case_disk_cap(ctx: &mut Ctx) -> Result<()> {
         )));
     }
     let want_gap = (cap, print - DEFAULT_RETAINED_CAP as u64);
-    let r = ctx.read(&ReadParams {
+    let r = ctx.read(ReadParams {
         id: h.id.clone(),
         mode: Some(ReadMode::Tail),
         max_bytes: Some(64),
@@ -643,31 +642,6 @@ fn case_disk_cap(ctx: &mut Ctx) -> Result<()> {
     Ok(())
 }
 
-/// Decode standard base64 (with or without padding).
-pub fn decode_b64(s: &str) -> Result<Vec<u8>> {
-    let mut out = Vec::with_capacity(s.len() / 4 * 3);
-    let (mut acc, mut bits) = (0u32, 0u32);
-    for c in s.bytes() {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            b'=' | b'\n' | b'\r' => continue,
-            _ => return Err(fail(format!("bad base64 byte {c:#x}"))),
-        };
-        acc = (acc << 6) | u32::from(v);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    Ok(out)
-}
-
 /// Where the edge results of a directory are.
 pub fn results_path(out: &Path) -> PathBuf {
     out.join("edges.jsonl")
@@ -676,13 +650,6 @@ pub fn results_path(out: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn base64_round_trips_the_standard_alphabet() {
-        assert_eq!(decode_b64("aGVsbG8gd29ybGQ=").unwrap_or_default(), b"hello world");
-        assert_eq!(decode_b64("AP8=").unwrap_or_default(), vec![0, 255]);
-        assert!(decode_b64("!!").is_err());
-    }
 
     #[test]
     fn the_table_has_every_case() {

@@ -14,9 +14,9 @@ pub enum BenchError {
         #[source]
         source: std::io::Error,
     },
-    /// The daemon answered with an error or broke the protocol.
+    /// The daemon answered with an error, broke the protocol or could not be reached.
     #[error("daemon: {0}")]
-    Rpc(String),
+    Client(#[from] stockade_client::ClientError),
     /// Anything else (a peer that misbehaved, a timeout, bad arguments).
     #[error("{0}")]
     Other(String),

@@ -6,7 +6,7 @@
 //! **start → hold → release → sample → wait → clean up → summarise → plot.**
 //!
 //! * [`runner`] starts a *fresh* engine for every run: a Stockade daemon (`stockade --home <tmp>
-//!   daemon run`, talked to over its socket with [`rpc`], like any client) or a *peer*, another
+//!   daemon run`, talked to over its socket with `stockade-client`, like any client) or a *peer*, another
 //!   engine given as a command ([`peers`]). It launches N background commands held behind a
 //!   start barrier (each waits for a file, then prints), starts the sampler, releases them
 //!   together, never reads their output, waits until every command is done, and tears everything
@@ -34,7 +34,6 @@ pub mod peers;
 pub mod plots;
 pub mod proc;
 pub mod progress;
-pub mod rpc;
 pub mod runner;
 pub mod sampler;
 pub mod speed;

@@ -4,9 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use serde_json::json;
-use stockade_proto::rpc::{ListResult, RunParams, method};
-use stockade_proto::{Capture, RunResult};
+use stockade_proto::Capture;
+use stockade_proto::rpc::{NoParams, RunParams, method};
 
 use crate::daemon::Daemon;
 use crate::peers::{PeerLoad, PeerProcess, PeerSpec};
@@ -208,7 +207,7 @@ fn run_daemon(
             disk_cap: Some(bytes + 64 * MIB),
             ..RunParams::default()
         };
-        let res: RunResult = client.call(method::RUN, &params)?;
+        let res = client.call::<method::Run>(params)?;
         daemon.track_session(res.pid);
     }
     let sampler = Sampler::start(daemon.pid(), Source::Daemon(daemon.client()?), raw)?;
@@ -222,7 +221,7 @@ fn run_daemon(
             note = format!("daemon died: {}", daemon.stderr_tail());
             break;
         }
-        let list: Result<ListResult> = client.call(method::LIST, &json!({}));
+        let list = client.call::<method::List>(NoParams {});
         match list {
             Ok(l) if l.sessions.iter().all(|s| s.state.is_terminal()) => break,
             Ok(_) => {}

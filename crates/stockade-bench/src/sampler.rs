@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use stockade_proto::rpc::StatsResult;
+use stockade_proto::rpc::{NoParams, StatsResult, method};
 
 use crate::proc::now_ms;
 use crate::{BenchError, Result};
@@ -53,7 +53,7 @@ pub struct Sample {
 /// Where the engine-side numbers of a sample come from.
 pub enum Source {
     /// A Stockade daemon: `stats` over its socket.
-    Daemon(crate::rpc::RpcClient),
+    Daemon(stockade_client::Client),
     /// A peer: only a progress file with the total output bytes it has received, if it writes one.
     Peer(std::path::PathBuf),
 }
@@ -62,8 +62,7 @@ impl Source {
     fn fill(&mut self, s: &mut Sample) {
         match self {
             Source::Daemon(client) => {
-                let stats: Option<StatsResult> =
-                    client.call(stockade_proto::rpc::method::STATS, &serde_json::json!({})).ok();
+                let stats: Option<StatsResult> = client.call::<method::Stats>(NoParams {}).ok();
                 if let Some(st) = stats {
                     s.allocated_bytes = Some(st.allocated_bytes);
                     s.hot_tail_bytes = Some(st.hot_tail_bytes);

@@ -7,8 +7,8 @@ use std::process::Command;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
+use stockade_proto::SessionState;
 use stockade_proto::rpc::{CleanupParams, RunParams, method};
-use stockade_proto::{RunResult, SessionState};
 
 use crate::daemon::Daemon;
 use crate::{BenchError, MIB, Result, mib};
@@ -136,7 +136,7 @@ pub fn drain(
             ..RunParams::default()
         };
         let t = Instant::now();
-        let res: RunResult = client.call(method::RUN, &params)?;
+        let res = client.call::<method::Run>(params)?;
         let through = t.elapsed();
         daemon.track_session(res.pid);
         if res.state != (SessionState::Exited { code: 0 }) || res.view.total_bytes != bytes {
@@ -147,7 +147,7 @@ pub fn drain(
             )));
         }
         // Delete the spool before the next round (keeps the disk and page cache even).
-        let _: serde_json::Value = client.call(method::CLEANUP, &CleanupParams { all: false })?;
+        client.call::<method::Cleanup>(CleanupParams { all: false })?;
         rows.push(Round {
             bench: "drain".into(),
             round,
@@ -185,7 +185,7 @@ pub fn spawn(exe: &Path, out: &Path, work: &Path, rounds: usize) -> Result<Speed
     // Warm up both sides once.
     let _ = Command::new("/bin/sh").args(["-c", "true"]).status();
     let warm = RunParams { command: "true".into(), ..RunParams::default() };
-    let _: RunResult = client.call(method::RUN, &warm)?;
+    client.call::<method::Run>(warm.clone())?;
     let mut rows = Vec::new();
     for round in 0..rounds {
         let t = Instant::now();
@@ -198,7 +198,7 @@ pub fn spawn(exe: &Path, out: &Path, work: &Path, rounds: usize) -> Result<Speed
             return Err(BenchError::msg("/bin/sh -c true failed"));
         }
         let t = Instant::now();
-        let res: RunResult = client.call(method::RUN, &warm)?;
+        let res = client.call::<method::Run>(warm.clone())?;
         let through = t.elapsed();
         if res.state != (SessionState::Exited { code: 0 }) {
             return Err(BenchError::msg(format!("`run true` ended {}", res.state.name())));
@@ -210,8 +210,7 @@ pub fn spawn(exe: &Path, out: &Path, work: &Path, rounds: usize) -> Result<Speed
             direct_s: direct.as_secs_f64(),
         });
         if round % 50 == 49 {
-            let _: serde_json::Value =
-                client.call(method::CLEANUP, &CleanupParams { all: false })?;
+            client.call::<method::Cleanup>(CleanupParams { all: false })?;
         }
     }
     let peak = stockade_procfs::rss_and_peak(Some(daemon.pid())).map_or(0.0, |(_, p)| mib(p));

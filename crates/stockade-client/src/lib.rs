@@ -8,10 +8,11 @@
 //! - [`Client::connect`] finds the daemon for a state directory. When nothing answers and
 //!   [`ConnectOptions::autostart`] is set, it starts one (see `autostart`): the current
 //!   executable, `--home H daemon run`, detached, logging to `$STOCKADE_HOME/daemon.log`.
-//! - [`Client::call`] sends one request and waits, with a deadline, for its answer. A JSON-RPC
-//!   error comes back as [`ClientError::Rpc`] with its code and message. Each answer line is
-//!   read into memory only up to [`MAX_RESPONSE_BYTES`].
-//! - Typed helpers ([`Client::run`], [`Client::read`], …) name the method and its types once.
+//! - [`Client::call`] sends one request of a [`Method`] (`client.call::<method::Kill>(params)`)
+//!   and waits, with a deadline, for its typed answer. A JSON-RPC error comes back as
+//!   [`ClientError::Rpc`] with its code and message. Each answer line is read into memory only up
+//!   to [`MAX_RESPONSE_BYTES`].
+//! - [`raw_bytes`] decodes the exact bytes of a `raw` read.
 //!
 //! The client is blocking: one connection, one request at a time. Open several clients for
 //! concurrent calls (a long-poll `read` holds its connection until it answers).
@@ -27,16 +28,8 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use base64::Engine as _;
-use serde::Serialize;
-use serde::de::{DeserializeOwned, IgnoredAny};
 use serde_json::Value;
-use stockade_proto::RunResult;
-use stockade_proto::rpc::{
-    self, CleanupParams, CleanupResult, ForgetParams, ForgetResult, GrepParams, GrepResultMsg,
-    KillParams, KillResult, ListResult, ReadParams, ReadResult, Request, Response, RunParams,
-    StatsResult, StatusResult, method,
-};
+use stockade_proto::rpc::{self, Method, ReadResult, Request, Response, method};
 
 pub use error::ClientError;
 
@@ -83,8 +76,9 @@ pub use stockade_procfs::pid_alive;
 /// Decode the exact bytes of a `raw` read (`bytes_b64`); `None` when the answer has none.
 pub fn raw_bytes(result: &ReadResult) -> Result<Option<Vec<u8>>, ClientError> {
     let Some(b64) = &result.bytes_b64 else { return Ok(None) };
-    base64::engine::general_purpose::STANDARD.decode(b64).map(Some).map_err(|e| {
-        ClientError::Protocol { method: method::READ.into(), detail: format!("bytes_b64: {e}") }
+    rpc::decode_bytes(b64).map(Some).map_err(|e| ClientError::Protocol {
+        method: <method::Read as Method>::NAME.into(),
+        detail: format!("bytes_b64: {e}"),
     })
 }
 
@@ -129,10 +123,6 @@ impl ConnectOptions {
 fn is_not_listening(e: &std::io::Error) -> bool {
     matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused)
 }
-
-/// No parameters: sent as `{}`.
-#[derive(Serialize)]
-struct NoParams {}
 
 /// A connection to the daemon.
 #[derive(Debug)]
@@ -206,26 +196,24 @@ impl Client {
         &self.socket
     }
 
-    /// Call `method` with `params` and decode its result, waiting at most the call timeout.
-    pub fn call<P: Serialize, R: DeserializeOwned>(
-        &mut self,
-        method: &str,
-        params: &P,
-    ) -> Result<R, ClientError> {
-        self.call_waiting(method, params, Duration::ZERO)
+    /// Call method `M` with `params` and decode its result. The deadline is the call timeout
+    /// plus the wait the params ask for ([`Method::wait_ms`]).
+    pub fn call<M: Method>(&mut self, params: M::Params) -> Result<M::Result, ClientError> {
+        let wait = Duration::from_millis(M::wait_ms(&params));
+        self.call_waiting::<M>(params, wait)
     }
 
-    /// Like [`call`](Client::call), for a call that itself waits up to `wait` before answering.
-    pub fn call_waiting<P: Serialize, R: DeserializeOwned>(
+    /// Like [`call`](Client::call), for a call the caller knows may itself wait up to `wait`
+    /// before answering (instead of what [`Method::wait_ms`] says).
+    pub fn call_waiting<M: Method>(
         &mut self,
-        method: &str,
-        params: &P,
+        params: M::Params,
         wait: Duration,
-    ) -> Result<R, ClientError> {
+    ) -> Result<M::Result, ClientError> {
         if self.poisoned {
             return Err(ClientError::Poisoned);
         }
-        let result = self.exchange(method, params, self.call_timeout.saturating_add(wait));
+        let result = self.exchange(M::NAME, &params, self.call_timeout.saturating_add(wait));
         if matches!(
             result,
             Err(ClientError::Timeout { .. }
@@ -239,12 +227,12 @@ impl Client {
         }
         let value = result?;
         serde_json::from_value(value).map_err(|e| ClientError::Protocol {
-            method: method.into(),
+            method: M::NAME.into(),
             detail: format!("unexpected result: {e}"),
         })
     }
 
-    fn exchange<P: Serialize>(
+    fn exchange<P: serde::Serialize>(
         &mut self,
         method: &str,
         params: &P,
@@ -323,75 +311,5 @@ impl Client {
             (Some(result), None) => Ok(result),
             (None, None) => Ok(Value::Null),
         }
-    }
-
-    /// `run`: start a command (see [`RunParams`]).
-    pub fn run(&mut self, params: &RunParams) -> Result<RunResult, ClientError> {
-        let wait = params.yield_ms.unwrap_or(0).saturating_add(params.timeout_ms.unwrap_or(0));
-        let wait = if params.background { params.yield_ms.unwrap_or(0) } else { wait };
-        self.call_waiting(method::RUN, params, Duration::from_millis(wait))
-    }
-
-    /// `read`: a bounded view of a session's output, or its exact bytes with `raw` (decode them
-    /// with [`raw_bytes`]). With `wait_ms`, a long poll.
-    pub fn read(&mut self, params: &ReadParams) -> Result<ReadResult, ClientError> {
-        let wait = Duration::from_millis(params.wait_ms.unwrap_or(0));
-        self.call_waiting(method::READ, params, wait)
-    }
-
-    /// `grep`: search a session's full output.
-    pub fn grep(&mut self, params: &GrepParams) -> Result<GrepResultMsg, ClientError> {
-        self.call(method::GREP, params)
-    }
-
-    /// `kill`: terminate a session's tree and report what that did.
-    pub fn kill(&mut self, params: &KillParams) -> Result<KillResult, ClientError> {
-        let grace = params.grace_ms.unwrap_or(stockade_proto::DEFAULT_GRACE_MS);
-        self.call_waiting(method::KILL, params, Duration::from_millis(grace))
-    }
-
-    /// `list`: every session the daemon knows, oldest first.
-    pub fn list(&mut self) -> Result<ListResult, ClientError> {
-        self.call(method::LIST, &NoParams {})
-    }
-
-    /// `forget`: terminate if running, delete the spool, drop the record.
-    pub fn forget(&mut self, id: &str) -> Result<ForgetResult, ClientError> {
-        let params = ForgetParams { id: id.into() };
-        self.call_waiting(
-            method::FORGET,
-            &params,
-            Duration::from_millis(stockade_proto::DEFAULT_GRACE_MS),
-        )
-    }
-
-    /// `cleanup`: forget finished sessions (`all`: every session).
-    pub fn cleanup(&mut self, all: bool) -> Result<CleanupResult, ClientError> {
-        self.call_waiting(
-            method::CLEANUP,
-            &CleanupParams { all },
-            Duration::from_millis(stockade_proto::DEFAULT_GRACE_MS),
-        )
-    }
-
-    /// `stats`: daemon memory and output accounting.
-    pub fn stats(&mut self) -> Result<StatsResult, ClientError> {
-        self.call(method::STATS, &NoParams {})
-    }
-
-    /// `status`: the daemon's pid, socket, version and session count.
-    pub fn status(&mut self) -> Result<StatusResult, ClientError> {
-        self.call(method::STATUS, &NoParams {})
-    }
-
-    /// `shutdown`: ask the daemon to terminate every session and exit. It answers before it
-    /// exits; wait for its pid to go away to know it is gone.
-    pub fn shutdown(&mut self) -> Result<(), ClientError> {
-        let _: IgnoredAny = self.call_waiting(
-            method::SHUTDOWN,
-            &NoParams {},
-            Duration::from_millis(stockade_proto::DEFAULT_GRACE_MS),
-        )?;
-        Ok(())
     }
 }

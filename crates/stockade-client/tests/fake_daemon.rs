@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use stockade_client::{Client, ClientError, ConnectOptions};
-use stockade_proto::rpc::{Request, Response, code};
+use stockade_proto::rpc::{NoParams, Request, Response, code, method};
 
 /// Serve one connection: each request line goes to `answer`; `None` means "never answer".
 fn fake_daemon(
@@ -65,17 +65,20 @@ fn calls_get_typed_results_and_typed_errors() {
     opts.autostart = false;
     let mut client = Client::connect(&opts).unwrap();
     assert!(!client.started_daemon());
-    let status = client.status().unwrap();
+    let status = client.call::<method::Status>(NoParams {}).unwrap();
     assert_eq!(status.pid, 4242);
     assert_eq!(status.sessions, 3);
 
     let err = client
-        .kill(&stockade_proto::rpc::KillParams { id: "sh-9".into(), ..Default::default() })
+        .call::<method::Kill>(stockade_proto::rpc::KillParams {
+            id: "sh-9".into(),
+            ..Default::default()
+        })
         .unwrap_err();
     assert!(err.is_no_such_session(), "{err:?}");
     assert_eq!(err.to_string(), "no session sh-9");
     // An error answer leaves the connection usable.
-    assert_eq!(client.status().unwrap().pid, 4242);
+    assert_eq!(client.call::<method::Status>(NoParams {}).unwrap().pid, 4242);
     drop(client);
     server.join().unwrap();
 }
@@ -87,9 +90,12 @@ fn an_answer_that_never_comes_is_a_timeout_and_the_connection_is_then_refused() 
     let mut opts = ConnectOptions::new(home.path());
     opts.call_timeout = Duration::from_millis(200);
     let mut client = Client::connect(&opts).unwrap();
-    let err = client.status().unwrap_err();
+    let err = client.call::<method::Status>(NoParams {}).unwrap_err();
     assert!(matches!(err, ClientError::Timeout { .. }), "{err:?}");
-    assert!(matches!(client.status().unwrap_err(), ClientError::Poisoned));
+    assert!(matches!(
+        client.call::<method::Status>(NoParams {}).unwrap_err(),
+        ClientError::Poisoned
+    ));
 }
 
 #[test]
@@ -98,7 +104,7 @@ fn a_mismatched_answer_id_is_a_protocol_error() {
     let status = status_json(home.path());
     let _server = fake_daemon(home.path(), move |_| Some(Response::ok(json!(999), status.clone())));
     let mut client = Client::connect(&ConnectOptions::new(home.path())).unwrap();
-    let err = client.status().unwrap_err();
+    let err = client.call::<method::Status>(NoParams {}).unwrap_err();
     assert!(matches!(err, ClientError::Protocol { .. }), "{err:?}");
 }
 

@@ -17,6 +17,10 @@ pub const MAX_CONNECTIONS: usize = 512;
 /// Most requests one connection may have in flight; the reader waits for one to finish before
 /// reading the next line (backpressure, bounded memory).
 pub const MAX_IN_FLIGHT_PER_CONNECTION: usize = 64;
+/// How often the retention janitor sweeps by default: hourly.
+pub const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(60 * 60);
+/// The shortest sweep interval accepted (tests shorten it; nothing needs it busier).
+pub const MIN_SWEEP_INTERVAL: Duration = Duration::from_millis(100);
 
 /// A daemon's configuration. [`DaemonConfig::new`] gives the defaults for a state directory.
 #[derive(Debug, Clone)]
@@ -68,7 +72,7 @@ impl DaemonConfig {
             disk_cap: DEFAULT_DISK_CAP,
             limits: EngineLimits::default(),
             retention: stockade_core::DEFAULT_RETENTION,
-            sweep_interval: crate::janitor::DEFAULT_SWEEP_INTERVAL,
+            sweep_interval: DEFAULT_SWEEP_INTERVAL,
             ws: None,
         }
     }

@@ -1,5 +1,7 @@
-//! The daemon's errors: why it could not start, and how engine errors become JSON-RPC errors.
+//! The daemon's errors: why it could not start (its WebSocket door included), and how engine
+//! errors become JSON-RPC errors.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use stockade_core::output::OutputError;
@@ -39,12 +41,36 @@ pub enum DaemonError {
     Engine(#[from] EngineError),
     /// The WebSocket door could not be set up (token file, bind).
     #[error(transparent)]
-    Ws(#[from] crate::ws::WsSetupError),
+    Ws(#[from] WsSetupError),
     /// An OS error while setting up or serving.
     #[error("{context}: {source}")]
     Io {
         /// What was being done.
         context: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Why the WebSocket door could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum WsSetupError {
+    /// The token file cannot be used.
+    #[error("token file {path}: {problem}")]
+    TokenFile {
+        /// The token file.
+        path: PathBuf,
+        /// What is wrong and what to do.
+        problem: String,
+    },
+    /// The listener could not be bound.
+    #[error(
+        "cannot listen for WebSocket connections on {addr}: {source}; choose another address or port with --ws"
+    )]
+    Bind {
+        /// The address asked for.
+        addr: SocketAddr,
         /// The OS error.
         #[source]
         source: std::io::Error,

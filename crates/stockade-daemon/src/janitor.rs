@@ -4,7 +4,7 @@
 //! running (their owner died: terminate what is left, mark them `failed`) and loads the finished
 //! sessions they kept, so `list`/`read`/`grep` by id keep working across a crash. Then the
 //! janitor task sweeps finished sessions older than the retention period: once at start-up and
-//! every [`DEFAULT_SWEEP_INTERVAL`] after, until the daemon stops. Neither ever touches a running
+//! every sweep interval (`DaemonConfig::sweep_interval`) after, until the daemon stops. Neither ever touches a running
 //! session, nor another live process's sessions (see `stockade_core`'s `recovery` and
 //! `retention`).
 
@@ -14,12 +14,8 @@ use std::time::Duration;
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
-use crate::server::Shared;
-
-/// How often the janitor sweeps by default: hourly.
-pub const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(60 * 60);
-/// The shortest sweep interval accepted (tests shorten it; nothing needs it busier).
-pub const MIN_SWEEP_INTERVAL: Duration = Duration::from_millis(100);
+use crate::config::MIN_SWEEP_INTERVAL;
+use crate::state::Shared;
 
 /// Recovers the sessions of dead daemons and loads the finished ones. Never fails the start:
 /// what could not be done is logged.

@@ -33,18 +33,21 @@ mod handlers;
 mod janitor;
 mod lockfile;
 mod memory;
+mod requests;
 mod schedule;
 mod server;
 mod socket;
+mod state;
 mod ws;
 
-pub use config::{DaemonConfig, MAX_CONNECTIONS, MAX_IN_FLIGHT_PER_CONNECTION, WsConfig};
-pub use error::DaemonError;
-pub use janitor::{DEFAULT_SWEEP_INTERVAL, MIN_SWEEP_INTERVAL};
+pub use config::{
+    DEFAULT_SWEEP_INTERVAL, DaemonConfig, MAX_CONNECTIONS, MAX_IN_FLIGHT_PER_CONNECTION,
+    MIN_SWEEP_INTERVAL, WsConfig,
+};
+pub use error::{DaemonError, WsSetupError};
 pub use schedule::{CRASH_AFTER_CLAIM_ENV, MIN_INTERVAL_ENV};
 pub use server::Daemon;
 pub use tokio_util::sync::CancellationToken;
-pub use ws::WsSetupError;
 
 /// Bind the daemon for `config` and serve until `token` is cancelled (or a `shutdown` request
 /// arrives). Every running session is terminated before this returns.

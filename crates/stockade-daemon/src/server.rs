@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd as _};
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -13,23 +13,21 @@ use serde_json::Value;
 use stockade_core::{Engine, EngineConfig, StateDir};
 use stockade_proto::ContainmentMethod;
 use stockade_proto::rpc::{MAX_REQUEST_BYTES, Response, code};
-use tokio::io::{AsyncBufRead, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::unix::OwnedWriteHalf;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{Semaphore, mpsc};
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::config::{DaemonConfig, MAX_CONNECTIONS, MAX_IN_FLIGHT_PER_CONNECTION};
+use crate::config::{DaemonConfig, MAX_CONNECTIONS};
 use crate::error::DaemonError;
-use crate::framing::{Frame, LineReader};
-use crate::handlers::{self, Ctx};
+use crate::framing::LineReader;
 use crate::lockfile::DaemonLock;
+use crate::requests::{WRITE_QUEUE, encode, read_requests};
+use crate::state::Shared;
 use crate::ws::{self, WsListener};
 
-/// Answers queued for one connection's writer before request tasks wait for it.
-pub(crate) const WRITE_QUEUE: usize = 32;
 /// Read buffer per connection.
 const READ_BUFFER: usize = 64 * 1024;
 /// After a client stops sending (EOF), how often to check whether it hung up entirely (then its
@@ -39,18 +37,6 @@ const HANGUP_POLL: Duration = Duration::from_millis(100);
 const CONNECTION_DRAIN: Duration = Duration::from_secs(2);
 /// Pause after a failed `accept` (e.g. out of file descriptors) before trying again.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
-
-/// What every connection and handler shares: the engine and the daemon's identity.
-pub(crate) struct Shared {
-    pub(crate) engine: Engine,
-    pub(crate) socket: PathBuf,
-    pub(crate) home: PathBuf,
-    pub(crate) pid: u32,
-    /// Cancelled by the `shutdown` method, or when `serve`'s token is.
-    pub(crate) stop: CancellationToken,
-    /// The schedules, fired by the scheduler task.
-    pub(crate) schedules: crate::schedule::Scheduler,
-}
 
 /// A bound daemon, ready to [`serve`](Daemon::serve).
 pub struct Daemon {
@@ -91,10 +77,10 @@ impl Daemon {
         let socket_ino = std::fs::symlink_metadata(&socket)
             .map(|m| (m.dev(), m.ino()))
             .map_err(|e| DaemonError::io(format!("cannot inspect {}", socket.display()), e))?;
-        let schedules = crate::schedule::Scheduler::load(&home);
+        let schedules = Arc::new(crate::schedule::Scheduler::load(&home));
         let shared = Arc::new(Shared {
             schedules,
-            engine,
+            engine: Arc::new(engine),
             socket,
             home,
             pid: std::process::id(),
@@ -148,8 +134,11 @@ impl Daemon {
             shared.stop.clone(),
         ));
         // After recovery, so a run of a dead daemon is `failed` and blocks no tick.
-        let scheduler =
-            tokio::spawn(crate::schedule::run(Arc::clone(&shared), shared.stop.clone()));
+        let scheduler = tokio::spawn(crate::schedule::run(
+            Arc::clone(&shared.schedules),
+            Arc::clone(&shared.engine),
+            shared.stop.clone(),
+        ));
         let connections = TaskTracker::new();
         let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
         let conn_root = CancellationToken::new();
@@ -246,63 +235,6 @@ async fn refuse(mut stream: UnixStream) {
     let _ = stream.write_all(&encode(&resp)).await;
 }
 
-/// Where one connection's request frames come from: the Unix socket's lines, or a WebSocket's
-/// text messages. Both doors share everything after this (see [`read_requests`]).
-pub(crate) trait FrameSource {
-    /// The next frame, or `None` when the client sends no more. Must be cancel-safe.
-    async fn next_frame(&mut self) -> std::io::Result<Option<Frame>>;
-}
-
-impl<R: AsyncBufRead + Unpin> FrameSource for LineReader<R> {
-    async fn next_frame(&mut self) -> std::io::Result<Option<Frame>> {
-        self.next().await
-    }
-}
-
-/// Read requests from `source` and handle each in its own task (a long poll never blocks the
-/// requests behind it), at most [`MAX_IN_FLIGHT_PER_CONNECTION`] at once; answers go to `tx`,
-/// the connection's one writer. Returns the tasks still in flight when the client sends no more
-/// or `conn` is cancelled (a read error cancels it): the door decides how to finish them.
-pub(crate) async fn read_requests(
-    shared: &Arc<Shared>,
-    source: &mut impl FrameSource,
-    tx: &mpsc::Sender<Vec<u8>>,
-    conn: &CancellationToken,
-) -> JoinSet<()> {
-    let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT_PER_CONNECTION));
-    let mut tasks = JoinSet::new();
-    loop {
-        let permit = tokio::select! {
-            p = Arc::clone(&in_flight).acquire_owned() => p,
-            () = conn.cancelled() => break,
-        };
-        let Ok(permit) = permit else { break };
-        let frame = tokio::select! {
-            f = source.next_frame() => f,
-            () = conn.cancelled() => break,
-        };
-        match frame {
-            Ok(Some(frame)) => {
-                let ctx = Ctx { shared: Arc::clone(shared), conn: conn.clone() };
-                let tx = tx.clone();
-                tasks.spawn(async move {
-                    if let Some(line) = handle_frame(&ctx, frame).await {
-                        let _ = tx.send(line).await;
-                    }
-                    drop(permit);
-                });
-            }
-            Ok(None) => break,
-            Err(_) => {
-                conn.cancel();
-                break;
-            }
-        }
-        while tasks.try_join_next().is_some() {}
-    }
-    tasks
-}
-
 /// One client connection on the Unix socket.
 async fn connection(shared: Arc<Shared>, stream: UnixStream, conn: CancellationToken) {
     let (read_half, write_half) = stream.into_split();
@@ -355,125 +287,4 @@ fn peer_hung_up(fd: std::os::fd::BorrowedFd<'_>) -> bool {
             false
         }
     }
-}
-
-/// One response line.
-pub(crate) fn encode(resp: &Response) -> Vec<u8> {
-    let mut line = serde_json::to_vec(resp).unwrap_or_else(|e| {
-        let fallback = Response::err(
-            resp.id.clone(),
-            code::INTERNAL_ERROR,
-            format!("the answer could not be encoded: {e}"),
-        );
-        serde_json::to_vec(&fallback).unwrap_or_default()
-    });
-    line.push(b'\n');
-    line
-}
-
-/// Turn one frame into an answer line (`None` for a notification, or a blank line).
-async fn handle_frame(ctx: &Ctx, frame: Frame) -> Option<Vec<u8>> {
-    match respond(ctx, frame).await? {
-        Answer::Error(resp) => Some(encode(&resp)),
-        Answer::Result { id, mut line } => {
-            line.extend_from_slice(b",\"id\":");
-            if serde_json::to_writer(&mut line, &id).is_err() {
-                return Some(encode(&Response::err(id, code::INTERNAL_ERROR, "bad request id")));
-            }
-            line.extend_from_slice(b"}\n");
-            Some(line)
-        }
-    }
-}
-
-/// What a request comes to.
-enum Answer {
-    /// An error response.
-    Error(Response),
-    /// A success: the line so far (prefix and result) and the id to close it with.
-    Result { id: Value, line: Vec<u8> },
-}
-
-async fn respond(ctx: &Ctx, frame: Frame) -> Option<Answer> {
-    let line = match frame {
-        Frame::TooLong { len } => {
-            return Some(Answer::Error(Response::err(
-                Value::Null,
-                code::INVALID_REQUEST,
-                format!(
-                    "the request line has {len} bytes, more than the limit of {MAX_REQUEST_BYTES}; it was skipped"
-                ),
-            )));
-        }
-        Frame::Line(line) => line,
-    };
-    if line.iter().all(u8::is_ascii_whitespace) {
-        return None;
-    }
-    let value: Value = match serde_json::from_slice(&line) {
-        Ok(v) => v,
-        Err(e) => {
-            return Some(Answer::Error(Response::err(
-                Value::Null,
-                code::PARSE_ERROR,
-                format!("the request is not valid JSON: {e}"),
-            )));
-        }
-    };
-    drop(line);
-    let mut object = match value {
-        Value::Object(o) => o,
-        Value::Array(_) => {
-            return Some(Answer::Error(Response::err(
-                Value::Null,
-                code::INVALID_REQUEST,
-                "batch requests are not supported: send one request object per line",
-            )));
-        }
-        _ => {
-            return Some(Answer::Error(Response::err(
-                Value::Null,
-                code::INVALID_REQUEST,
-                "a request must be a JSON object with jsonrpc, id, method and params",
-            )));
-        }
-    };
-    let notification = !object.contains_key("id");
-    let id = match object.remove("id") {
-        None => Value::Null,
-        Some(v @ (Value::Null | Value::String(_) | Value::Number(_))) => v,
-        Some(_) => {
-            return Some(Answer::Error(Response::err(
-                Value::Null,
-                code::INVALID_REQUEST,
-                "the request id must be a string, a number or null",
-            )));
-        }
-    };
-    if object.get("jsonrpc").and_then(Value::as_str) != Some(stockade_proto::rpc::JSONRPC_VERSION) {
-        return Some(Answer::Error(Response::err(
-            id,
-            code::INVALID_REQUEST,
-            "\"jsonrpc\" must be \"2.0\"",
-        )));
-    }
-    let method = match object.remove("method") {
-        Some(Value::String(m)) => m,
-        _ => {
-            return Some(Answer::Error(Response::err(
-                id,
-                code::INVALID_REQUEST,
-                "the request needs a \"method\" string",
-            )));
-        }
-    };
-    let params = object.remove("params").unwrap_or(Value::Null);
-    let result = handlers::dispatch(ctx, &method, params).await;
-    if notification {
-        return None;
-    }
-    Some(match result {
-        Ok(line) => Answer::Result { id, line },
-        Err(error) => Answer::Error(Response { error: Some(error), ..Response::err(id, 0, "") }),
-    })
 }

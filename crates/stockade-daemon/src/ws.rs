@@ -6,8 +6,8 @@
 //! `Authorization: Bearer <token>` header matches, compared in constant time) and the mapping
 //! between WebSocket messages and the server's frames. Everything after that — a task per
 //! request, at most [`MAX_IN_FLIGHT_PER_CONNECTION`](crate::MAX_IN_FLIGHT_PER_CONNECTION) in
-//! flight, answers through one writer — is the server's [`read_requests`], shared with the Unix
-//! socket.
+//! flight, answers through one writer — is [`read_requests`](crate::requests::read_requests), shared with
+//! the Unix socket.
 //!
 //! The token is taken from the header only, never from the URL: query strings end up in proxy
 //! and access logs. There is no TLS here; anything but loopback needs a TLS-terminating proxy or
@@ -16,7 +16,7 @@
 use std::io::Read as _;
 use std::net::SocketAddr;
 use std::os::unix::fs::MetadataExt as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,8 +38,10 @@ use tokio_tungstenite::tungstenite::{Bytes, Error as WsError, Message, error::Ca
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{MAX_CONNECTIONS, WsConfig};
+use crate::error::WsSetupError;
 use crate::framing::Frame;
-use crate::server::{FrameSource, Shared, WRITE_QUEUE, encode, read_requests};
+use crate::requests::{FrameSource, WRITE_QUEUE, encode, read_requests};
+use crate::state::Shared;
 
 /// Longest token file read; a token is a short secret, not a document.
 const MAX_TOKEN_FILE_BYTES: u64 = 4096;
@@ -52,30 +54,6 @@ const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
 const LINGER_BUFFER: usize = 8 * 1024;
 /// Read buffer per WebSocket connection (as for the Unix socket).
 const READ_BUFFER: usize = 64 * 1024;
-
-/// Why the WebSocket door could not be set up.
-#[derive(Debug, thiserror::Error)]
-pub enum WsSetupError {
-    /// The token file cannot be used.
-    #[error("token file {path}: {problem}")]
-    TokenFile {
-        /// The token file.
-        path: PathBuf,
-        /// What is wrong and what to do.
-        problem: String,
-    },
-    /// The listener could not be bound.
-    #[error(
-        "cannot listen for WebSocket connections on {addr}: {source}; choose another address or port with --ws"
-    )]
-    Bind {
-        /// The address asked for.
-        addr: SocketAddr,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
-    },
-}
 
 /// The secret every connection must present. Never printed.
 pub(crate) struct WsToken(Vec<u8>);
@@ -384,6 +362,7 @@ impl FrameSource for Messages {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use std::os::unix::fs::PermissionsExt as _;
+    use std::path::PathBuf;
 
     use super::*;
 

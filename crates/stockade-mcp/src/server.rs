@@ -2,7 +2,7 @@
 //! translates them into one daemon call and the daemon's answer into a tool result (Codex-style
 //! text plus the daemon's `*Result` as `structuredContent`).
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
@@ -14,7 +14,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use stockade_proto::rpc::{
-    GrepParams, KillParams, MAX_WAIT_MS, PtySize, ReadParams, ReadResult, RunParams, WriteParams,
+    GrepParams, KillParams, MAX_WAIT_MS, NoParams, PtySize, ReadParams, RunParams, WriteParams,
     code, method,
 };
 use stockade_proto::{ReadMode, Stream};
@@ -60,7 +60,7 @@ impl StockadeMcp {
             tools::KILL_SESSION => self.kill_session(parse(name, args)?).await,
             tools::LIST_SESSIONS => {
                 let _: ListSessionsArgs = parse(name, args)?;
-                let r = self.backend.call(|c| c.list()).await?;
+                let r = self.backend.call(|c| c.call::<method::List>(NoParams {})).await?;
                 ok(text::list(&r), &r)
             }
             other => Err(ToolError::Internal(format!("no handler for tool {other}"))),
@@ -84,7 +84,7 @@ impl StockadeMcp {
             max_lines: a.max_lines,
             ..RunParams::default()
         };
-        let mut r = self.backend.call(move |c| c.run(&params)).await?;
+        let mut r = self.backend.call(move |c| c.call::<method::Run>(params)).await?;
         text::name_tools_in_notice(&mut r.view, &r.id);
         ok(text::run(&r), &r)
     }
@@ -99,11 +99,8 @@ impl StockadeMcp {
             ..WriteParams::default()
         };
         let started = Instant::now();
-        let value: Value = self
-            .backend
-            .call(move |c| c.call_waiting(method::WRITE, &params, Duration::from_millis(yield_ms)))
-            .await
-            .map_err(|e| match e {
+        let mut r = self.backend.call(move |c| c.call::<method::Write>(params)).await.map_err(
+            |e| match e {
                 ToolError::Daemon { code: code::NOT_SUPPORTED, message } => ToolError::Daemon {
                     code: code::NOT_SUPPORTED,
                     message: format!(
@@ -112,16 +109,10 @@ impl StockadeMcp {
                     ),
                 },
                 other => other,
-            })?;
-        let waited = started.elapsed();
-        match serde_json::from_value::<ReadResult>(value.clone()) {
-            Ok(mut r) => {
-                text::name_tools_in_notice(&mut r.view, &r.id);
-                ok(text::read(&r, waited), &r)
-            }
-            // An answer shape this server does not know yet: show it as it is.
-            Err(_) => ok(format!("Wall time: {:.2} s\n{value:#}\n", waited.as_secs_f64()), &value),
-        }
+            },
+        )?;
+        text::name_tools_in_notice(&mut r.view, &r.id);
+        ok(text::read(&r, started.elapsed()), &r)
     }
 
     async fn read_output(&self, a: ReadOutputArgs) -> Result<CallToolResult, ToolError> {
@@ -144,7 +135,7 @@ impl StockadeMcp {
             ..ReadParams::default()
         };
         let started = Instant::now();
-        let mut r = self.backend.call(move |c| c.read(&params)).await?;
+        let mut r = self.backend.call(move |c| c.call::<method::Read>(params)).await?;
         text::name_tools_in_notice(&mut r.view, &r.id);
         ok(text::read(&r, started.elapsed()), &r)
     }
@@ -157,13 +148,13 @@ impl StockadeMcp {
             max_matches: a.max_matches,
             ignore_case: a.ignore_case,
         };
-        let r = self.backend.call(move |c| c.grep(&params)).await?;
+        let r = self.backend.call(move |c| c.call::<method::Grep>(params)).await?;
         ok(text::grep(&r), &r)
     }
 
     async fn kill_session(&self, a: KillSessionArgs) -> Result<CallToolResult, ToolError> {
         let params = KillParams { id: a.session_id, signal: a.signal, grace_ms: None };
-        let r = self.backend.call(move |c| c.kill(&params)).await?;
+        let r = self.backend.call(move |c| c.call::<method::Kill>(params)).await?;
         ok(text::kill(&r), &r)
     }
 }

@@ -1,6 +1,6 @@
 //! The tools an agent sees: names, descriptions (written for a model), input schemas (derived
 //! from the argument structs) and output schemas (the shape of `structuredContent`, which is the
-//! daemon's `*Result` as it is on the wire).
+//! daemon's `*Result` as it is on the wire, derived from proto's types).
 
 use std::sync::Arc;
 
@@ -8,6 +8,8 @@ use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
+use stockade_proto::RunResult;
+use stockade_proto::rpc::{GrepResultMsg, KillResult, ListResult, ReadResult};
 
 /// `exec_command`.
 pub const EXEC_COMMAND: &str = "exec_command";
@@ -242,31 +244,31 @@ pub fn all() -> Vec<Tool> {
     vec![
         Tool::new(EXEC_COMMAND, EXEC_COMMAND_DESCRIPTION, input_schema::<ExecCommandArgs>())
             .with_title("Run a shell command")
-            .with_raw_output_schema(object(run_schema()))
+            .with_raw_output_schema(output_schema::<RunResult>())
             .with_annotations(
                 ToolAnnotations::new().read_only(false).destructive(true).open_world(true),
             ),
         Tool::new(WRITE_STDIN, WRITE_STDIN_DESCRIPTION, input_schema::<WriteStdinArgs>())
             .with_title("Type into a running session")
-            .with_raw_output_schema(object(read_schema()))
+            .with_raw_output_schema(output_schema::<ReadResult>())
             .with_annotations(ToolAnnotations::new().read_only(false).destructive(true)),
         Tool::new(READ_OUTPUT, READ_OUTPUT_DESCRIPTION, input_schema::<ReadOutputArgs>())
             .with_title("Read a session's output")
-            .with_raw_output_schema(object(read_schema()))
+            .with_raw_output_schema(output_schema::<ReadResult>())
             .with_annotations(ToolAnnotations::new().read_only(true)),
         Tool::new(GREP_OUTPUT, GREP_OUTPUT_DESCRIPTION, input_schema::<GrepOutputArgs>())
             .with_title("Search a session's output")
-            .with_raw_output_schema(object(grep_schema()))
+            .with_raw_output_schema(output_schema::<GrepResultMsg>())
             .with_annotations(ToolAnnotations::new().read_only(true).idempotent(true)),
         Tool::new(KILL_SESSION, KILL_SESSION_DESCRIPTION, input_schema::<KillSessionArgs>())
             .with_title("Stop a session's whole process tree")
-            .with_raw_output_schema(object(kill_schema()))
+            .with_raw_output_schema(output_schema::<KillResult>())
             .with_annotations(
                 ToolAnnotations::new().read_only(false).destructive(true).idempotent(true),
             ),
         Tool::new(LIST_SESSIONS, LIST_SESSIONS_DESCRIPTION, input_schema::<ListSessionsArgs>())
             .with_title("List sessions")
-            .with_raw_output_schema(object(list_schema()))
+            .with_raw_output_schema(output_schema::<ListResult>())
             .with_annotations(ToolAnnotations::new().read_only(true).idempotent(true)),
     ]
 }
@@ -294,165 +296,41 @@ fn object(value: Value) -> Arc<JsonObject> {
     }
 }
 
-fn nullable(ty: &str) -> Value {
-    json!({ "type": [ty, "null"] })
+/// The output schema of a daemon result type: the shape of `structuredContent`, derived from
+/// proto's type (so it cannot drift from the wire), inlined, without the integer `format`s
+/// (`uint64`, …) that JSON Schema validators do not know.
+fn output_schema<T: JsonSchema>() -> Arc<JsonObject> {
+    let schema = schemars::generate::SchemaSettings::draft2020_12()
+        .with(|s| s.inline_subschemas = true)
+        .into_generator()
+        .into_root_schema_for::<T>();
+    let mut value = serde_json::to_value(schema).unwrap_or_else(|_| json!({}));
+    drop_integer_formats(&mut value);
+    if let Some(map) = value.as_object_mut() {
+        map.remove("$schema");
+        map.remove("title");
+        map.entry("type").or_insert_with(|| json!("object"));
+    }
+    object(value)
 }
 
-/// The session state fields (`state` plus `code`/`signal`/`reason`), flattened on the wire.
-fn state_properties() -> Vec<(&'static str, Value)> {
-    vec![
-        (
-            "state",
-            json!({
-                "type": "string",
-                "enum": ["running", "exited", "signaled", "killed", "timed_out", "failed"],
-                "description": "How the session stands; terminal states never change."
-            }),
-        ),
-        ("code", json!({ "type": "integer", "description": "Exit code (state `exited`)." })),
-        ("signal", json!({ "type": "integer", "description": "Signal (state `signaled`)." })),
-        ("reason", json!({ "type": "string", "description": "Why (`killed`, `failed`)." })),
-    ]
-}
-
-/// The bounded-view fields (`stockade_proto::OutputView`), flattened on the wire.
-fn view_properties() -> Vec<(&'static str, Value)> {
-    vec![
-        ("output", json!({ "type": "string", "description": "The bounded text shown." })),
-        (
-            "truncated",
-            json!({ "type": "boolean", "description": "Whether anything was left out." }),
-        ),
-        (
-            "start_cursor",
-            json!({ "type": "integer", "description": "Offset of the first byte shown." }),
-        ),
-        (
-            "next_cursor",
-            json!({ "type": "integer", "description": "Pass as `after` to read_output to continue." }),
-        ),
-        ("total_bytes", json!({ "type": "integer", "description": "Bytes printed so far." })),
-        ("total_lines", json!({ "type": "integer", "description": "Lines printed so far." })),
-        ("omitted_bytes", json!({ "type": "integer" })),
-        ("omitted_lines", nullable("integer")),
-        (
-            "dropped_bytes",
-            json!({ "type": "integer", "description": "Bytes not kept on disk (disk cap)." }),
-        ),
-        ("gaps", json!({ "type": "array", "items": { "type": "object" } })),
-        ("spool_path", json!({ "type": "string", "description": "The file holding every byte." })),
-        ("stream", nullable("string")),
-    ]
-}
-
-fn report_schema() -> Value {
-    json!({
-        "type": "object",
-        "description": "What terminating the process tree did.",
-        "properties": {
-            "terminated": { "type": "boolean", "description": "Every process is verified gone." },
-            "signal_sent": nullable("string"),
-            "escalated": { "type": "boolean" },
-            "pids_signalled": { "type": "array", "items": { "type": "integer" } },
-            "survivors": { "type": "array", "items": { "type": "integer" } },
-            "method": { "type": "string" },
-            "elapsed_ms": { "type": "integer" }
-        },
-        "required": ["terminated", "survivors"]
-    })
-}
-
-fn schema(props: Vec<(&'static str, Value)>, required: &[&str]) -> Value {
-    let properties: serde_json::Map<String, Value> =
-        props.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
-    json!({ "type": "object", "properties": properties, "required": required })
-}
-
-/// `exec_command`: the daemon's `RunResult`.
-fn run_schema() -> Value {
-    let mut props = vec![("id", json!({ "type": "string", "description": "The session id." }))];
-    props.extend(state_properties());
-    props.push(("pid", json!({ "type": "integer" })));
-    props.push(("wall_time_ms", json!({ "type": "integer" })));
-    props.push(("cleanup", json!({ "anyOf": [report_schema(), { "type": "null" }] })));
-    props.push(("deduplicated", json!({ "type": "boolean" })));
-    props.extend(view_properties());
-    schema(
-        props,
-        &["id", "state", "output", "next_cursor", "total_bytes", "truncated", "spool_path"],
-    )
-}
-
-/// `read_output` and `write_stdin`: the daemon's `ReadResult`.
-fn read_schema() -> Value {
-    let mut props = vec![("id", json!({ "type": "string", "description": "The session id." }))];
-    props.extend(state_properties());
-    props.extend(view_properties());
-    schema(props, &["id", "state", "output", "next_cursor", "total_bytes", "truncated"])
-}
-
-/// `grep_output`: the daemon's `GrepResultMsg`.
-fn grep_schema() -> Value {
-    let line = json!({
-        "type": "object",
-        "properties": {
-            "line_number": { "type": "integer" },
-            "offset": { "type": "integer", "description": "Byte offset: `after` for read_output." },
-            "text": { "type": "string" },
-            "is_match": { "type": "boolean", "description": "false for a context line." }
-        },
-        "required": ["line_number", "offset", "text", "is_match"]
-    });
-    schema(
-        vec![
-            ("id", json!({ "type": "string" })),
-            ("lines", json!({ "type": "array", "items": line })),
-            ("matches", json!({ "type": "integer" })),
-            (
-                "truncated",
-                json!({ "type": "boolean", "description": "The match cap stopped the search." }),
-            ),
-            ("spool_path", json!({ "type": "string" })),
-        ],
-        &["id", "lines", "matches", "truncated"],
-    )
-}
-
-/// `kill_session`: the daemon's `KillResult`.
-fn kill_schema() -> Value {
-    let mut props = vec![("id", json!({ "type": "string" }))];
-    props.extend(state_properties());
-    props.push(("report", report_schema()));
-    schema(props, &["id", "state", "report"])
-}
-
-/// `list_sessions`: the daemon's `ListResult`.
-fn list_schema() -> Value {
-    let mut props = vec![("id", json!({ "type": "string" }))];
-    props.extend(state_properties());
-    props.extend([
-        ("command", json!({ "type": "string" })),
-        ("pid", json!({ "type": "integer" })),
-        ("pgid", json!({ "type": "integer" })),
-        ("processes", json!({ "type": "integer" })),
-        ("total_bytes", json!({ "type": "integer" })),
-        ("total_lines", json!({ "type": "integer" })),
-        ("dropped_bytes", json!({ "type": "integer" })),
-        ("started_at_ms", json!({ "type": "integer" })),
-        ("finished_at_ms", nullable("integer")),
-        ("wall_time_ms", json!({ "type": "integer" })),
-        ("containment", json!({ "type": "string" })),
-        ("capture", json!({ "type": "string" })),
-        ("pty", json!({ "type": "boolean" })),
-        ("source", nullable("string")),
-        ("spool_path", json!({ "type": "string" })),
-    ]);
-    let session = schema(props, &["id", "state", "command", "total_bytes"]);
-    json!({
-        "type": "object",
-        "properties": { "sessions": { "type": "array", "items": session } },
-        "required": ["sessions"]
-    })
+/// Remove `format` wherever it qualifies an integer type.
+fn drop_integer_formats(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            let integer = match map.get("type") {
+                Some(Value::String(t)) => t == "integer",
+                Some(Value::Array(ts)) => ts.iter().any(|t| t == "integer"),
+                _ => false,
+            };
+            if integer {
+                map.remove("format");
+            }
+            map.values_mut().for_each(drop_integer_formats);
+        }
+        Value::Array(items) => items.iter_mut().for_each(drop_integer_formats),
+        _ => {}
+    }
 }
 
 #[cfg(test)]
@@ -470,6 +348,27 @@ mod tests {
             assert_eq!(out.get("type"), Some(&json!("object")), "{}", tool.name);
             assert!(tool.description.as_ref().is_some_and(|d| d.len() > 80), "{}", tool.name);
         }
+    }
+
+    #[test]
+    fn output_schemas_follow_proto_and_accept_real_answers() {
+        let tools = all();
+        let schema = |name: &str| {
+            let tool = tools.iter().find(|t| t.name == name).unwrap();
+            Value::Object(tool.output_schema.as_ref().unwrap().as_ref().clone())
+        };
+        let run = schema(EXEC_COMMAND).to_string();
+        for key in
+            ["\"next_cursor\"", "\"spool_path\"", "\"state\"", "\"timed_out\"", "\"cleanup\""]
+        {
+            assert!(run.contains(key), "{key} in {run}");
+        }
+        assert!(!run.contains("uint"), "no integer formats: {run}");
+        let list = schema(LIST_SESSIONS);
+        assert_eq!(list["required"], json!(["sessions"]));
+        assert!(schema(GREP_OUTPUT).to_string().contains("\"is_match\""));
+        assert!(schema(KILL_SESSION).to_string().contains("\"survivors\""));
+        assert!(schema(READ_OUTPUT).to_string().contains("\"total_bytes\""));
     }
 
     #[test]

@@ -26,6 +26,7 @@ pub const DEFAULT_DISK_CAP: u64 = 1024 * 1024 * 1024;
 pub const DEFAULT_GRACE_MS: u64 = 2_000;
 
 /// Which stream a byte came from.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Stream {
@@ -67,6 +68,7 @@ pub enum ReadMode {
 }
 
 /// Where the child's stdout/stderr go.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Capture {
@@ -107,6 +109,7 @@ impl Default for OutputLimits {
 
 /// A range of the log whose bytes are not on disk (disk cap with `keep-head-tail`, or disk full).
 /// Offsets are log offsets (cursors), `start..end`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Gap {
     /// First dropped offset.
@@ -118,6 +121,7 @@ pub struct Gap {
 }
 
 /// A bounded view of a session's output log: what every read answers with.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OutputView {
     /// The bounded text (UTF-8, invalid bytes shown lossily), including the omission notice
@@ -148,6 +152,7 @@ pub struct OutputView {
 }
 
 /// One line that matched a grep over the full log.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GrepLine {
     /// 1-based line number in the log.
@@ -174,6 +179,7 @@ pub struct GrepResult {
 }
 
 /// The state of a session. Terminal states never change again.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum SessionState {
@@ -223,6 +229,7 @@ impl SessionState {
 }
 
 /// How a session's processes are contained, strongest first.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ContainmentMethod {
@@ -233,6 +240,7 @@ pub enum ContainmentMethod {
 }
 
 /// What terminating a session's tree did. "Signal sent" and "terminated" are different answers.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TerminateReport {
     /// Every process of the session is verified gone.
@@ -252,6 +260,7 @@ pub struct TerminateReport {
 }
 
 /// What `run` answers: the session, how it stands, and a bounded view of its output.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunResult {
     /// The session id (`sh-N`).

@@ -38,15 +38,13 @@ unsafe impl Sync for MallocConf {}
 /// SIGHUP keeps its disposition so `nohup stockade …` still means what it says; SIGPIPE is
 /// ignored by the Rust runtime on purpose (a closed stdout is an EPIPE error we report as success).
 fn reset_inherited_signals() {
-    // SAFETY: plain libc calls on a local, zero-initialised sigset and integer signal numbers,
-    // made before any other thread exists.
-    unsafe {
-        let mut none: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut none);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
-        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGQUIT, libc::SIGCHLD] {
-            libc::signal(sig, libc::SIG_DFL);
-        }
+    use nix::sys::signal::{SigHandler, SigSet, SigmaskHow, Signal, pthread_sigmask, signal};
+    // Failures are ignored: these calls only fail for invalid arguments, and a start-up that
+    // cannot reset them is no worse off than one that never tried.
+    let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None);
+    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGQUIT, Signal::SIGCHLD] {
+        // SAFETY: `SigDfl` installs no handler code; it is called before any other thread exists.
+        let _ = unsafe { signal(sig, SigHandler::SigDfl) };
     }
 }
 

@@ -2,7 +2,7 @@
 
 use stockade_proto::rpc::{CleanupParams, CleanupResult, RpcError};
 
-use super::Ctx;
+use super::ctx::Ctx;
 
 pub(super) async fn handle(ctx: &Ctx, p: CleanupParams) -> Result<CleanupResult, RpcError> {
     let forgotten = ctx.engine().cleanup(p.all).await;

@@ -2,7 +2,7 @@
 
 use stockade_proto::rpc::{ForgetParams, ForgetResult, RpcError};
 
-use super::Ctx;
+use super::ctx::Ctx;
 use crate::error::from_engine;
 
 pub(super) async fn handle(ctx: &Ctx, p: ForgetParams) -> Result<ForgetResult, RpcError> {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use stockade_core::output::GrepRequest;
 use stockade_proto::rpc::{GrepParams, GrepResultMsg, RpcError};
 
-use super::Ctx;
+use super::ctx::Ctx;
 use crate::error::{from_engine, from_output, join_error};
 
 /// Matching lines returned when `max_matches` is not given.

@@ -5,7 +5,7 @@ use std::time::Duration;
 use stockade_core::process::Signal;
 use stockade_proto::rpc::{KillParams, KillResult, RpcError, code};
 
-use super::Ctx;
+use super::ctx::Ctx;
 use crate::error::{from_engine, rpc_error};
 
 /// Longest grace a kill may ask for between the polite signal and `SIGKILL`.

@@ -1,8 +1,8 @@
 //! `list`: every session the engine keeps, oldest first.
 
-use stockade_proto::rpc::{ListResult, RpcError, SessionInfo};
+use stockade_proto::rpc::{ListResult, NoParams, RpcError, SessionInfo};
 
-use super::{Ctx, NoParams};
+use super::ctx::Ctx;
 use crate::error::join_error;
 
 pub(super) async fn handle(ctx: &Ctx, _: NoParams) -> Result<ListResult, RpcError> {

@@ -11,7 +11,7 @@ use stockade_core::output::{ReadRequest, SCREEN_TAIL_BYTES, strip_ansi};
 use stockade_proto::rpc::{ReadParams, ReadResult, Render, RpcError, code};
 use stockade_proto::{OutputLimits, OutputView, ReadMode, Stream};
 
-use super::{Ctx, disconnected, wait};
+use super::ctx::{Ctx, disconnected, wait};
 use crate::error::{from_engine, from_output, join_error, rpc_error};
 
 /// Most bytes one view shows over the socket (a larger `max_bytes` is clamped; continue with

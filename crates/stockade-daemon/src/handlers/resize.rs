@@ -2,7 +2,7 @@
 
 use stockade_proto::rpc::{PtySize, ResizeParams, ResizeResult, RpcError};
 
-use super::Ctx;
+use super::ctx::Ctx;
 use super::write::from_input;
 use crate::error::from_engine;
 

@@ -9,7 +9,7 @@ use stockade_core::{RunSpec, Session};
 use stockade_proto::rpc::{Render, RpcError, RunParams};
 use stockade_proto::{OutputLimits, ReadMode, RunResult};
 
-use super::{Ctx, disconnected, wait};
+use super::ctx::{Ctx, disconnected, wait};
 use crate::error::{from_engine, join_error};
 
 pub(super) async fn handle(ctx: &Ctx, p: RunParams) -> Result<RunResult, RpcError> {

@@ -2,7 +2,7 @@
 
 use stockade_proto::rpc::{RpcError, ScheduleAddParams, ScheduleInfo};
 
-use super::Ctx;
+use super::ctx::Ctx;
 
 pub(super) async fn handle(ctx: &Ctx, p: ScheduleAddParams) -> Result<ScheduleInfo, RpcError> {
     Ok(ctx.shared.schedules.add(ctx.engine(), p).await?)

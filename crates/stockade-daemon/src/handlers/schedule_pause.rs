@@ -3,7 +3,7 @@
 
 use stockade_proto::rpc::{RpcError, ScheduleInfo, ScheduleNameParams};
 
-use super::Ctx;
+use super::ctx::Ctx;
 
 pub(super) async fn handle(
     ctx: &Ctx,

@@ -2,7 +2,7 @@
 
 use stockade_proto::rpc::{RpcError, ScheduleInfo, ScheduleNameParams};
 
-use super::Ctx;
+use super::ctx::Ctx;
 
 pub(super) async fn handle(ctx: &Ctx, p: ScheduleNameParams) -> Result<ScheduleInfo, RpcError> {
     Ok(ctx.shared.schedules.remove(ctx.engine(), &p.name).await?)

@@ -2,7 +2,7 @@
 
 use stockade_proto::rpc::{RpcError, ScheduleRunsParams, ScheduleRunsResult};
 
-use super::Ctx;
+use super::ctx::Ctx;
 
 pub(super) async fn handle(
     ctx: &Ctx,

@@ -1,8 +1,8 @@
 //! `stats`: the daemon's memory and the output it holds.
 
-use stockade_proto::rpc::{RpcError, StatsResult};
+use stockade_proto::rpc::{NoParams, RpcError, StatsResult};
 
-use super::{Ctx, NoParams};
+use super::ctx::Ctx;
 use crate::memory;
 
 pub(super) async fn handle(ctx: &Ctx, _: NoParams) -> Result<StatsResult, RpcError> {

@@ -1,8 +1,8 @@
 //! `status`: who this daemon is.
 
-use stockade_proto::rpc::{RpcError, StatusResult};
+use stockade_proto::rpc::{NoParams, RpcError, StatusResult};
 
-use super::{Ctx, NoParams};
+use super::ctx::Ctx;
 
 pub(super) async fn handle(ctx: &Ctx, _: NoParams) -> Result<StatusResult, RpcError> {
     let shared = &ctx.shared;

@@ -13,7 +13,7 @@ use stockade_proto::rpc::{
 };
 use stockade_proto::{OutputLimits, ReadMode};
 
-use super::{Ctx, disconnected, wait};
+use super::ctx::{Ctx, disconnected, wait};
 use crate::error::{from_engine, rpc_error};
 
 /// After the log is finished, how long to wait for the session's terminal state.

@@ -52,8 +52,6 @@ use tokio::sync::{Mutex, Notify};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::rpc_error;
-use crate::server::Shared;
-use store::Schedule;
 use timing::{Timing, now_ms};
 
 /// Longest the task sleeps without looking at the clock again.
@@ -103,7 +101,7 @@ impl From<ScheduleError> for RpcError {
 
 /// A schedule and its parsed timing.
 struct Entry {
-    schedule: Schedule,
+    schedule: ScheduleInfo,
     timing: Timing,
 }
 
@@ -157,7 +155,7 @@ impl Scheduler {
     }
 
     async fn save(&self, entries: &[Entry]) -> Result<(), ScheduleError> {
-        let schedules: Vec<Schedule> = entries.iter().map(|e| e.schedule.clone()).collect();
+        let schedules: Vec<ScheduleInfo> = entries.iter().map(|e| e.schedule.clone()).collect();
         let path = self.path.clone();
         let saved = tokio::task::spawn_blocking(move || store::save(&path, &schedules))
             .await
@@ -214,7 +212,7 @@ impl Scheduler {
         if entries.len() >= MAX_SCHEDULES {
             return Err(ScheduleError::TooMany);
         }
-        let schedule = Schedule {
+        let schedule = ScheduleInfo {
             name: p.name,
             source,
             every: p.every,
@@ -233,6 +231,7 @@ impl Scheduler {
             failed_fires: 0,
             last_error: None,
             last_session: None,
+            active_session: None,
         };
         entries.push(Entry { schedule, timing });
         if let Err(e) = self.save(&entries).await {
@@ -369,7 +368,7 @@ impl Scheduler {
     }
 
     /// Fire every schedule whose tick is due, then prune their runs.
-    async fn fire_due(&self, shared: &Arc<Shared>, stop: &CancellationToken) {
+    async fn fire_due(&self, engine: &Arc<Engine>, stop: &CancellationToken) {
         let mut prune = Vec::new();
         let mut entries = self.entries.lock().await;
         for i in 0..entries.len() {
@@ -383,7 +382,7 @@ impl Scheduler {
                 continue;
             };
             // 1. The claim: the session record is on disk when `start` returns.
-            let outcome = self.fire(shared, &e.schedule).await;
+            let outcome = self.fire(engine, &e.schedule).await;
             if self.crash_after_claim && matches!(outcome, Outcome::Fired(_)) {
                 tracing::error!(
                     "{CRASH_AFTER_CLAIM_ENV}=1: aborting after the claim, before the schedule advances"
@@ -413,12 +412,12 @@ impl Scheduler {
         }
         drop(entries);
         for (source, keep, budget) in prune {
-            prune_runs(&shared.engine, &source, keep, budget).await;
+            prune_runs(engine, &source, keep, budget).await;
         }
     }
 
     /// Start one tick's run, or find its source still active.
-    async fn fire(&self, shared: &Arc<Shared>, s: &Schedule) -> Outcome {
+    async fn fire(&self, engine: &Arc<Engine>, s: &ScheduleInfo) -> Outcome {
         let t = &s.run;
         let spec = RunSpec {
             command: t.command.clone(),
@@ -434,8 +433,8 @@ impl Scheduler {
             source: Some(s.source.clone()),
             ..RunSpec::default()
         };
-        let engine = Arc::clone(shared);
-        match tokio::task::spawn_blocking(move || engine.engine.start(spec)).await {
+        let engine = Arc::clone(engine);
+        match tokio::task::spawn_blocking(move || engine.start(spec)).await {
             Ok(Ok(started)) if started.deduplicated => Outcome::Skipped,
             Ok(Ok(started)) => Outcome::Fired(started.session.id().to_owned()),
             Ok(Err(e)) => {
@@ -449,9 +448,8 @@ impl Scheduler {
 
 /// The scheduler task: reconcile once, then sleep until the earliest tick, fire what is due,
 /// and again, until `stop`.
-pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
-    let scheduler = &shared.schedules;
-    scheduler.reconcile(&shared.engine).await;
+pub(crate) async fn run(scheduler: Arc<Scheduler>, engine: Arc<Engine>, stop: CancellationToken) {
+    scheduler.reconcile(&engine).await;
     loop {
         let sleep = scheduler.until_next().await.unwrap_or(MAX_SLEEP).min(MAX_SLEEP);
         tokio::select! {
@@ -459,7 +457,7 @@ pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
             () = scheduler.wake.notified() => continue,
             () = tokio::time::sleep(sleep) => {}
         }
-        scheduler.fire_due(&shared, &stop).await;
+        scheduler.fire_due(&engine, &stop).await;
     }
 }
 
@@ -507,8 +505,10 @@ fn run_info(s: &Session) -> ScheduleRun {
     }
 }
 
-fn info(engine: &Engine, s: &Schedule) -> ScheduleInfo {
-    s.info(engine.active_with_source(&s.source).map(|a| a.id().to_owned()))
+/// A kept schedule as the protocol shows it: with the session running now, if any.
+fn info(engine: &Engine, s: &ScheduleInfo) -> ScheduleInfo {
+    let active_session = engine.active_with_source(&s.source).map(|a| a.id().to_owned());
+    ScheduleInfo { active_session, ..s.clone() }
 }
 
 fn position(entries: &[Entry], name: &str) -> Result<usize, ScheduleError> {

@@ -26,12 +26,11 @@ use rustix::stdio::stdin;
 use rustix::termios::{OptionalActions, Termios, isatty, tcgetattr, tcgetwinsize, tcsetattr};
 use stockade_client::{Client, ConnectOptions, raw_bytes};
 use stockade_proto::rpc::{
-    ListResult, PtySize, ReadParams, Render, ResizeParams, ResizeResult, WriteParams, method,
+    NoParams, PtySize, ReadParams, Render, ResizeParams, WriteParams, encode_bytes, method,
 };
 use stockade_proto::{ReadMode, SessionState};
 
 use super::Global;
-use super::send::base64_encode;
 
 /// The detach key: Ctrl-] (as telnet and `docker attach` use).
 pub const DETACH_KEY: u8 = 0x1d;
@@ -68,7 +67,7 @@ pub fn attach(global: &Global, args: AttachArgs) -> anyhow::Result<ExitCode> {
     }
     let opts = global.connect_options()?;
     let mut control = Client::connect(&opts)?;
-    let list: ListResult = control.list()?;
+    let list = control.call::<method::List>(NoParams {})?;
     let Some(info) = list.sessions.into_iter().find(|s| s.id == id) else {
         bail!("no session {id}; `stockade ps` lists the sessions");
     };
@@ -84,7 +83,7 @@ pub fn attach(global: &Global, args: AttachArgs) -> anyhow::Result<ExitCode> {
         resize(&mut control, &id, size)?;
     }
     // What the screen shows now, then everything from there on.
-    let screen = control.read(&ReadParams {
+    let screen = control.call::<method::Read>(ReadParams {
         id: id.clone(),
         render: Some(Render::Screen),
         ..ReadParams::default()
@@ -161,7 +160,7 @@ fn describe(state: &SessionState) -> String {
 
 fn resize(client: &mut Client, id: &str, size: PtySize) -> anyhow::Result<()> {
     let params = ResizeParams { id: id.to_owned(), rows: size.rows, cols: size.cols };
-    let _: ResizeResult = client.call(method::RESIZE, &params)?;
+    client.call::<method::Resize>(params)?;
     Ok(())
 }
 
@@ -178,7 +177,7 @@ fn spawn_output(
     let mut run = move || -> anyhow::Result<Event> {
         let mut stdout = std::io::stdout();
         while !stop.load(Ordering::SeqCst) {
-            let r = client.read(&ReadParams {
+            let r = client.call::<method::Read>(ReadParams {
                 id: id.clone(),
                 after: Some(cursor),
                 mode: Some(ReadMode::Delta),
@@ -235,12 +234,12 @@ fn spawn_input(
             if !forward.is_empty() {
                 let params = WriteParams {
                     id: id.clone(),
-                    bytes_b64: Some(base64_encode(forward)),
+                    bytes_b64: Some(encode_bytes(forward)),
                     yield_ms: Some(0),
                     max_bytes: Some(1),
                     ..WriteParams::default()
                 };
-                let _: serde_json::Value = client.call(method::WRITE, &params)?;
+                client.call::<method::Write>(params)?;
             }
             if detach {
                 return Ok(Some(Event::Detach));

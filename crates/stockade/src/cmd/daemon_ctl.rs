@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use stockade_client::{Client, ClientError, pid_alive};
-use stockade_proto::rpc::StatusResult;
+use stockade_proto::rpc::{NoParams, StatusResult, method};
 
 use super::Global;
 use crate::cli::DaemonCtlArgs;
@@ -22,7 +22,7 @@ pub fn start(global: &Global, args: DaemonCtlArgs) -> anyhow::Result<ExitCode> {
     opts.autostart = true;
     let mut client = Client::connect(&opts)?;
     let started = client.started_daemon();
-    let status = client.status()?;
+    let status = client.call::<method::Status>(NoParams {})?;
     if args.json {
         out::print_json(&status_json(&status, Some(started)))?;
     } else {
@@ -46,10 +46,10 @@ pub fn stop(global: &Global, args: DaemonCtlArgs) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     };
-    let pid = client.status()?.pid;
-    match client.shutdown() {
+    let pid = client.call::<method::Status>(NoParams {})?.pid;
+    match client.call::<method::Shutdown>(NoParams {}) {
         // Closing the connection as it exits is an answer too.
-        Ok(()) | Err(ClientError::Disconnected { .. }) => {}
+        Ok(_) | Err(ClientError::Disconnected { .. }) => {}
         Err(e) => return Err(e.into()),
     }
     let deadline = Instant::now() + STOP_WAIT;
@@ -85,7 +85,7 @@ pub fn status(global: &Global, args: DaemonCtlArgs) -> anyhow::Result<ExitCode> 
         }
         return Ok(ExitCode::from(1));
     };
-    let status = client.status()?;
+    let status = client.call::<method::Status>(NoParams {})?;
     if args.json {
         out::print_json(&status_json(&status, None))?;
     } else {

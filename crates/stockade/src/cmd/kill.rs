@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use stockade_core::answer;
 use stockade_proto::TerminateReport;
-use stockade_proto::rpc::KillParams;
+use stockade_proto::rpc::{CleanupParams, ForgetParams, KillParams, method};
 
 use super::Global;
 use crate::cli::{CleanupArgs, ForgetArgs, KillArgs};
@@ -13,7 +13,7 @@ use crate::out;
 
 pub fn kill(global: &Global, args: KillArgs) -> anyhow::Result<ExitCode> {
     let params = KillParams { id: args.id.clone(), signal: args.signal, grace_ms: args.grace_ms };
-    let result = global.connect()?.kill(&params)?;
+    let result = global.connect()?.call::<method::Kill>(params)?;
     if args.json {
         out::print_json(&result)?;
     } else {
@@ -27,7 +27,7 @@ pub fn kill(global: &Global, args: KillArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub fn forget(global: &Global, args: ForgetArgs) -> anyhow::Result<ExitCode> {
-    let result = global.connect()?.forget(&args.id)?;
+    let result = global.connect()?.call::<method::Forget>(ForgetParams { id: args.id.clone() })?;
     if args.json {
         out::print_json(&result)?;
     } else {
@@ -46,7 +46,7 @@ pub fn forget(global: &Global, args: ForgetArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub fn cleanup(global: &Global, args: CleanupArgs) -> anyhow::Result<ExitCode> {
-    let result = global.connect()?.cleanup(args.all)?;
+    let result = global.connect()?.call::<method::Cleanup>(CleanupParams { all: args.all })?;
     if args.json {
         out::print_json(&result)?;
     } else if result.forgotten.is_empty() {

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use stockade_client::{Client, ClientError, raw_bytes};
-use stockade_proto::rpc::ReadParams;
+use stockade_proto::rpc::{ReadParams, method};
 use stockade_proto::{OutputView, ReadMode};
 
 use super::Global;
@@ -51,7 +51,7 @@ fn from_daemon(
 
     if let Some(lines) = args.tail.or(args.head) {
         let mode = if args.tail.is_some() { ReadMode::Tail } else { ReadMode::Head };
-        let answer = client.read(&ReadParams {
+        let answer = client.call::<method::Read>(ReadParams {
             id: args.id.clone(),
             mode: Some(mode),
             max_lines: Some(lines),
@@ -84,7 +84,7 @@ fn from_daemon(
     let mut utf8 = out::Utf8Stream::default();
     loop {
         let asked = Instant::now();
-        let answer = client.read(&ReadParams {
+        let answer = client.call::<method::Read>(ReadParams {
             id: args.id.clone(),
             after: Some(cursor),
             mode: Some(ReadMode::Delta),

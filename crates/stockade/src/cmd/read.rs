@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use stockade_core::is_session_id;
 use stockade_core::output::{GrepRequest, OutputLog, ReadRequest};
-use stockade_proto::rpc::GrepParams;
+use stockade_proto::rpc::{GrepParams, method};
 use stockade_proto::{GrepResult, OutputLimits, ReadMode};
 
 use crate::cli::{GrepArgs, ReadArgs};
@@ -78,7 +78,7 @@ pub fn grep(global: &super::Global, args: GrepArgs) -> anyhow::Result<ExitCode> 
             max_matches: Some(args.max_matches),
             ignore_case: args.ignore_case,
         };
-        match client.grep(&params) {
+        match client.call::<method::Grep>(params) {
             Ok(r) => {
                 let result = GrepResult {
                     lines: r.lines,

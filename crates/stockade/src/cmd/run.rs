@@ -109,10 +109,10 @@ fn background(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     let mut client = global.connect()?;
     let result = if args.bg {
-        client.run(&params)?
+        client.call::<method::Run>(params)?
     } else {
         let wait = args.timeout_ms.map_or(FOREGROUND_WAIT, Duration::from_millis);
-        client.call_waiting(method::RUN, &params, wait)?
+        client.call_waiting::<method::Run>(params, wait)?
     };
     print_result(&result, args.json)
 }

@@ -8,8 +8,8 @@ use clap::{Args, Subcommand, ValueEnum};
 use stockade_core::answer::signal_name;
 use stockade_proto::SessionState;
 use stockade_proto::rpc::{
-    CatchUp, ScheduleAddParams, ScheduleInfo, ScheduleListResult, ScheduleNameParams,
-    ScheduleRunTemplate, ScheduleRunsParams, ScheduleRunsResult, method,
+    CatchUp, Method, NoParams, ScheduleAddParams, ScheduleInfo, ScheduleNameParams,
+    ScheduleRunTemplate, ScheduleRunsParams, method,
 };
 
 use super::Global;
@@ -163,11 +163,11 @@ pub fn schedule(global: &Global, args: ScheduleArgs) -> anyhow::Result<ExitCode>
         ScheduleAction::Add(a) => {
             let json = a.json;
             let params = add_params(a)?;
-            let info: ScheduleInfo = client.call(method::SCHEDULE_ADD, &params)?;
+            let info = client.call::<method::ScheduleAdd>(params)?;
             print_one(&info, json, "Added")
         }
         ScheduleAction::List(a) => {
-            let list: ScheduleListResult = client.call(method::SCHEDULE_LIST, &Empty {})?;
+            let list = client.call::<method::ScheduleList>(NoParams {})?;
             if a.json {
                 out::print_json(&list)?;
             } else if list.schedules.is_empty() {
@@ -178,12 +178,12 @@ pub fn schedule(global: &Global, args: ScheduleArgs) -> anyhow::Result<ExitCode>
             }
             Ok(ExitCode::SUCCESS)
         }
-        ScheduleAction::Rm(a) => named(&mut client, method::SCHEDULE_REMOVE, a, "Removed"),
-        ScheduleAction::Pause(a) => named(&mut client, method::SCHEDULE_PAUSE, a, "Paused"),
-        ScheduleAction::Resume(a) => named(&mut client, method::SCHEDULE_RESUME, a, "Resumed"),
+        ScheduleAction::Rm(a) => named::<method::ScheduleRemove>(&mut client, a, "Removed"),
+        ScheduleAction::Pause(a) => named::<method::SchedulePause>(&mut client, a, "Paused"),
+        ScheduleAction::Resume(a) => named::<method::ScheduleResume>(&mut client, a, "Resumed"),
         ScheduleAction::Runs(a) => {
             let params = ScheduleRunsParams { name: a.name, limit: a.limit };
-            let r: ScheduleRunsResult = client.call(method::SCHEDULE_RUNS, &params)?;
+            let r = client.call::<method::ScheduleRuns>(params)?;
             if a.json {
                 out::print_json(&r)?;
             } else if r.runs.is_empty() {
@@ -207,16 +207,13 @@ pub fn schedule(global: &Global, args: ScheduleArgs) -> anyhow::Result<ExitCode>
     }
 }
 
-#[derive(serde::Serialize)]
-struct Empty {}
-
-fn named(
+/// A method that names one schedule and answers with it (`remove`, `pause`, `resume`).
+fn named<M: Method<Params = ScheduleNameParams, Result = ScheduleInfo>>(
     client: &mut stockade_client::Client,
-    method: &str,
     a: NameArgs,
     verb: &str,
 ) -> anyhow::Result<ExitCode> {
-    let info: ScheduleInfo = client.call(method, &ScheduleNameParams { name: a.name })?;
+    let info = client.call::<M>(ScheduleNameParams { name: a.name })?;
     print_one(&info, a.json, verb)
 }
 

@@ -2,12 +2,12 @@
 //! print what it answered; change a terminal's size.
 
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use clap::Args;
 use stockade_core::answer;
 use stockade_proto::rpc::{
-    DEFAULT_WRITE_YIELD_MS, ReadResult, ResizeParams, ResizeResult, WriteParams, method,
+    DEFAULT_WRITE_YIELD_MS, ResizeParams, WriteParams, encode_bytes, method,
 };
 
 use super::Global;
@@ -54,18 +54,15 @@ pub fn send(global: &Global, args: SendArgs) -> anyhow::Result<ExitCode> {
     let bytes = unescape(&args.text).map_err(anyhow::Error::msg)?;
     let params = WriteParams {
         id: args.id.clone(),
-        bytes_b64: (!bytes.is_empty()).then(|| base64_encode(&bytes)),
+        bytes_b64: (!bytes.is_empty()).then(|| encode_bytes(&bytes)),
         close_stdin: args.close_stdin,
         yield_ms: Some(args.yield_ms),
         max_bytes: args.max_bytes,
         ..WriteParams::default()
     };
     let started = Instant::now();
-    let result: ReadResult = global.connect()?.call_waiting(
-        method::WRITE,
-        &params,
-        Duration::from_millis(args.yield_ms),
-    )?;
+    // The call's deadline covers `yield_ms` (see `Method::wait_ms`).
+    let result = global.connect()?.call::<method::Write>(params)?;
     if args.json {
         out::print_json(&result)?;
     } else {
@@ -77,7 +74,7 @@ pub fn send(global: &Global, args: SendArgs) -> anyhow::Result<ExitCode> {
 
 pub fn resize(global: &Global, args: ResizeArgs) -> anyhow::Result<ExitCode> {
     let params = ResizeParams { id: args.id, rows: args.rows, cols: args.cols };
-    let result: ResizeResult = global.connect()?.call(method::RESIZE, &params)?;
+    let result = global.connect()?.call::<method::Resize>(params)?;
     if args.json {
         out::print_json(&result)?;
     } else {
@@ -143,24 +140,6 @@ pub fn unescape(text: &str) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
-/// Standard base64 with padding (the daemon's `bytes_b64`).
-pub fn base64_encode(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(char::from(ALPHABET[(n >> (18 - 6 * i)) as usize & 63]));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -177,14 +156,5 @@ mod tests {
         for bad in [r"\", r"\q", r"\x4", r"\xzz", r"\u3", r"\u{}", r"\u{110000}", r"\u{12"] {
             assert!(unescape(bad).is_err(), "{bad}");
         }
-    }
-
-    #[test]
-    fn base64_matches_the_standard_alphabet() {
-        assert_eq!(base64_encode(b""), "");
-        assert_eq!(base64_encode(b"f"), "Zg==");
-        assert_eq!(base64_encode(b"fo"), "Zm8=");
-        assert_eq!(base64_encode(b"foo"), "Zm9v");
-        assert_eq!(base64_encode(&[0xff, 0xfe, 0x00, 0x03]), "//4AAw==");
     }
 }

@@ -2,12 +2,14 @@
 
 use std::process::ExitCode;
 
+use stockade_proto::rpc::{NoParams, method};
+
 use super::Global;
 use crate::cli::StatsArgs;
 use crate::out;
 
 pub fn stats(global: &Global, args: StatsArgs) -> anyhow::Result<ExitCode> {
-    let s = global.connect()?.stats()?;
+    let s = global.connect()?.call::<method::Stats>(NoParams {})?;
     if args.json {
         out::print_json(&s)?;
         return Ok(ExitCode::SUCCESS);

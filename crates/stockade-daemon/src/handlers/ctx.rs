@@ -1,0 +1,33 @@
+//! What a handler gets ([`Ctx`]) and the small helpers every handler shares.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use stockade_proto::rpc::{MAX_WAIT_MS, RpcError, code};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::rpc_error;
+use crate::state::Shared;
+
+/// What a handler gets: the daemon's shared state and its connection's token (cancelled when the
+/// client goes away or the daemon stops).
+pub(crate) struct Ctx {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) conn: CancellationToken,
+}
+
+impl Ctx {
+    pub(super) fn engine(&self) -> &stockade_core::Engine {
+        &self.shared.engine
+    }
+}
+
+/// A wait asked for in milliseconds, clamped to [`MAX_WAIT_MS`].
+pub(super) fn wait(ms: u64) -> Duration {
+    Duration::from_millis(ms.min(MAX_WAIT_MS))
+}
+
+/// The error for a request whose client went away (never written: there is nobody to read it).
+pub(super) fn disconnected() -> RpcError {
+    rpc_error(code::INTERNAL_ERROR, "the client disconnected")
+}

@@ -1,0 +1,23 @@
+//! What every connection, handler and background task of the daemon shares: the engine, the
+//! schedules and the daemon's identity. It only holds them; it imports nothing of the daemon
+//! but the scheduler's type.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use stockade_core::Engine;
+use tokio_util::sync::CancellationToken;
+
+use crate::schedule::Scheduler;
+
+/// What every connection and handler shares: the engine and the daemon's identity.
+pub(crate) struct Shared {
+    pub(crate) engine: Arc<Engine>,
+    pub(crate) socket: PathBuf,
+    pub(crate) home: PathBuf,
+    pub(crate) pid: u32,
+    /// Cancelled by the `shutdown` method, or when `serve`'s token is.
+    pub(crate) stop: CancellationToken,
+    /// The schedules, fired by the scheduler task.
+    pub(crate) schedules: Arc<Scheduler>,
+}

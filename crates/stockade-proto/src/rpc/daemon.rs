@@ -1,0 +1,58 @@
+//! The daemon's own methods' results: `stats`, `status`, `shutdown`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::ContainmentMethod;
+
+/// `stats` result.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatsResult {
+    /// Daemon resident set size now.
+    pub rss_bytes: u64,
+    /// Daemon peak resident set size (VmHWM).
+    pub peak_rss_bytes: u64,
+    /// Bytes allocated by the allocator (jemalloc `stats.allocated`).
+    pub allocated_bytes: u64,
+    /// Bytes held in hot tails.
+    pub hot_tail_bytes: u64,
+    /// Bytes on disk in spools.
+    pub spooled_bytes: u64,
+    /// Bytes dropped (disk cap / disk full).
+    pub dropped_bytes: u64,
+    /// Bytes printed by all sessions.
+    pub output_bytes: u64,
+    /// Sessions by state name.
+    pub sessions: BTreeMap<String, u64>,
+}
+
+/// `status` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusResult {
+    /// Daemon pid.
+    pub pid: u32,
+    /// The socket path.
+    pub socket: PathBuf,
+    /// The state directory.
+    pub home: PathBuf,
+    /// Daemon version.
+    pub version: String,
+    /// Containment in use.
+    pub containment: ContainmentMethod,
+    /// Sessions known.
+    pub sessions: usize,
+}
+
+/// `shutdown` result. The daemon answers before it exits; wait for `pid` to go away to know it
+/// is gone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShutdownResult {
+    /// Always `true`: the daemon is stopping.
+    pub stopping: bool,
+    /// The daemon's pid, to wait for.
+    pub pid: u32,
+    /// Sessions running now, which will be terminated.
+    pub running: usize,
+}

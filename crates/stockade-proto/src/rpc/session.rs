@@ -1,0 +1,402 @@
+//! The session methods' parameters and results: `run`, `read`, `grep`, `write`, `kill`, `list`,
+//! `forget`, `cleanup`, `resize`, and the base64 of `bytes_b64` fields.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    Capture, ContainmentMethod, DiskPolicy, GrepLine, OutputView, ReadMode, SessionState, Stream,
+    TerminateReport,
+};
+
+/// Encode bytes for a `bytes_b64` field (standard alphabet, padded).
+pub fn encode_bytes(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// Decode a `bytes_b64` field (standard alphabet, padded).
+pub fn decode_bytes(b64: &str) -> Result<Vec<u8>, base64::DecodeError> {
+    base64::engine::general_purpose::STANDARD.decode(b64)
+}
+
+/// PTY size.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PtySize {
+    /// Rows (default 24).
+    pub rows: u16,
+    /// Columns (default 80).
+    pub cols: u16,
+}
+
+impl Default for PtySize {
+    fn default() -> Self {
+        PtySize { rows: 24, cols: 80 }
+    }
+}
+
+/// What a non-PTY session's stdin is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StdinMode {
+    /// `/dev/null` (default), so a command waiting on stdin does not hang forever.
+    #[default]
+    Null,
+    /// A pipe fed by `write`; `close_stdin` sends EOF.
+    Pipe,
+}
+
+/// `run` parameters.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunParams {
+    /// The shell command string.
+    pub command: String,
+    /// Working directory.
+    #[serde(default)]
+    pub cwd: Option<PathBuf>,
+    /// Extra environment variables.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// The shell (default `/bin/sh`).
+    #[serde(default)]
+    pub shell: Option<PathBuf>,
+    /// Login shell (`-lc`).
+    #[serde(default)]
+    pub login: bool,
+    /// Answer after `yield_ms` even if it is still running, and keep it running.
+    #[serde(default)]
+    pub background: bool,
+    /// Terminate the tree after this long.
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    /// How long to wait for exit before answering (foreground: until exit unless set; background:
+    /// default 0).
+    #[serde(default)]
+    pub yield_ms: Option<u64>,
+    /// Run on a pseudo-terminal of this size.
+    #[serde(default)]
+    pub pty: Option<PtySize>,
+    /// stdin for a non-PTY session.
+    #[serde(default)]
+    pub stdin: StdinMode,
+    /// Dedup key: if an active session has it, answer with that one.
+    #[serde(default)]
+    pub source: Option<String>,
+    /// Capture mode.
+    #[serde(default)]
+    pub capture: Capture,
+    /// Bound on the answer's bytes.
+    #[serde(default)]
+    pub max_bytes: Option<usize>,
+    /// Bound on the answer's lines.
+    #[serde(default)]
+    pub max_lines: Option<usize>,
+    /// Which part of the output the answer shows (`tail` default).
+    #[serde(default)]
+    pub direction: Option<ReadMode>,
+    /// Hot-tail size.
+    #[serde(default)]
+    pub retained_cap: Option<usize>,
+    /// Disk cap.
+    #[serde(default)]
+    pub disk_cap: Option<u64>,
+    /// Disk-cap policy.
+    #[serde(default)]
+    pub disk_policy: Option<DiskPolicy>,
+}
+
+/// `read` parameters.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReadParams {
+    /// The session id.
+    pub id: String,
+    /// Cursor: show what follows this offset (`delta` mode).
+    #[serde(default)]
+    pub after: Option<u64>,
+    /// Bound on the answer's bytes.
+    #[serde(default)]
+    pub max_bytes: Option<usize>,
+    /// Bound on the answer's lines.
+    #[serde(default)]
+    pub max_lines: Option<usize>,
+    /// Which part to show (default `delta` when `after` is given, else `tail`).
+    #[serde(default)]
+    pub mode: Option<ReadMode>,
+    /// Only this stream.
+    #[serde(default)]
+    pub stream: Option<Stream>,
+    /// Long poll: wait up to this long for output after `after`, or for the end.
+    #[serde(default)]
+    pub wait_ms: Option<u64>,
+    /// Exact bytes (base64 in `bytes_b64`), no notice, no lossy conversion.
+    #[serde(default)]
+    pub raw: bool,
+    /// How a PTY session's bytes become text (default `text`: escape codes stripped). Ignored by
+    /// non-PTY sessions except `screen`, which needs a terminal.
+    #[serde(default)]
+    pub render: Option<Render>,
+}
+
+/// How a view turns a PTY session's bytes into text. The spool always keeps the raw bytes and
+/// cursors are always raw byte offsets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Render {
+    /// Escape sequences removed, `\r` applied to the line (`\r\n` reads as `\n`). Default.
+    #[default]
+    Text,
+    /// The bytes as the program sent them (escape codes included), lossy UTF-8.
+    Raw,
+    /// The screen a terminal of the session's size shows now (for `top`, `less`, editors):
+    /// `output` is the screen's text, one line per row; `next_cursor` is the end of the log.
+    Screen,
+}
+
+/// `read` result.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadResult {
+    /// The session id.
+    pub id: String,
+    /// The session's state.
+    #[serde(flatten)]
+    pub state: SessionState,
+    /// The bounded view.
+    #[serde(flatten)]
+    pub view: OutputView,
+    /// With `raw`: the exact bytes, base64.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_b64: Option<String>,
+}
+
+/// `grep` parameters.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GrepParams {
+    /// The session id.
+    pub id: String,
+    /// The regular expression.
+    pub pattern: String,
+    /// Context lines before and after each match.
+    #[serde(default)]
+    pub context: usize,
+    /// Cap on matching lines (default 200).
+    #[serde(default)]
+    pub max_matches: Option<usize>,
+    /// Case-insensitive.
+    #[serde(default)]
+    pub ignore_case: bool,
+}
+
+/// `grep` result.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GrepResultMsg {
+    /// The session id.
+    pub id: String,
+    /// Matching lines and context.
+    pub lines: Vec<GrepLine>,
+    /// Matching lines returned.
+    pub matches: u64,
+    /// Whether the cap stopped the search.
+    pub truncated: bool,
+    /// The spool searched.
+    pub spool_path: PathBuf,
+}
+
+/// How long `write` collects output after writing when `yield_ms` is not given.
+pub const DEFAULT_WRITE_YIELD_MS: u64 = 250;
+
+/// `write` parameters: send bytes to a session's stdin pipe or terminal, then collect output.
+/// The answer is a [`ReadResult`]: the output printed from just before the write (a delta from
+/// the cursor the log had then), so what the command echoed and answered is in it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WriteParams {
+    /// The session id.
+    pub id: String,
+    /// Text to send (`\n` presses Enter; control characters allowed, e.g. `\u0003` Ctrl-C).
+    #[serde(default)]
+    pub chars: Option<String>,
+    /// Bytes to send, base64 (instead of `chars`).
+    #[serde(default)]
+    pub bytes_b64: Option<String>,
+    /// After writing, end the input: a pipe is closed (the command reads end of file); a
+    /// terminal gets its end-of-file character (Ctrl-D).
+    #[serde(default)]
+    pub close_stdin: bool,
+    /// Collect output for this long before answering (default [`DEFAULT_WRITE_YIELD_MS`]; the
+    /// answer comes earlier if the session ends).
+    #[serde(default)]
+    pub yield_ms: Option<u64>,
+    /// Bound on the answer's bytes.
+    #[serde(default)]
+    pub max_bytes: Option<usize>,
+}
+
+/// `kill` parameters.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KillParams {
+    /// The session id.
+    pub id: String,
+    /// The first signal (`SIGTERM` default; `SIGINT`, `SIGKILL`, `TERM`, `9`, …).
+    #[serde(default)]
+    pub signal: Option<String>,
+    /// Grace before `SIGKILL`, milliseconds.
+    #[serde(default)]
+    pub grace_ms: Option<u64>,
+}
+
+/// `kill` result: the terminate report for the session.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KillResult {
+    /// The session id.
+    pub id: String,
+    /// The session's state after the kill.
+    #[serde(flatten)]
+    pub state: SessionState,
+    /// What terminating did.
+    pub report: TerminateReport,
+}
+
+/// One session as `list` shows it.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionInfo {
+    /// The session id.
+    pub id: String,
+    /// The state.
+    #[serde(flatten)]
+    pub state: SessionState,
+    /// The command.
+    pub command: String,
+    /// Root pid.
+    pub pid: u32,
+    /// Process group.
+    pub pgid: u32,
+    /// Live processes of the session (count; 0 when finished).
+    pub processes: usize,
+    /// Bytes printed.
+    pub total_bytes: u64,
+    /// Lines printed.
+    pub total_lines: u64,
+    /// Bytes not on disk.
+    pub dropped_bytes: u64,
+    /// Start, ms since the Unix epoch.
+    pub started_at_ms: u64,
+    /// End, ms since the Unix epoch.
+    pub finished_at_ms: Option<u64>,
+    /// Wall time so far or in all.
+    pub wall_time_ms: u64,
+    /// Containment.
+    pub containment: ContainmentMethod,
+    /// Capture mode.
+    pub capture: Capture,
+    /// Whether it runs on a PTY.
+    pub pty: bool,
+    /// The terminal's size, for a PTY session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pty_size: Option<PtySize>,
+    /// Whether it takes input now (`write`): a PTY or an open stdin pipe, and still running.
+    #[serde(default)]
+    pub stdin_open: bool,
+    /// Dedup key.
+    pub source: Option<String>,
+    /// The spool file.
+    pub spool_path: PathBuf,
+}
+
+/// `list` result.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListResult {
+    /// Sessions, oldest first.
+    pub sessions: Vec<SessionInfo>,
+}
+
+/// `forget` parameters.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForgetParams {
+    /// The session id.
+    pub id: String,
+}
+
+/// `forget` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForgetResult {
+    /// The session id.
+    pub id: String,
+    /// The terminate report, if it was still running.
+    pub report: Option<TerminateReport>,
+    /// Bytes of spool removed.
+    pub removed_bytes: u64,
+}
+
+/// `cleanup` parameters.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CleanupParams {
+    /// Also terminate and forget running sessions (default: finished ones only).
+    #[serde(default)]
+    pub all: bool,
+}
+
+/// `cleanup` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CleanupResult {
+    /// Ids forgotten.
+    pub forgotten: Vec<String>,
+    /// Bytes of spool removed.
+    pub removed_bytes: u64,
+}
+
+/// `resize` parameters: set a PTY session's terminal size (the foreground job gets `SIGWINCH`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResizeParams {
+    /// The session id.
+    pub id: String,
+    /// Rows (1..=500).
+    pub rows: u16,
+    /// Columns (1..=1000).
+    pub cols: u16,
+}
+
+/// `resize` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResizeResult {
+    /// The session id.
+    pub id: String,
+    /// The terminal's size now.
+    #[serde(flatten)]
+    pub size: PtySize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_matches_the_standard_alphabet() {
+        assert_eq!(encode_bytes(b""), "");
+        assert_eq!(encode_bytes(b"f"), "Zg==");
+        assert_eq!(encode_bytes(b"fo"), "Zm8=");
+        assert_eq!(encode_bytes(b"foo"), "Zm9v");
+        assert_eq!(encode_bytes(&[0xff, 0xfe, 0x00, 0x03]), "//4AAw==");
+    }
+
+    #[test]
+    fn base64_round_trips_and_refuses_garbage() {
+        assert_eq!(decode_bytes("aGVsbG8gd29ybGQ=").ok(), Some(b"hello world".to_vec()));
+        assert_eq!(decode_bytes("AP8=").ok(), Some(vec![0, 255]));
+        assert!(decode_bytes("!!").is_err());
+    }
+}
