@@ -26,11 +26,13 @@ pub mod process;
 pub mod answer;
 mod engine;
 pub mod input;
+pub mod limits;
 mod recovery;
 pub mod registry;
 mod retention;
 pub mod session;
 pub mod state_dir;
+mod view;
 
 pub use engine::{
     Engine, EngineConfig, EngineError, EngineLimits, EngineStats, Forgotten, RunSpec, Started,
@@ -40,3 +42,4 @@ pub use recovery::{RecoveredSession, RecoveryError, RecoveryReport};
 pub use retention::{DEFAULT_RETENTION, SweepReport};
 pub use session::{Session, SessionEnd, SessionRecord};
 pub use state_dir::{StateDir, StateDirError};
+pub use view::ReadPlan;
