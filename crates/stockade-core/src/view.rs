@@ -55,7 +55,8 @@ impl Session {
     /// with it), limits clamped, and the combinations that cannot be served refused (raw bytes
     /// with a stream filter, a mode or a render; a screen without a terminal).
     pub fn plan_read(&self, p: &ReadParams) -> Result<ReadPlan, EngineError> {
-        let mode = p.mode.unwrap_or(if p.after.is_some() { ReadMode::Delta } else { ReadMode::Tail });
+        let mode =
+            p.mode.unwrap_or(if p.after.is_some() { ReadMode::Delta } else { ReadMode::Tail });
         let after = p.after.unwrap_or(0);
         if p.raw {
             let refuse = if p.stream.is_some() {
@@ -63,9 +64,7 @@ impl Session {
             } else if mode != ReadMode::Delta {
                 Some("raw reads go forward from after (mode delta); drop mode or drop raw")
             } else if p.render.is_some() {
-                Some(
-                    "raw reads return exact bytes, render shapes text; drop one of raw and render",
-                )
+                Some("raw reads return exact bytes, render shapes text; drop one of raw and render")
             } else {
                 None
             };

@@ -10,11 +10,11 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
+use stockade_core::answer;
 use stockade_core::output::{
     AppendOutcome, DrainCancel, GrepRequest, OutputConfig, OutputError, OutputLog, ReadRequest,
     drain,
 };
-use stockade_core::answer;
 use stockade_proto::{Capture, DiskPolicy, Gap, OutputLimits, OutputView, ReadMode, Stream};
 
 /// Kills and reaps the child's whole process group on drop, even when the test fails.
@@ -124,9 +124,7 @@ fn every_truncation_mode_is_bounded_and_says_what_was_cut() {
     log.append(Stream::Stdout, &data).unwrap();
     let max = 50 * 1024;
 
-    let tail = log
-        .read(&req(ReadMode::Tail, max, 2000))
-        .unwrap();
+    let tail = log.read(&req(ReadMode::Tail, max, 2000)).unwrap();
     assert!(tail.truncated && text(&tail).len() <= max);
     let shown = content(&tail);
     assert!(shown.ends_with("line 09999\n") && shown.starts_with("line "));
@@ -207,8 +205,7 @@ fn cuts_never_split_a_multibyte_character() {
                 "{mode:?} {max}: lossy replacement in {}",
                 v.output
             );
-            let shown: String =
-                content(&v).lines().filter(|l| !l.starts_with("[…")).collect();
+            let shown: String = content(&v).lines().filter(|l| !l.starts_with("[…")).collect();
             assert!(
                 shown.chars().all(|c| c == '€' || c == '😀' || !c.is_alphanumeric()),
                 "{mode:?}"
@@ -240,9 +237,7 @@ fn a_30_mib_single_line_is_read_in_bounded_pieces() {
             content(&v).bytes().filter(|&b| b != b'\n').all(|b| b == b'x')
                 || mode == ReadMode::Middle
         );
-        assert!(
-            content(&v).len() > 40 * 1024 / if mode == ReadMode::Middle { 2 } else { 1 }
-        );
+        assert!(content(&v).len() > 40 * 1024 / if mode == ReadMode::Middle { 2 } else { 1 });
     }
     log.finish().unwrap();
     let g = log.grep(&GrepRequest { pattern: "x+$".into(), ..Default::default() }).unwrap();

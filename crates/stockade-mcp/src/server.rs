@@ -25,7 +25,7 @@ use crate::text;
 use crate::tools::{
     self, BYTES_PER_TOKEN, DEFAULT_BACKGROUND_YIELD_MS, DEFAULT_EXEC_YIELD_MS,
     DEFAULT_WRITE_YIELD_MS, ExecCommandArgs, GrepOutputArgs, KillSessionArgs, ListSessionsArgs,
-    MAX_OUTPUT_TOKENS, ModeArg, ReadOutputArgs, StreamArg, WriteStdinArgs,
+    ModeArg, ReadOutputArgs, StreamArg, WriteStdinArgs,
 };
 
 const INSTRUCTIONS: &str = "\
@@ -84,8 +84,7 @@ impl StockadeMcp {
             max_lines: a.max_lines,
             ..RunParams::default()
         };
-        let mut r = self.backend.call(move |c| c.run(&params)).await?;
-        text::name_tools_in_notice(&mut r.view, &r.id);
+        let r = self.backend.call(move |c| c.run(&params)).await?;
         ok(text::run(&r), &r)
     }
 
@@ -115,10 +114,7 @@ impl StockadeMcp {
             })?;
         let waited = started.elapsed();
         match serde_json::from_value::<ReadResult>(value.clone()) {
-            Ok(mut r) => {
-                text::name_tools_in_notice(&mut r.view, &r.id);
-                ok(text::read(&r, waited), &r)
-            }
+            Ok(r) => ok(text::read(&r, waited), &r),
             // An answer shape this server does not know yet: show it as it is.
             Err(_) => ok(format!("Wall time: {:.2} s\n{value:#}\n", waited.as_secs_f64()), &value),
         }
@@ -144,8 +140,7 @@ impl StockadeMcp {
             ..ReadParams::default()
         };
         let started = Instant::now();
-        let mut r = self.backend.call(move |c| c.read(&params)).await?;
-        text::name_tools_in_notice(&mut r.view, &r.id);
+        let r = self.backend.call(move |c| c.read(&params)).await?;
         ok(text::read(&r, started.elapsed()), &r)
     }
 
@@ -184,8 +179,8 @@ fn ok<T: Serialize>(text: String, structured: &T) -> Result<CallToolResult, Tool
 }
 
 fn tokens_to_bytes(tokens: u64) -> usize {
-    let bytes = tokens.min(MAX_OUTPUT_TOKENS).saturating_mul(BYTES_PER_TOKEN);
-    usize::try_from(bytes).unwrap_or(usize::MAX)
+    // No clamp here: the engine's one clamp (`stockade_core::limits`) bounds the view.
+    usize::try_from(tokens.saturating_mul(BYTES_PER_TOKEN)).unwrap_or(usize::MAX)
 }
 
 fn clamp_wait(ms: u64) -> u64 {

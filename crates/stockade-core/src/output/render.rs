@@ -117,8 +117,13 @@ impl<'a> Render<'a> {
         }
         self.start_cursor = from;
         let range = (from, to);
-        let Some(c) =
-            self.log.collect(snap, self.req.stream, range, self.max_bytes + 1, Direction::Forward)?
+        let Some(c) = self.log.collect(
+            snap,
+            self.req.stream,
+            range,
+            self.max_bytes + 1,
+            Direction::Forward,
+        )?
         else {
             return Ok(false);
         };
@@ -229,9 +234,9 @@ impl<'a> Render<'a> {
         let shown = keep as u64 + (bytes.len() - start) as u64;
         let omitted = self.stream_total().saturating_sub(shown);
         let omitted_lines = self.req.stream.is_none().then(|| {
-            self.snap.total_lines.saturating_sub(
-                cut::line_count(&h.buf[..keep]) + cut::line_count(&bytes[start..]),
-            )
+            self.snap
+                .total_lines
+                .saturating_sub(cut::line_count(&h.buf[..keep]) + cut::line_count(&bytes[start..]))
         });
         self.out.push_str(&head_text);
         if !self.out.is_empty() && !self.out.ends_with('\n') {
