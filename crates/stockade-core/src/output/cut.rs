@@ -5,10 +5,11 @@
 
 use super::count_newlines;
 
-/// Bytes the words of a door's omission hint may take besides the facts it names (the counts,
-/// the spool path, the session id twice, a cursor); the longest (MCP's, naming its tools and
-/// arguments) is about 120. A view leaves this much of `max_bytes` free for the hint.
-pub(crate) const HINT_WORDS_BYTES: usize = 128;
+/// Bytes a door's omission hint may take besides the counts it names: its words (the longest,
+/// MCP's, naming its tools and arguments, is about 120), the spool path and the session id
+/// (twice). A view leaves this much of `max_bytes` free for the hint, plus the counts. A
+/// constant rather than this log's path and id, so every door's view of a log is cut alike.
+pub(crate) const HINT_BYTES: usize = 384;
 
 /// Longest UTF-8 sequence: a cut moves at most this far to land on a character boundary.
 const MAX_UTF8_SEQ: usize = 4;

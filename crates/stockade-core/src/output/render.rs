@@ -68,12 +68,9 @@ impl<'a> Render<'a> {
     /// stays within `max_bytes` where it can.
     fn reserve(&self) -> usize {
         let dropped = self.snap.hole.map(|(hs, he)| cut::dropped_phrase(hs, he, "disk full"));
-        let id = self.log.dir.file_name().map_or(0, |n| n.len());
-        let hint = cut::HINT_WORDS_BYTES
+        let hint = cut::HINT_BYTES
             + cut::amount(self.snap.total, Some(self.snap.total_lines)).len()
             + dropped.map_or(0, |d| d.len())
-            + self.log.spool_path.as_os_str().len()
-            + 2 * id
             + self.snap.total.to_string().len();
         let marker = cut::middle_marker(self.snap.total, Some(self.snap.total_lines));
         hint + 2 * marker.len() + 2
