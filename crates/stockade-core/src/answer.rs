@@ -5,33 +5,73 @@
 //! Wall time: 1.42 s
 //! Output:
 //! …
+//! [… 4,812,003 bytes / 61,020 lines omitted. Full output: <spool>. Read more: <door's words>]
 //! ```
+//!
+//! The engine hands over facts ([`OutputView`] and its [`Omission`]); the words saying how to
+//! read more are each door's (the CLI names `stockade read`, the MCP server its tools), passed in
+//! as `read_more`.
 
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use stockade_proto::{OutputView, SessionState, TerminateReport};
+use stockade_proto::{Omission, OutputView, SessionState, TerminateReport};
 
-/// Render the Codex-style text answer for a session.
+use crate::output::{amount, dropped_phrase};
+
+/// Render the Codex-style text answer for a session; `output` is the view's text as the door
+/// shows it ([`view_text`]).
 pub fn render(
     id: &str,
     state: &SessionState,
     wall_time: Duration,
-    view: &OutputView,
+    output: &str,
     cleanup: Option<&TerminateReport>,
 ) -> String {
-    let mut text = String::with_capacity(view.output.len() + 256);
+    let mut text = String::with_capacity(output.len() + 256);
     let _ = writeln!(text, "{}", status_line(id, state));
     let _ = writeln!(text, "Wall time: {:.2} s", wall_time.as_secs_f64());
     if let Some(report) = cleanup {
         let _ = writeln!(text, "{}", cleanup_line(report));
     }
     text.push_str("Output:\n");
-    text.push_str(&view.output);
-    if !view.output.is_empty() && !view.output.ends_with('\n') {
+    text.push_str(output);
+    if !output.is_empty() && !output.ends_with('\n') {
         text.push('\n');
     }
     text
+}
+
+/// A view's text: its content, then, when something was cut, the omission notice on a line of
+/// its own. `read_more` is the door's sentence for reading on from `after` (`None`: the notice
+/// names only the spool).
+pub fn view_text(view: &OutputView, read_more: impl FnOnce(u64) -> Option<String>) -> String {
+    let Some(o) = &view.notice else { return view.output.clone() };
+    let notice = notice(o, &view.spool_path, read_more(o.after));
+    let mut text = String::with_capacity(view.output.len() + notice.len() + 1);
+    text.push_str(&view.output);
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(&notice);
+    text
+}
+
+/// `[… 4,812,003 bytes / 61,020 lines omitted. Full output: <path>. Read more: <read_more>]`;
+/// a dropped range is named after the amount; without `read_more`, the notice ends at the path.
+pub fn notice(o: &Omission, spool_path: &std::path::Path, read_more: Option<String>) -> String {
+    let mut s = format!("[… {} omitted.", amount(o.omitted_bytes, o.omitted_lines));
+    if let Some(g) = &o.dropped {
+        let _ = write!(s, " {}.", dropped_phrase(g.start, g.end, &g.reason));
+    }
+    let _ = write!(s, " Full output: {}", spool_path.display());
+    match read_more {
+        Some(more) => {
+            let _ = write!(s, ". Read more: {more}]");
+        }
+        None => s.push(']'),
+    }
+    s
 }
 
 /// The first line: how the session stands.
@@ -97,6 +137,7 @@ mod tests {
     fn view(output: &str) -> OutputView {
         OutputView {
             output: output.into(),
+            notice: None,
             truncated: false,
             start_cursor: 0,
             next_cursor: output.len() as u64,
@@ -117,12 +158,39 @@ mod tests {
             "sh-1",
             &SessionState::Exited { code: 3 },
             Duration::from_millis(1420),
-            &view("hi"),
+            "hi",
             None,
         );
         assert_eq!(text, "Exit code: 3\nWall time: 1.42 s\nOutput:\nhi\n");
-        let running = render("sh-7", &SessionState::Running, Duration::ZERO, &view(""), None);
+        let running = render("sh-7", &SessionState::Running, Duration::ZERO, "", None);
         assert!(running.starts_with("Process running with session ID sh-7\n"));
+    }
+
+    #[test]
+    fn notice_with_and_without_read_more() {
+        let mut v = view("last line");
+        v.notice = Some(Omission {
+            omitted_bytes: 4_812_003,
+            omitted_lines: Some(61_020),
+            dropped: None,
+            after: 50_000,
+        });
+        v.spool_path = PathBuf::from("/s/output.log");
+        let more = |after| Some(format!("stockade read sh-3 --after {after}"));
+        assert_eq!(
+            view_text(&v, more),
+            "last line\n[… 4,812,003 bytes / 61,020 lines omitted. Full output: /s/output.log. Read more: stockade read sh-3 --after 50000]"
+        );
+        if let Some(o) = v.notice.as_mut() {
+            o.omitted_lines = None;
+            o.dropped =
+                Some(stockade_proto::Gap { start: 10, end: 20, reason: "disk full".into() });
+        }
+        assert_eq!(
+            view_text(&v, |_| None),
+            "last line\n[… 4,812,003 bytes omitted. 10 bytes at offsets 10..20 were not kept (disk full). Full output: /s/output.log]"
+        );
+        assert_eq!(view_text(&view("whole\n"), more), "whole\n");
     }
 
     #[test]

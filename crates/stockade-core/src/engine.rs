@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use stockade_proto::rpc::{PtySize, StdinMode};
+use stockade_proto::rpc::{PtySize, RunParams, ScheduleRunTemplate, StdinMode};
 use stockade_proto::{
     Capture, ContainmentMethod, DEFAULT_DISK_CAP, DEFAULT_GRACE_MS, DEFAULT_RETAINED_CAP,
     DiskPolicy, Stream, TerminateReport,
@@ -57,9 +57,12 @@ pub enum EngineError {
     /// The request is not valid.
     #[error("{0}")]
     Invalid(String),
-    /// No session with this id.
-    #[error("no session {0}; `stockade ps` lists the sessions")]
+    /// No session with this id. (Each door adds how to list the sessions in its own words.)
+    #[error("no session {0}")]
     NoSuchSession(String),
+    /// The session cannot serve this request (e.g. a screen of a session without a terminal).
+    #[error("{0}")]
+    NotSupported(String),
     /// A configured limit would be exceeded; the sentence says which and what to do.
     #[error("{0}")]
     LimitReached(String),
@@ -164,6 +167,48 @@ pub struct RunSpec {
     /// stdin of a non-PTY session: `/dev/null` (default) or a pipe fed by
     /// [`Session::write_input`].
     pub stdin: StdinMode,
+}
+
+impl From<RunParams> for RunSpec {
+    /// A `run` request as the engine takes it; the answer's shape (`background`, `yield_ms`,
+    /// limits, `direction`) is the door's and [`crate::output::ReadRequest::for_run`]'s.
+    fn from(p: RunParams) -> RunSpec {
+        RunSpec {
+            command: p.command,
+            shell: p.shell,
+            login: p.login,
+            cwd: p.cwd,
+            env: p.env.into_iter().collect(),
+            timeout: p.timeout_ms.map(Duration::from_millis),
+            capture: p.capture,
+            retained_cap: p.retained_cap,
+            disk_cap: p.disk_cap,
+            disk_policy: p.disk_policy,
+            source: p.source,
+            pty: p.pty,
+            stdin: p.stdin,
+        }
+    }
+}
+
+impl RunSpec {
+    /// One tick's run of a schedule: its template, deduplicated by the schedule's `source`.
+    pub fn scheduled(t: &ScheduleRunTemplate, source: &str) -> RunSpec {
+        RunSpec {
+            command: t.command.clone(),
+            shell: t.shell.clone(),
+            login: t.login,
+            cwd: t.cwd.clone(),
+            env: t.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            timeout: t.timeout_ms.map(Duration::from_millis),
+            capture: t.capture,
+            retained_cap: t.retained_cap,
+            disk_cap: t.disk_cap,
+            disk_policy: t.disk_policy,
+            source: Some(source.to_owned()),
+            ..RunSpec::default()
+        }
+    }
 }
 
 /// What [`Engine::start`] answers: the session, and whether it was already running.

@@ -34,6 +34,7 @@ pub mod answer;
 mod atomic_write;
 mod engine;
 mod input;
+pub mod limits;
 pub mod output;
 pub mod process;
 mod recovery;
@@ -41,6 +42,7 @@ mod registry;
 mod retention;
 mod session;
 mod state_dir;
+mod view;
 
 pub use atomic_write::atomic_write;
 pub use engine::{
@@ -52,3 +54,4 @@ pub use registry::{Owner, RecordTotals, SessionRecord, read_record};
 pub use retention::{DEFAULT_RETENTION, SweepReport};
 pub use session::{Session, SessionEnd};
 pub use state_dir::{StateDir, StateDirError, is_session_id};
+pub use view::ReadPlan;

@@ -10,11 +10,12 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
+use stockade_core::answer;
 use stockade_core::output::{
     AppendOutcome, DrainCancel, GrepRequest, OutputConfig, OutputError, OutputLog, ReadRequest,
     drain,
 };
-use stockade_proto::{Capture, DiskPolicy, Gap, OutputLimits, ReadMode, Stream};
+use stockade_proto::{Capture, DiskPolicy, Gap, OutputLimits, OutputView, ReadMode, Stream};
 
 /// Kills and reaps the child's whole process group on drop, even when the test fails.
 struct ChildGuard(Child);
@@ -51,9 +52,21 @@ fn numbered_lines(n: usize) -> Vec<u8> {
     (0..n).flat_map(|i| format!("line {i:05}\n").into_bytes()).collect()
 }
 
-/// The content part of a view (everything before the notice).
-fn content(output: &str) -> &str {
-    output.rfind("[… ").map_or(output, |i| &output[..i])
+/// The content part of a view (the notice is beside it, in `notice`).
+fn content(v: &OutputView) -> &str {
+    &v.output
+}
+
+/// A view as the CLI prints it: content, then the notice naming `label`'s read and grep.
+fn labelled(v: &OutputView, label: Option<&str>) -> String {
+    answer::view_text(v, |after| {
+        label.map(|l| format!("stockade read {l} --after {after}, or stockade grep {l} REGEX"))
+    })
+}
+
+/// The text a door shows for a view of `sh-1` (what `max_bytes` bounds).
+fn text(v: &OutputView) -> String {
+    labelled(v, Some("sh-1"))
 }
 
 #[test]
@@ -92,8 +105,8 @@ fn cursor_reads_across_the_hot_tail_boundary_match_the_spool() {
         let v =
             log.read(&ReadRequest { after: cursor, ..req(ReadMode::Delta, 8000, 2000) }).unwrap();
         assert_eq!(v.start_cursor, cursor);
-        assert!(v.output.len() <= 8000);
-        assert_eq!(content(&v.output).as_bytes(), &spool[cursor as usize..v.next_cursor as usize]);
+        assert!(text(&v).len() <= 8000);
+        assert_eq!(content(&v).as_bytes(), &spool[cursor as usize..v.next_cursor as usize]);
         assert!(v.next_cursor > cursor);
         cursor = v.next_cursor;
         reads += 1;
@@ -111,11 +124,9 @@ fn every_truncation_mode_is_bounded_and_says_what_was_cut() {
     log.append(Stream::Stdout, &data).unwrap();
     let max = 50 * 1024;
 
-    let tail = log
-        .read(&ReadRequest { label: Some("sh-3".into()), ..req(ReadMode::Tail, max, 2000) })
-        .unwrap();
-    assert!(tail.truncated && tail.output.len() <= max);
-    let shown = content(&tail.output);
+    let tail = log.read(&req(ReadMode::Tail, max, 2000)).unwrap();
+    assert!(tail.truncated && text(&tail).len() <= max);
+    let shown = content(&tail);
     assert!(shown.ends_with("line 09999\n") && shown.starts_with("line "));
     let shown_lines = shown.lines().count() as u64;
     assert_eq!(shown_lines, 2000.min(shown.len() as u64 / 11));
@@ -129,19 +140,21 @@ fn every_truncation_mode_is_bounded_and_says_what_was_cut() {
         thousands(10_000 - shown_lines),
         log.spool_path().display()
     );
-    assert!(tail.output.ends_with(&notice), "{}", &tail.output[tail.output.len() - 300..]);
+    let shown_text = labelled(&tail, Some("sh-3"));
+    assert!(shown_text.ends_with(&notice), "{}", &shown_text[shown_text.len() - 300..]);
 
     let head = log.read(&req(ReadMode::Head, max, 100)).unwrap();
-    let shown = content(&head.output);
+    let shown = content(&head);
     assert_eq!(shown.as_bytes(), &data[..1100]);
     assert_eq!(
         (head.next_cursor, head.omitted_lines, head.omitted_bytes),
         (1100, Some(9900), 108_900)
     );
-    assert!(head.output.ends_with(&format!("Full output: {}]", log.spool_path().display())));
+    let head_text = labelled(&head, None);
+    assert!(head_text.ends_with(&format!("Full output: {}]", log.spool_path().display())));
 
     let tail10 = log.read(&req(ReadMode::Tail, max, 10)).unwrap();
-    assert_eq!(content(&tail10.output).as_bytes(), &data[data.len() - 110..]);
+    assert_eq!(content(&tail10).as_bytes(), &data[data.len() - 110..]);
 
     let middle = log.read(&req(ReadMode::Middle, max, 10)).unwrap();
     let expected = format!(
@@ -151,11 +164,11 @@ fn every_truncation_mode_is_bounded_and_says_what_was_cut() {
         std::str::from_utf8(&data[data.len() - 55..]).unwrap()
     );
     assert!(middle.output.starts_with(&expected), "{}", middle.output);
-    assert!(middle.truncated && middle.output.len() <= max);
+    assert!(middle.truncated && text(&middle).len() <= max);
 
     let middle_bytes = log.read(&req(ReadMode::Middle, 4000, 100_000)).unwrap();
-    assert!(middle_bytes.output.len() <= 4000 && middle_bytes.output.starts_with("line 00000\n"));
-    assert!(content(&middle_bytes.output).ends_with("line 09999\n"));
+    assert!(text(&middle_bytes).len() <= 4000 && middle_bytes.output.starts_with("line 00000\n"));
+    assert!(content(&middle_bytes).ends_with("line 09999\n"));
 
     // Everything fits: shown whole, no notice.
     let all = log.read(&req(ReadMode::Tail, 200_000, 20_000)).unwrap();
@@ -178,27 +191,26 @@ fn thousands(n: u64) -> String {
 fn cuts_never_split_a_multibyte_character() {
     let (_t, log) = new_log(small(1000));
     // 3-byte and 4-byte characters, no newline anywhere: only char boundaries to cut on.
-    let text = "€😀".repeat(2000);
-    for chunk in text.as_bytes().chunks(333) {
+    let chars = "€😀".repeat(2000);
+    for chunk in chars.as_bytes().chunks(333) {
         log.append(Stream::Stdout, chunk).unwrap();
     }
     for mode in [ReadMode::Head, ReadMode::Tail, ReadMode::Middle, ReadMode::Delta] {
         for max in [700usize, 1001, 1002, 1003, 5000] {
             let v = log.read(&req(mode, max, 2000)).unwrap();
             assert!(v.truncated);
-            assert!(v.output.len() <= max, "{mode:?} {max}");
+            assert!(text(&v).len() <= max, "{mode:?} {max}");
             assert!(
                 !v.output.contains('\u{FFFD}'),
                 "{mode:?} {max}: lossy replacement in {}",
                 v.output
             );
-            let shown: String =
-                content(&v.output).lines().filter(|l| !l.starts_with("[…")).collect();
+            let shown: String = content(&v).lines().filter(|l| !l.starts_with("[…")).collect();
             assert!(
                 shown.chars().all(|c| c == '€' || c == '😀' || !c.is_alphanumeric()),
                 "{mode:?}"
             );
-            assert!(!content(&v.output).is_empty());
+            assert!(!content(&v).is_empty());
         }
     }
     // A delta continuation lands on a boundary too.
@@ -220,14 +232,12 @@ fn a_30_mib_single_line_is_read_in_bounded_pieces() {
     assert_eq!((s.total_bytes, s.total_lines, s.last_line_incomplete), (30 << 20, 1, true));
     for mode in [ReadMode::Tail, ReadMode::Head, ReadMode::Middle, ReadMode::Delta] {
         let v = log.read(&req(mode, 50 * 1024, 2000)).unwrap();
-        assert!(v.truncated && v.output.len() <= 50 * 1024);
+        assert!(v.truncated && text(&v).len() <= 50 * 1024);
         assert!(
-            content(&v.output).bytes().filter(|&b| b != b'\n').all(|b| b == b'x')
+            content(&v).bytes().filter(|&b| b != b'\n').all(|b| b == b'x')
                 || mode == ReadMode::Middle
         );
-        assert!(
-            content(&v.output).len() > 40 * 1024 / if mode == ReadMode::Middle { 2 } else { 1 }
-        );
+        assert!(content(&v).len() > 40 * 1024 / if mode == ReadMode::Middle { 2 } else { 1 });
     }
     log.finish().unwrap();
     let g = log.grep(&GrepRequest { pattern: "x+$".into(), ..Default::default() }).unwrap();
@@ -248,7 +258,7 @@ fn invalid_utf8_is_shown_lossily_and_kept_raw() {
     log.append(Stream::Stdout, &vec![0xff; 100_000]).unwrap();
     let v = log.read(&req(ReadMode::Tail, 4000, 10)).unwrap();
     assert!(
-        v.truncated && v.output.len() <= 4000 && v.output.starts_with('\u{FFFD}'),
+        v.truncated && text(&v).len() <= 4000 && v.output.starts_with('\u{FFFD}'),
         "{}",
         v.output
     );
@@ -276,7 +286,6 @@ fn stream_filter_reads_one_stream_over_the_whole_log() {
         after,
         stream: Some(Stream::Stderr),
         limits: OutputLimits { max_bytes, max_lines },
-        label: None,
     };
     let check = |log: &OutputLog| {
         let all = log.read(&stderr(ReadMode::Head, 1 << 20, 10_000, 0)).unwrap();
@@ -285,7 +294,7 @@ fn stream_filter_reads_one_stream_over_the_whole_log() {
             (expected_stream("err", 0..600), false, Some(Stream::Stderr))
         );
         let tail = log.read(&stderr(ReadMode::Tail, 1 << 20, 3, 0)).unwrap();
-        assert_eq!(content(&tail.output), expected_stream("err", 597..600));
+        assert_eq!(content(&tail), expected_stream("err", 597..600));
         let s = log.stats();
         assert_eq!(
             tail.omitted_bytes,
@@ -296,7 +305,7 @@ fn stream_filter_reads_one_stream_over_the_whole_log() {
         let mut got = String::new();
         loop {
             let v = log.read(&stderr(ReadMode::Delta, 700, 2000, cursor)).unwrap();
-            got.push_str(content(&v.output));
+            got.push_str(content(&v));
             if !v.truncated {
                 break;
             }
@@ -361,7 +370,7 @@ fn keep_head_tail_drops_the_middle_exactly_and_reports_it() {
     assert_eq!((live.dropped_bytes, live.spooled_bytes, live.total_bytes), (16_000, 5000, 22_000));
     // While running, the tail is still served from memory.
     let tail = log.read(&req(ReadMode::Tail, 500, 2000)).unwrap();
-    assert!(content(&tail.output).ends_with("line 01999\n"));
+    assert!(content(&tail).ends_with("line 01999\n"));
     log.finish().unwrap();
     assert_eq!(std::fs::metadata(log.spool_path()).unwrap().len(), 6000);
     let check = |log: &OutputLog| {
@@ -378,7 +387,8 @@ fn keep_head_tail_drops_the_middle_exactly_and_reports_it() {
             .unwrap();
         assert!(v.truncated && v.next_cursor == 5000);
         // 5000 is mid-line: the notice starts on a line of its own.
-        assert_eq!(content(&v.output).as_bytes(), [&data[4000..5000], b"\n"].concat());
+        assert_eq!(content(&v).as_bytes(), &data[4000..5000]);
+        assert!(text(&v).as_bytes().starts_with(&[&data[4000..5000], "\n[… ".as_bytes()].concat()));
         assert_eq!(v.gaps, s.gaps);
         let v = log
             .read(&ReadRequest { after: 5000, ..req(ReadMode::Delta, 1 << 20, 100_000) })
@@ -387,9 +397,9 @@ fn keep_head_tail_drops_the_middle_exactly_and_reports_it() {
         assert_eq!(v.output, format!("{marker}{}", std::str::from_utf8(&data[21_000..]).unwrap()));
         assert_eq!((v.start_cursor, v.next_cursor, v.dropped_bytes), (21_000, 22_000, 16_000));
         let tail = log.read(&req(ReadMode::Tail, 100_000, 100_000)).unwrap();
-        assert!(tail.truncated && content(&tail.output).as_bytes() == &data[21_000..]);
+        assert!(tail.truncated && content(&tail).as_bytes() == &data[21_000..]);
         assert!(
-            tail.output.contains("16,000 bytes at offsets 5000..21000 were not kept (disk cap)")
+            text(&tail).contains("16,000 bytes at offsets 5000..21000 were not kept (disk cap)")
         );
         let g = log
             .grep(&GrepRequest { pattern: "line 0(0000|1990)".into(), ..Default::default() })
@@ -428,7 +438,7 @@ fn kill_policy_asks_the_caller_to_terminate_and_writes_nothing_past_the_cap() {
     }
     let v = reopened.read(&req(ReadMode::Head, 1 << 20, 100_000)).unwrap();
     assert!(v.truncated && v.dropped_bytes == 1600);
-    assert_eq!(content(&v.output).as_bytes(), [&data[..5000], b"\n"].concat());
+    assert_eq!(content(&v).as_bytes(), &data[..5000]);
 }
 
 #[test]
@@ -582,7 +592,8 @@ fn file_capture_round_trip_with_a_real_child() {
     assert!(log.held_bytes() <= stockade_core::output::LOG_BOOKKEEPING_BYTES);
     let v = log.read(&req(ReadMode::Tail, 1 << 20, 3)).unwrap();
     // The notice goes on its own line, after the incomplete last line.
-    assert_eq!(content(&v.output), "line 98\nline 99\ntail\n");
+    assert_eq!(content(&v), "line 98\nline 99\ntail");
+    assert!(text(&v).starts_with("line 98\nline 99\ntail\n[… "), "{}", text(&v));
     let v = log.read(&req(ReadMode::Head, 1 << 20, 100_000)).unwrap();
     assert_eq!(v.output.as_bytes(), &expected[..]);
     log.finish().unwrap();
@@ -661,7 +672,7 @@ fn reopen_without_metadata_recovers_counters_from_the_files() {
         std::fs::metadata(Path::new(&dir).join("streams.idx")).unwrap().len() / 48;
     assert_eq!(durable_records, 500); // the last 100 transitions were still buffered
     let v = r.read(&req(ReadMode::Tail, 1 << 20, 2)).unwrap();
-    assert_eq!(content(&v.output), "out 299\nerr 299\n");
+    assert_eq!(content(&v), "out 299\nerr 299\n");
 }
 
 #[test]

@@ -86,7 +86,6 @@ fn tail(session: &Session) -> String {
         after: 0,
         limits: OutputLimits::default(),
         stream: None,
-        label: None,
     };
     session.log().read(&req).unwrap().output
 }

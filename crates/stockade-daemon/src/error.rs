@@ -95,6 +95,7 @@ pub(crate) fn from_engine(e: EngineError) -> RpcError {
         EngineError::LimitReached(_) => code::LIMIT_REACHED,
         EngineError::Spawn(_) => code::SPAWN_FAILED,
         EngineError::Invalid(_) => code::INVALID_PARAMS,
+        EngineError::NotSupported(_) => code::NOT_SUPPORTED,
         EngineError::ShuttingDown => code::SHUTTING_DOWN,
         EngineError::StateDir(_) => code::STORAGE,
         EngineError::Output(o) => return from_output(o),

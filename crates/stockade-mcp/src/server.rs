@@ -25,7 +25,7 @@ use crate::text;
 use crate::tools::{
     self, BYTES_PER_TOKEN, DEFAULT_BACKGROUND_YIELD_MS, DEFAULT_EXEC_YIELD_MS,
     DEFAULT_WRITE_YIELD_MS, ExecCommandArgs, GrepOutputArgs, KillSessionArgs, ListSessionsArgs,
-    MAX_OUTPUT_TOKENS, ModeArg, ReadOutputArgs, StreamArg, WriteStdinArgs,
+    ModeArg, ReadOutputArgs, StreamArg, WriteStdinArgs,
 };
 
 const INSTRUCTIONS: &str = "\
@@ -84,8 +84,7 @@ impl StockadeMcp {
             max_lines: a.max_lines,
             ..RunParams::default()
         };
-        let mut r = self.backend.call(move |c| c.call::<method::Run>(params)).await?;
-        text::name_tools_in_notice(&mut r.view, &r.id);
+        let r = self.backend.call(move |c| c.call::<method::Run>(params)).await?;
         ok(text::run(&r), &r)
     }
 
@@ -99,19 +98,19 @@ impl StockadeMcp {
             ..WriteParams::default()
         };
         let started = Instant::now();
-        let mut r = self.backend.call(move |c| c.call::<method::Write>(params)).await.map_err(
-            |e| match e {
-                ToolError::Daemon { code: code::NOT_SUPPORTED, message } => ToolError::Daemon {
-                    code: code::NOT_SUPPORTED,
-                    message: format!(
-                        "{}. To type into a program, start it with exec_command tty: true",
-                        message.trim_end_matches('.')
-                    ),
+        let r =
+            self.backend.call(move |c| c.call::<method::Write>(params)).await.map_err(
+                |e| match e {
+                    ToolError::Daemon { code: code::NOT_SUPPORTED, message } => ToolError::Daemon {
+                        code: code::NOT_SUPPORTED,
+                        message: format!(
+                            "{}. To type into a program, start it with exec_command tty: true",
+                            message.trim_end_matches('.')
+                        ),
+                    },
+                    other => other,
                 },
-                other => other,
-            },
-        )?;
-        text::name_tools_in_notice(&mut r.view, &r.id);
+            )?;
         ok(text::read(&r, started.elapsed()), &r)
     }
 
@@ -135,8 +134,7 @@ impl StockadeMcp {
             ..ReadParams::default()
         };
         let started = Instant::now();
-        let mut r = self.backend.call(move |c| c.call::<method::Read>(params)).await?;
-        text::name_tools_in_notice(&mut r.view, &r.id);
+        let r = self.backend.call(move |c| c.call::<method::Read>(params)).await?;
         ok(text::read(&r, started.elapsed()), &r)
     }
 
@@ -175,8 +173,8 @@ fn ok<T: Serialize>(text: String, structured: &T) -> Result<CallToolResult, Tool
 }
 
 fn tokens_to_bytes(tokens: u64) -> usize {
-    let bytes = tokens.min(MAX_OUTPUT_TOKENS).saturating_mul(BYTES_PER_TOKEN);
-    usize::try_from(bytes).unwrap_or(usize::MAX)
+    // No clamp here: the engine's one clamp (`stockade_core::limits`) bounds the view.
+    usize::try_from(tokens.saturating_mul(BYTES_PER_TOKEN)).unwrap_or(usize::MAX)
 }
 
 fn clamp_wait(ms: u64) -> u64 {

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use stockade_core::answer::{cleanup_line, status_line};
+use stockade_core::answer::{cleanup_line, status_line, view_text};
 use stockade_proto::rpc::{GrepResultMsg, KillResult, ListResult, ReadResult};
 use stockade_proto::{OutputView, RunResult, SessionState};
 
@@ -41,7 +41,7 @@ fn codex(
     cleanup: Option<String>,
     extra: Vec<String>,
 ) -> String {
-    let output = rewrite_notice(&view.output, id);
+    let output = output_text(view, id);
     let mut text = String::with_capacity(output.len() + 512);
     let _ = writeln!(text, "{}", status_line(id, state));
     let _ = writeln!(text, "Wall time: {:.2} s", wall.as_secs_f64());
@@ -81,31 +81,14 @@ fn cursor_line(id: &str, state: &SessionState, view: &OutputView) -> Option<Stri
     Some(line)
 }
 
-/// In place: make `view`'s omission notice name the tools (for the structured content).
-pub fn name_tools_in_notice(view: &mut OutputView, id: &str) {
-    if view.truncated {
-        view.output = rewrite_notice(&view.output, id);
-    }
-}
-
-/// The engine's omission notice names the CLI (`stockade read sh-3 --after N`); in an MCP
-/// answer, name the tools instead.
-fn rewrite_notice(output: &str, id: &str) -> String {
-    let prefix = format!(". Read more: stockade read {id} --after ");
-    let suffix = format!(", or stockade grep {id} REGEX]");
-    let Some(start) = output.find(&prefix) else { return output.to_owned() };
-    let digits_at = start + prefix.len();
-    let digits = output[digits_at..].bytes().take_while(u8::is_ascii_digit).count();
-    let rest = &output[digits_at + digits..];
-    if digits == 0 || !rest.starts_with(&suffix) {
-        return output.to_owned();
-    }
-    let after = &output[digits_at..digits_at + digits];
-    format!(
-        "{}. Read more: read_output session_id={id} after={after}, or grep_output session_id={id} pattern=REGEX]{}",
-        &output[..start],
-        &rest[suffix.len()..]
-    )
+/// The view's text with its omission notice (when something was cut) naming this server's
+/// tools and their arguments.
+fn output_text(view: &OutputView, id: &str) -> String {
+    view_text(view, |after| {
+        Some(format!(
+            "read_output session_id={id} after={after}, or grep_output session_id={id} pattern=REGEX"
+        ))
+    })
 }
 
 /// `grep_output`'s answer: `line:offset:text` for matches, `line-offset-text` for context.
@@ -180,6 +163,7 @@ mod tests {
     fn view(output: &str, next: u64, total: u64) -> OutputView {
         OutputView {
             output: output.into(),
+            notice: None,
             truncated: next < total,
             start_cursor: 0,
             next_cursor: next,
@@ -222,12 +206,20 @@ mod tests {
     }
 
     #[test]
-    fn cli_notice_names_the_tools() {
-        let out = "[… 9 bytes omitted. Full output: /s/o.log. Read more: stockade read sh-3 --after 50, or stockade grep sh-3 REGEX]\nlast\n";
+    fn the_notice_names_the_tools() {
+        let mut v = view("last", 4, 13);
+        v.spool_path = PathBuf::from("/s/o.log");
+        v.notice = Some(stockade_proto::Omission {
+            omitted_bytes: 9,
+            omitted_lines: None,
+            dropped: None,
+            after: 50,
+        });
         assert_eq!(
-            rewrite_notice(out, "sh-3"),
-            "[… 9 bytes omitted. Full output: /s/o.log. Read more: read_output session_id=sh-3 after=50, or grep_output session_id=sh-3 pattern=REGEX]\nlast\n"
+            output_text(&v, "sh-3"),
+            "last\n[… 9 bytes omitted. Full output: /s/o.log. Read more: read_output session_id=sh-3 after=50, or grep_output session_id=sh-3 pattern=REGEX]"
         );
-        assert_eq!(rewrite_notice("plain", "sh-3"), "plain");
+        v.notice = None;
+        assert_eq!(output_text(&v, "sh-3"), "last");
     }
 }

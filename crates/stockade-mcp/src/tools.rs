@@ -32,10 +32,10 @@ pub const DEFAULT_BACKGROUND_YIELD_MS: u64 = 1_000;
 pub const DEFAULT_WRITE_YIELD_MS: u64 = 1_000;
 /// Bytes per model token, for `max_output_tokens` (1 token ≈ 4 bytes, as README.md documents).
 pub const BYTES_PER_TOKEN: u64 = 4;
-/// Largest `max_output_tokens` honoured (256 KiB of output). The output travels twice (text and
-/// structured content), JSON-escaped, and clients bound one message (the Python SDK: 1 MiB per
-/// SSE event); a model has no use for more in one answer, and the rest stays readable by cursor.
-pub const MAX_OUTPUT_TOKENS: u64 = 65_536;
+/// Largest `max_output_tokens` honoured: the engine's one bound on a view
+/// (`stockade_core::limits::MAX_VIEW_BYTES`, 4 MiB), in tokens. The daemon applies it; this
+/// constant only says it in the tools' terms.
+pub const MAX_OUTPUT_TOKENS: u64 = stockade_core::limits::MAX_VIEW_BYTES as u64 / BYTES_PER_TOKEN;
 
 const EXEC_COMMAND_DESCRIPTION: &str = "\
 Run a shell command (`/bin/sh -c CMD`) and return its exit code and output.
@@ -107,7 +107,7 @@ pub struct ExecCommandArgs {
     #[serde(default)]
     pub yield_time_ms: Option<u64>,
     /// Bound on the answer's output, in tokens (1 token ≈ 4 bytes). Default ≈ 12800 (50 KiB),
-    /// at most 65536.
+    /// at most 1048576 (4 MiB).
     #[serde(default)]
     pub max_output_tokens: Option<u64>,
     /// Bound on the answer's lines. Default 2000.
@@ -148,7 +148,7 @@ pub struct WriteStdinArgs {
     #[serde(default)]
     pub yield_time_ms: Option<u64>,
     /// Bound on the answer's output, in tokens (1 token ≈ 4 bytes). Default ≈ 12800 (50 KiB),
-    /// at most 65536.
+    /// at most 1048576 (4 MiB).
     #[serde(default)]
     pub max_output_tokens: Option<u64>,
 }
@@ -190,7 +190,7 @@ pub struct ReadOutputArgs {
     #[serde(default)]
     pub mode: Option<ModeArg>,
     /// Bound on the answer's output, in tokens (1 token ≈ 4 bytes). Default ≈ 12800 (50 KiB),
-    /// at most 65536.
+    /// at most 1048576 (4 MiB).
     #[serde(default)]
     pub max_output_tokens: Option<u64>,
     /// Bound on the answer's lines. Default 2000.

@@ -120,13 +120,32 @@ pub struct Gap {
     pub reason: String,
 }
 
+/// What a cut view left out, as facts: each door words its own hint from them (the CLI names
+/// `stockade read`, the MCP server its tools), so no door parses another layer's text.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Omission {
+    /// Bytes of the requested range left out of `output`.
+    pub omitted_bytes: u64,
+    /// Lines of the requested range left out of `output`, where counted.
+    pub omitted_lines: Option<u64>,
+    /// A range that is neither on disk nor in memory, which the view could not show.
+    pub dropped: Option<Gap>,
+    /// Log offset to pass as `after` to read on from what this view left out.
+    pub after: u64,
+}
+
 /// A bounded view of a session's output log: what every read answers with.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OutputView {
-    /// The bounded text (UTF-8, invalid bytes shown lossily), including the omission notice
-    /// where something was cut.
+    /// The bounded content (UTF-8, invalid bytes shown lossily). A `middle` view marks the cut
+    /// between its head and tail, and a read that jumps a dropped range marks the jump, in
+    /// line; what was left out is in `notice`.
     pub output: String,
+    /// Set when something was cut: the facts a door's omission hint is made of.
+    #[serde(default)]
+    pub notice: Option<Omission>,
     /// Whether anything in the requested range was left out of `output`.
     pub truncated: bool,
     /// Log offset of the first byte shown.

@@ -246,7 +246,7 @@ impl From<Direction> for ReadMode {
 #[derive(Debug, Clone, Args)]
 pub struct LimitArgs {
     /// Most bytes of output to show (e.g. 50KiB, 2000, 1MiB).
-    #[arg(long, value_name = "SIZE", default_value = "50KiB", value_parser = parse_size_usize)]
+    #[arg(long, value_name = "SIZE", default_value_t = stockade_proto::DEFAULT_MAX_BYTES, value_parser = parse_size_usize)]
     pub max_bytes: usize,
     /// Most lines of output to show.
     #[arg(long, value_name = "N", default_value_t = stockade_proto::DEFAULT_MAX_LINES)]

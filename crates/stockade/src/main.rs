@@ -62,7 +62,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) if out::is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("stockade: {e:#}");
+            eprintln!("stockade: {}", out::error_text(&e));
             ExitCode::from(2)
         }
     }

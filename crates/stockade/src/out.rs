@@ -1,6 +1,28 @@
-//! Writing answers to stdout.
+//! Writing answers to stdout, in the CLI's words: a view's omission notice names
+//! `stockade read`/`stockade grep`, and a missing session points at `stockade ps`.
 
 use std::io::Write;
+
+use stockade_client::ClientError;
+use stockade_core::answer;
+use stockade_proto::OutputView;
+
+/// A view's text as the CLI prints it: the content, then, when something was cut, the notice
+/// on a line of its own, saying how to read on from `label` (a session id; without one the
+/// notice names only the spool).
+pub fn view_text(view: &OutputView, label: Option<&str>) -> String {
+    answer::view_text(view, |after| {
+        label.map(|l| format!("stockade read {l} --after {after}, or stockade grep {l} REGEX"))
+    })
+}
+
+/// An error as the one sentence `main` prints; an unknown session id says how to list them.
+pub fn error_text(e: &anyhow::Error) -> String {
+    let unknown = e
+        .chain()
+        .any(|c| c.downcast_ref::<ClientError>().is_some_and(ClientError::is_no_such_session));
+    if unknown { format!("{e:#}; `stockade ps` lists the sessions") } else { format!("{e:#}") }
+}
 
 /// Write `text` to stdout.
 pub fn print(text: &str) -> anyhow::Result<()> {
@@ -136,6 +158,38 @@ mod tests {
         assert_eq!(d.push(&[euro[2], b'b', 0xff, b'c']), "€b\u{FFFD}c");
         assert_eq!(d.push(&euro[..2]), "");
         assert_eq!(d.finish(), "\u{FFFD}");
+    }
+
+    #[test]
+    fn the_notice_names_the_cli() {
+        let view = OutputView {
+            output: "a\nb".into(),
+            notice: Some(stockade_proto::Omission {
+                omitted_bytes: 4_812_003,
+                omitted_lines: Some(61_020),
+                dropped: None,
+                after: 50_000,
+            }),
+            truncated: true,
+            start_cursor: 0,
+            next_cursor: 3,
+            total_bytes: 4_812_006,
+            total_lines: 61_022,
+            omitted_bytes: 4_812_003,
+            omitted_lines: Some(61_020),
+            dropped_bytes: 0,
+            gaps: vec![],
+            spool_path: "/s/output.log".into(),
+            stream: None,
+        };
+        assert_eq!(
+            view_text(&view, Some("sh-3")),
+            "a\nb\n[… 4,812,003 bytes / 61,020 lines omitted. Full output: /s/output.log. Read more: stockade read sh-3 --after 50000, or stockade grep sh-3 REGEX]"
+        );
+        assert_eq!(
+            view_text(&view, None),
+            "a\nb\n[… 4,812,003 bytes / 61,020 lines omitted. Full output: /s/output.log]"
+        );
     }
 
     #[test]

@@ -165,3 +165,62 @@ fn a_background_run_that_ends_within_yield_answers_with_its_exit() {
     child.wait().unwrap();
     assert!(table.contains("exit 3"), "{table}");
 }
+
+/// A foreground `run` (in-process engine) and a background one (the daemon) with the same
+/// arguments print the same view: one clamp, one view, both in the engine.
+#[test]
+fn foreground_and_background_runs_answer_alike() {
+    let home = Home::new();
+    let args = ["--max-lines", "50", "seq 1 100000"];
+    let fg = home.ok(&[&["run"][..], &args].concat());
+    let bg = home.ok(&[&["run", "--bg", "--yield-ms", "60000"][..], &args].concat());
+    assert!(fg.contains("lines omitted. Full output: "), "{fg}");
+    assert!(fg.contains("Output:\n99951\n") && fg.contains("\n100000\n[… "), "{fg}");
+    assert_eq!(same_view_text(&fg), same_view_text(&bg));
+
+    // Past the view limit: both are clamped alike (the engine's 4 MiB), JSON field by field.
+    let args = ["--json", "--max-bytes", "100MiB", "--max-lines", "2000000", "seq 1 1000000"];
+    let fg = home.json_first(&[&["run"][..], &args].concat());
+    let bg = home.json_first(&[&["run", "--bg", "--yield-ms", "60000"][..], &args].concat());
+    assert_eq!((fg["state"].as_str(), bg["state"].as_str()), (Some("exited"), Some("exited")));
+    let output = fg["output"].as_str().unwrap();
+    assert!(fg["truncated"] == true && output.len() <= 4 * 1024 * 1024, "{}", output.len());
+    assert!(output.len() > 4 * 1024 * 1024 - 4096 && output.ends_with("1000000\n"));
+    for field in [
+        "output",
+        "notice",
+        "truncated",
+        "start_cursor",
+        "next_cursor",
+        "total_bytes",
+        "total_lines",
+        "omitted_bytes",
+        "omitted_lines",
+        "dropped_bytes",
+        "gaps",
+        "stream",
+    ] {
+        assert_eq!(fg[field], bg[field], "{field}");
+    }
+}
+
+/// A `run` answer without what differs between two runs: the wall time, the session id and the
+/// spool path.
+fn same_view_text(answer: &str) -> String {
+    let mut lines = Vec::new();
+    for line in answer.lines().filter(|l| !l.starts_with("Wall time: ")) {
+        let mut line = line.to_owned();
+        if let (Some(a), Some(b)) = (line.find("Full output: "), line.find("/output.log")) {
+            line.replace_range(a + "Full output: ".len()..b, "SPOOL");
+        }
+        lines.push(line);
+    }
+    let mut text = lines.join("\n");
+    while let Some(at) =
+        text.find("sh-").filter(|&at| text[at + 3..].starts_with(|c: char| c.is_ascii_digit()))
+    {
+        let digits = text[at + 3..].bytes().take_while(u8::is_ascii_digit).count();
+        text.replace_range(at..at + 3 + digits, "SESSION");
+    }
+    text
+}

@@ -17,7 +17,7 @@ use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContex
 use stockade_proto::{GrepLine, GrepResult, Stream};
 
 use super::index::IndexView;
-use super::{OutputError, OutputLog, lock, view};
+use super::{OutputError, OutputLog, cut, lock};
 
 /// Matching lines returned when the request does not say.
 pub(crate) const DEFAULT_MAX_MATCHES: usize = 100;
@@ -113,7 +113,7 @@ fn bounded_text(bytes: &[u8]) -> String {
     if line.len() <= GREP_LINE_MAX_BYTES {
         return String::from_utf8_lossy(line).into_owned();
     }
-    let cut = view::floor_boundary(line, GREP_LINE_MAX_BYTES);
+    let cut = cut::floor_boundary(line, GREP_LINE_MAX_BYTES);
     let mut s = String::from_utf8_lossy(&line[..cut]).into_owned();
     s.push('…');
     s

@@ -1,10 +1,14 @@
-//! Rendering one view: which window of the log each mode fetches, where it is cut, and what
-//! the answer says about what was left out. The cutting rules themselves are in `view`.
+//! Rendering one view: which window of the log each mode collects, where it is cut (the rules
+//! are in `cut`), and the facts of what was left out ([`Omission`]); each door words its own
+//! hint from those.
 
-use stockade_proto::{Gap, OutputView};
+use stockade_proto::{Gap, Omission, OutputLimits, OutputView};
 
+use super::cut;
 use super::index::stream_slot;
-use super::{Collected, OutputError, OutputLog, REASON_DISK_CAP, ReadRequest, Snap, view};
+use super::read::{Collected, Direction};
+use super::state::Snap;
+use super::{OutputError, OutputLog, REASON_DISK_CAP, ReadRequest};
 
 /// Content a view always shows when there is any, however small `max_bytes` is.
 const MIN_CONTENT_BYTES: usize = 256;
@@ -24,7 +28,7 @@ pub(super) struct Render<'a> {
     next_cursor: u64,
     omitted_bytes: u64,
     omitted_lines: Option<u64>,
-    /// `after` for the notice's "read more" hint.
+    /// Where a reader reads on from what was left out (the notice's `after`).
     more_after: u64,
 }
 
@@ -42,15 +46,14 @@ impl<'a> Render<'a> {
         log: &'a OutputLog,
         req: &'a ReadRequest,
         snap: &'a Snap,
-        max_bytes: usize,
-        max_lines: usize,
+        limits: OutputLimits,
     ) -> Render<'a> {
         Render {
             log,
             req,
             snap,
-            max_bytes,
-            max_lines,
+            max_bytes: limits.max_bytes,
+            max_lines: limits.max_lines,
             out: String::new(),
             truncated: false,
             start_cursor: 0,
@@ -61,24 +64,20 @@ impl<'a> Render<'a> {
         }
     }
 
-    /// Bytes the notice (and a marker) may take: an upper bound, so the content budget plus the
-    /// notice stays within `max_bytes` where it can.
+    /// Bytes a door's hint (and a marker) may take: an upper bound, so the content plus the hint
+    /// stays within `max_bytes` where it can.
     fn reserve(&self) -> usize {
-        let dropped = self.snap.hole.map(|(hs, he)| view::dropped_phrase(hs, he, "disk full"));
-        let notice = view::Notice {
-            omitted_bytes: self.snap.total,
-            omitted_lines: Some(self.snap.total_lines),
-            dropped,
-            spool_path: &self.log.spool_path,
-            label: self.req.label.as_deref(),
-            after: self.snap.total,
-        };
-        let marker = view::middle_marker(self.snap.total, Some(self.snap.total_lines));
-        notice.render().len() + 2 * marker.len() + 2
+        let dropped = self.snap.hole.map(|(hs, he)| cut::dropped_phrase(hs, he, "disk full"));
+        let hint = cut::HINT_BYTES
+            + cut::amount(self.snap.total, Some(self.snap.total_lines)).len()
+            + dropped.map_or(0, |d| d.len())
+            + self.snap.total.to_string().len();
+        let marker = cut::middle_marker(self.snap.total, Some(self.snap.total_lines));
+        hint + 2 * marker.len() + 2
     }
 
-    /// Content bytes of the view. The notice is paid for out of `max_bytes` where it fits; when
-    /// `max_bytes` is smaller than the notice, the content still gets up to
+    /// Content bytes of the view. The hint is paid for out of `max_bytes` where it fits; when
+    /// `max_bytes` is smaller than the hint, the content still gets up to
     /// [`MIN_CONTENT_BYTES`] (and the answer exceeds `max_bytes` by the notice): a cursor read
     /// must always make progress, or a reader would loop forever on the same offset.
     fn budget(&self) -> usize {
@@ -107,22 +106,28 @@ impl<'a> Render<'a> {
             && let Some((hs, he)) = snap.hole
         {
             if from >= hs && from < he {
-                self.out.push_str(&view::gap_marker(hs, he, &self.gap_reason()));
+                self.out.push_str(&cut::gap_marker(hs, he, &self.gap_reason()));
                 from = he;
             } else if from < hs {
                 to = hs; // Never cross the gap silently: stop at it; the next read jumps it.
             }
         }
         self.start_cursor = from;
-        let Some(c) =
-            self.log.collect_forward(snap, self.req.stream, from, to, self.max_bytes + 1)?
+        let range = (from, to);
+        let Some(c) = self.log.collect(
+            snap,
+            self.req.stream,
+            range,
+            self.max_bytes + 1,
+            Direction::Forward,
+        )?
         else {
             return Ok(false);
         };
         let fits = c.complete
             && to == snap.total
             && c.buf.len() <= self.max_bytes
-            && view::line_count(&c.buf) <= self.max_lines as u64;
+            && cut::line_count(&c.buf) <= self.max_lines as u64;
         let text = lossy(&c.buf);
         if fits && text.len() <= self.max_bytes {
             self.out.push_str(&text);
@@ -139,7 +144,7 @@ impl<'a> Render<'a> {
             self.stream_total().saturating_sub(self.wanted_before(self.next_cursor)?);
         if after == 0 && self.req.stream.is_none() {
             self.omitted_lines =
-                Some(snap.total_lines.saturating_sub(view::line_count(&c.buf[..keep])));
+                Some(snap.total_lines.saturating_sub(cut::line_count(&c.buf[..keep])));
         }
         self.more_after = self.next_cursor;
         Ok(true)
@@ -154,13 +159,9 @@ impl<'a> Render<'a> {
             (None, Some((_, he))) => he,
             _ => 0,
         };
-        let Some(c) = self.log.collect_backward(
-            self.snap,
-            self.req.stream,
-            floor,
-            self.snap.total,
-            budget + 1,
-        )?
+        let range = (floor, self.snap.total);
+        let Some(c) =
+            self.log.collect(self.snap, self.req.stream, range, budget + 1, Direction::Backward)?
         else {
             return Ok(None);
         };
@@ -176,7 +177,7 @@ impl<'a> Render<'a> {
         let text = lossy(bytes);
         if whole
             && bytes.len() <= self.max_bytes
-            && view::line_count(bytes) <= self.max_lines as u64
+            && cut::line_count(bytes) <= self.max_lines as u64
             && text.len() <= self.max_bytes
         {
             self.start_cursor = w.c.log_at(0, self.snap.total);
@@ -192,7 +193,7 @@ impl<'a> Render<'a> {
         self.omitted_bytes = self.stream_total().saturating_sub(shown);
         if self.req.stream.is_none() {
             self.omitted_lines =
-                Some(self.snap.total_lines.saturating_sub(view::line_count(&bytes[start..])));
+                Some(self.snap.total_lines.saturating_sub(cut::line_count(&bytes[start..])));
         }
         self.more_after = 0;
         Ok(true)
@@ -209,7 +210,9 @@ impl<'a> Render<'a> {
             (None, Some((hs, _))) => hs,
             _ => self.snap.total,
         };
-        let Some(h) = self.log.collect_forward(self.snap, self.req.stream, 0, to, half + 1)? else {
+        let Some(h) =
+            self.log.collect(self.snap, self.req.stream, (0, to), half + 1, Direction::Forward)?
+        else {
             return Ok(false);
         };
         let Some(w) = self.tail_window(half)? else { return Ok(false) };
@@ -228,15 +231,15 @@ impl<'a> Render<'a> {
         let shown = keep as u64 + (bytes.len() - start) as u64;
         let omitted = self.stream_total().saturating_sub(shown);
         let omitted_lines = self.req.stream.is_none().then(|| {
-            self.snap.total_lines.saturating_sub(
-                view::line_count(&h.buf[..keep]) + view::line_count(&bytes[start..]),
-            )
+            self.snap
+                .total_lines
+                .saturating_sub(cut::line_count(&h.buf[..keep]) + cut::line_count(&bytes[start..]))
         });
         self.out.push_str(&head_text);
         if !self.out.is_empty() && !self.out.ends_with('\n') {
             self.out.push('\n');
         }
-        self.out.push_str(&view::middle_marker(omitted, omitted_lines));
+        self.out.push_str(&cut::middle_marker(omitted, omitted_lines));
         self.out.push_str(&tail_text);
         self.truncated = omitted > 0 || tail_start > head_end;
         self.start_cursor = 0;
@@ -246,26 +249,21 @@ impl<'a> Render<'a> {
         Ok(true)
     }
 
-    pub(super) fn finish(mut self) -> OutputView {
+    pub(super) fn finish(self) -> OutputView {
         let gaps: Vec<Gap> = self.snap.gap.iter().cloned().collect();
-        if self.truncated {
-            let dropped =
-                self.snap.hole.map(|(hs, he)| view::dropped_phrase(hs, he, &self.gap_reason()));
-            let notice = view::Notice {
-                omitted_bytes: self.omitted_bytes,
-                omitted_lines: self.omitted_lines,
-                dropped,
-                spool_path: &self.log.spool_path,
-                label: self.req.label.as_deref(),
-                after: self.more_after,
-            };
-            if !self.out.is_empty() && !self.out.ends_with('\n') {
-                self.out.push('\n');
-            }
-            self.out.push_str(&notice.render());
-        }
+        let notice = self.truncated.then(|| Omission {
+            omitted_bytes: self.omitted_bytes,
+            omitted_lines: self.omitted_lines,
+            dropped: self.snap.hole.map(|(start, end)| Gap {
+                start,
+                end,
+                reason: self.gap_reason(),
+            }),
+            after: self.more_after,
+        });
         OutputView {
             output: self.out,
+            notice,
             truncated: self.truncated,
             start_cursor: self.start_cursor,
             next_cursor: self.next_cursor,
@@ -289,7 +287,7 @@ fn lossy(bytes: &[u8]) -> String {
 fn cut_head(bytes: &[u8], complete: bool, budget: usize, max_lines: usize) -> (usize, String) {
     let mut b = budget;
     loop {
-        let keep = view::keep_head(bytes, complete, b, max_lines);
+        let keep = cut::keep_head(bytes, complete, b, max_lines);
         let text = lossy(&bytes[..keep]);
         if text.len() <= budget || b == 0 {
             return (keep, text);
@@ -314,7 +312,7 @@ fn cut_tail(
 ) -> (usize, String) {
     let mut b = budget;
     loop {
-        let start = view::keep_tail(bytes, at_line_start, complete, b, max_lines);
+        let start = cut::keep_tail(bytes, at_line_start, complete, b, max_lines);
         let text = lossy(&bytes[start..]);
         if text.len() <= budget || b == 0 {
             return (start, text);

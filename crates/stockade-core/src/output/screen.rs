@@ -18,6 +18,7 @@
 //! Both are pure functions over bytes; the session layer picks one per read.
 
 use stockade_proto::rpc::PtySize;
+use stockade_proto::{OutputView, Stream};
 
 use super::{OutputError, OutputLog};
 
@@ -140,6 +141,29 @@ impl OutputLog {
             }
         }
         Ok(render_screen(&tail, size.rows, size.cols))
+    }
+
+    /// The view of [`OutputLog::render_screen`]: the screen as `output`, the cursors spanning
+    /// the bytes replayed. Nothing is cut from a screen, so it carries no notice.
+    pub fn screen_view(&self, size: PtySize) -> Result<OutputView, OutputError> {
+        let stats = self.stats();
+        let screen = self.render_screen(size)?;
+        let replayed = SCREEN_TAIL_BYTES.min(self.config().retained_cap) as u64;
+        Ok(OutputView {
+            output: screen,
+            notice: None,
+            truncated: false,
+            start_cursor: stats.total_bytes.saturating_sub(replayed),
+            next_cursor: stats.total_bytes,
+            total_bytes: stats.total_bytes,
+            total_lines: stats.total_lines,
+            omitted_bytes: 0,
+            omitted_lines: None,
+            dropped_bytes: stats.dropped_bytes,
+            gaps: stats.gaps,
+            spool_path: self.spool_path().to_path_buf(),
+            stream: Some(Stream::Pty),
+        })
     }
 }
 

@@ -6,33 +6,16 @@ use std::time::Duration;
 
 use stockade_core::output::ReadRequest;
 use stockade_core::{RunSpec, Session};
+use stockade_proto::RunResult;
 use stockade_proto::rpc::{Render, RpcError, RunParams};
-use stockade_proto::{OutputLimits, ReadMode, RunResult};
 
 use super::ctx::{Ctx, disconnected, wait};
 use crate::error::{from_engine, join_error};
 
 pub(super) async fn handle(ctx: &Ctx, p: RunParams) -> Result<RunResult, RpcError> {
-    let limits = OutputLimits {
-        max_bytes: p.max_bytes.unwrap_or(stockade_proto::DEFAULT_MAX_BYTES),
-        max_lines: p.max_lines.unwrap_or(stockade_proto::DEFAULT_MAX_LINES),
-    };
-    let direction = p.direction.unwrap_or(ReadMode::Tail);
-    let spec = RunSpec {
-        command: p.command,
-        shell: p.shell,
-        login: p.login,
-        cwd: p.cwd,
-        env: p.env.into_iter().collect(),
-        timeout: p.timeout_ms.map(Duration::from_millis),
-        capture: p.capture,
-        retained_cap: p.retained_cap,
-        disk_cap: p.disk_cap,
-        disk_policy: p.disk_policy,
-        source: p.source,
-        pty: p.pty,
-        stdin: p.stdin,
-    };
+    let request = ReadRequest::for_run(&p);
+    let (background, yield_ms) = (p.background, p.yield_ms);
+    let spec = RunSpec::from(p);
     // Spawning forks and touches the disk: keep it off the async workers.
     let shared = Arc::clone(&ctx.shared);
     let started = tokio::task::spawn_blocking(move || shared.engine.start(spec))
@@ -43,7 +26,7 @@ pub(super) async fn handle(ctx: &Ctx, p: RunParams) -> Result<RunResult, RpcErro
     if !started.deduplicated {
         // Foreground: until the end (or `yield_ms`). Background: `yield_ms` (default 0), early
         // on exit. A deduplicated answer never waits: the session is someone else's.
-        let limit = match (p.background, p.yield_ms) {
+        let limit = match (background, yield_ms) {
             (_, Some(ms)) => Some(wait(ms)),
             (true, None) => Some(Duration::ZERO),
             (false, None) => None,
@@ -51,7 +34,7 @@ pub(super) async fn handle(ctx: &Ctx, p: RunParams) -> Result<RunResult, RpcErro
         tokio::select! {
             _ = session.wait(limit) => {}
             () = ctx.conn.cancelled() => {
-                if !p.background {
+                if !background {
                     // The client that waited on a foreground run is gone: end the run, through
                     // the one terminate routine.
                     let opts = ctx.engine().terminate_options();
@@ -61,26 +44,22 @@ pub(super) async fn handle(ctx: &Ctx, p: RunParams) -> Result<RunResult, RpcErro
             }
         }
     }
-    answer(&session, direction, limits, started.deduplicated).await
+    answer(session, request, started.deduplicated).await
 }
 
 async fn answer(
-    session: &Arc<Session>,
-    mode: ReadMode,
-    limits: OutputLimits,
+    session: Arc<Session>,
+    request: ReadRequest,
     deduplicated: bool,
 ) -> Result<RunResult, RpcError> {
     // The state first: once it is terminal the log is complete, so the view shows the end.
     let state = session.state();
-    let request = ReadRequest {
-        mode,
-        after: 0,
-        limits: super::read::clamp_limits(limits),
-        stream: None,
-        label: Some(session.id().to_owned()),
-    };
+    let s = Arc::clone(&session);
     // A PTY session's answer is its text without escape codes, as `read` shows it by default.
-    let view = super::read::view(session, request, Render::Text).await?;
+    let view = tokio::task::spawn_blocking(move || s.view(&request, Render::Text))
+        .await
+        .map_err(join_error)?
+        .map_err(from_engine)?;
     Ok(RunResult {
         id: session.id().to_owned(),
         state,

@@ -2,22 +2,19 @@
 //! output for `yield_ms`, and answer like a `read` delta from where the log stood just before
 //! the write (Codex `write_stdin`), so the echo and the answer are both in it.
 
-use std::time::Duration;
+use std::sync::Arc;
 
 use base64::Engine as _;
-use stockade_core::InputRefused;
 use stockade_core::output::ReadRequest;
 use stockade_core::process::{DEFAULT_INPUT_TIMEOUT, InputError, PtyError};
+use stockade_core::{InputRefused, limits};
+use stockade_proto::ReadMode;
 use stockade_proto::rpc::{
     DEFAULT_WRITE_YIELD_MS, ReadResult, Render, RpcError, WriteParams, code,
 };
-use stockade_proto::{OutputLimits, ReadMode};
 
 use super::ctx::{Ctx, disconnected, wait};
-use crate::error::{from_engine, rpc_error};
-
-/// After the log is finished, how long to wait for the session's terminal state.
-const FINALIZE_WAIT: Duration = Duration::from_secs(2);
+use crate::error::{from_engine, join_error, rpc_error};
 
 pub(super) async fn handle(ctx: &Ctx, p: WriteParams) -> Result<ReadResult, RpcError> {
     let session = ctx.engine().session(&p.id).map_err(from_engine)?;
@@ -49,22 +46,19 @@ pub(super) async fn handle(ctx: &Ctx, p: WriteParams) -> Result<ReadResult, RpcE
         _ = session.wait(Some(window)) => {}
         () = ctx.conn.cancelled() => return Err(disconnected()),
     }
-    if session.log().stats().finished && !session.state().is_terminal() {
-        session.wait(Some(FINALIZE_WAIT)).await;
-    }
     // The state first: once it is terminal the log is complete, so the view reaches the end.
-    let state = session.state();
+    let state = session.settle().await;
     let request = ReadRequest {
         mode: ReadMode::Delta,
         after: cursor,
-        limits: super::read::clamp_limits(OutputLimits {
-            max_bytes: p.max_bytes.unwrap_or(stockade_proto::DEFAULT_MAX_BYTES),
-            max_lines: stockade_proto::DEFAULT_MAX_LINES,
-        }),
+        limits: limits::view_limits(p.max_bytes, None),
         stream: None,
-        label: Some(session.id().to_owned()),
     };
-    let view = super::read::view(&session, request, Render::Text).await?;
+    let s = Arc::clone(&session);
+    let view = tokio::task::spawn_blocking(move || s.view(&request, Render::Text))
+        .await
+        .map_err(join_error)?
+        .map_err(from_engine)?;
     Ok(ReadResult { id: session.id().to_owned(), state, view, bytes_b64: None })
 }
 

@@ -418,21 +418,7 @@ impl Scheduler {
 
     /// Start one tick's run, or find its source still active.
     async fn fire(&self, engine: &Arc<Engine>, s: &ScheduleInfo) -> Outcome {
-        let t = &s.run;
-        let spec = RunSpec {
-            command: t.command.clone(),
-            shell: t.shell.clone(),
-            login: t.login,
-            cwd: t.cwd.clone(),
-            env: t.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-            timeout: t.timeout_ms.map(Duration::from_millis),
-            capture: t.capture,
-            retained_cap: t.retained_cap,
-            disk_cap: t.disk_cap,
-            disk_policy: t.disk_policy,
-            source: Some(s.source.clone()),
-            ..RunSpec::default()
-        };
+        let spec = RunSpec::scheduled(&s.run, &s.source);
         let engine = Arc::clone(engine);
         match tokio::task::spawn_blocking(move || engine.start(spec)).await {
             Ok(Ok(started)) if started.deduplicated => Outcome::Skipped,

@@ -9,8 +9,8 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use stockade_client::{Client, ClientError, raw_bytes};
+use stockade_proto::ReadMode;
 use stockade_proto::rpc::{ReadParams, method};
-use stockade_proto::{OutputView, ReadMode};
 
 use super::Global;
 use crate::cli::{LimitArgs, LogsArgs, ModeArg, ReadArgs};
@@ -65,7 +65,9 @@ fn from_daemon(
         } else if args.json {
             out::print_json(&answer)?;
         } else {
-            let mut text = content(&answer.view).to_owned();
+            // The content only: a reader that continues from `next_cursor` has no use for the
+            // notice's "read more".
+            let mut text = answer.view.output.clone();
             if !text.is_empty() && !text.ends_with('\n') {
                 text.push('\n');
             }
@@ -110,7 +112,7 @@ fn from_daemon(
                 out::print_json_line(&answer)?;
             }
         } else {
-            out::print(content(&answer.view))?;
+            out::print(&answer.view.output)?;
         }
         cursor = next;
         let at_end = cursor >= answer.view.total_bytes;
@@ -126,18 +128,6 @@ fn from_daemon(
     }
     out::print(&utf8.finish())?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// The text of a view without the omission notice at its end: a reader that continues from
-/// `next_cursor` has no use for "read more".
-fn content(view: &OutputView) -> &str {
-    if !view.truncated {
-        return &view.output;
-    }
-    match view.output.rfind("[… ") {
-        Some(at) => &view.output[..at],
-        None => &view.output,
-    }
 }
 
 /// The log in the state directory: for sessions the daemon does not know.
@@ -170,19 +160,24 @@ fn from_disk(global: &Global, args: &LogsArgs) -> anyhow::Result<ExitCode> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use stockade_proto::OutputView;
 
     #[test]
-    fn the_notice_is_left_out_of_content() {
-        let mut view: OutputView = serde_json::from_value(serde_json::json!({
-            "output": "a\nb\n[… 10 bytes omitted. Full output: /x. Read more: …]",
+    fn the_notice_is_beside_the_content() {
+        // What `logs` prints of a cut view is `output`: the content only, the notice's facts
+        // are in `notice` (and absent in answers from daemons that predate it).
+        let mut json = serde_json::json!({
+            "output": "a\nb\n",
+            "notice": {"omitted_bytes": 10, "omitted_lines": null, "dropped": null, "after": 4},
             "truncated": true, "start_cursor": 0, "next_cursor": 4, "total_bytes": 14,
             "total_lines": 5, "omitted_bytes": 10, "omitted_lines": null, "dropped_bytes": 0,
             "gaps": [], "spool_path": "/x", "stream": null
-        }))
-        .unwrap();
-        assert_eq!(content(&view), "a\nb\n");
-        view.truncated = false;
-        assert!(content(&view).ends_with(']'));
+        });
+        let view: OutputView = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(view.output, "a\nb\n");
+        assert_eq!(view.notice.map(|n| n.after), Some(4));
+        json.as_object_mut().unwrap().remove("notice");
+        let old: OutputView = serde_json::from_value(json).unwrap();
+        assert_eq!((old.output.as_str(), old.notice), ("a\nb\n", None));
     }
 }

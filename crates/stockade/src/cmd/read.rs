@@ -4,10 +4,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use stockade_core::is_session_id;
 use stockade_core::output::{GrepRequest, OutputLog, ReadRequest};
+use stockade_core::{is_session_id, limits};
 use stockade_proto::rpc::{GrepParams, method};
-use stockade_proto::{GrepResult, OutputLimits, ReadMode};
+use stockade_proto::{GrepResult, ReadMode};
 
 use crate::cli::{GrepArgs, ReadArgs};
 use crate::out;
@@ -29,15 +29,14 @@ pub fn read(home: Option<PathBuf>, args: ReadArgs) -> anyhow::Result<ExitCode> {
     let request = ReadRequest {
         mode,
         after: args.after.unwrap_or(0),
-        limits: OutputLimits { max_bytes: args.limits.max_bytes, max_lines: args.limits.max_lines },
+        limits: limits::view_limits(Some(args.limits.max_bytes), Some(args.limits.max_lines)),
         stream: args.stream.map(Into::into),
-        label,
     };
     let view = log.read(&request)?;
     if args.json {
         out::print_json(&view)?;
     } else {
-        let mut text = view.output;
+        let mut text = out::view_text(&view, label.as_deref());
         if !text.is_empty() && !text.ends_with('\n') {
             text.push('\n');
         }

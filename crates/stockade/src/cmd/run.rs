@@ -9,8 +9,8 @@ use std::time::Duration;
 use stockade_core::output::ReadRequest;
 use stockade_core::process::{CgroupMode, ContainmentConfig};
 use stockade_core::{Engine, EngineConfig, RunSpec, answer};
-use stockade_proto::rpc::{PtySize, RunParams, StdinMode, method};
-use stockade_proto::{OutputLimits, RunResult};
+use stockade_proto::RunResult;
+use stockade_proto::rpc::{PtySize, Render, RunParams, StdinMode, method};
 
 use super::Global;
 use crate::cli::{RunArgs, StdinArg};
@@ -27,20 +27,12 @@ pub fn run(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
         config.containment =
             ContainmentConfig { cgroup: CgroupMode::Off, ..ContainmentConfig::default() };
     }
-    let spec = RunSpec {
-        command: shell_command(&args.command),
-        shell: Some(args.shell.clone()),
-        login: args.login,
-        cwd: args.cwd.clone(),
-        env: args.env.clone(),
-        timeout: args.timeout_ms.map(Duration::from_millis),
-        capture: args.capture.into(),
-        retained_cap: Some(args.retained_cap),
-        disk_cap: Some(args.disk_cap),
-        disk_policy: Some(args.disk_policy.into()),
-        source: None,
-        ..RunSpec::default()
-    };
+    // The same request the daemon gets for `--bg`, so both answer alike; a foreground run has
+    // no stdin to feed and no dedup partner in a one-shot engine.
+    let params =
+        RunParams { stdin: StdinMode::Null, source: None, ..params(&args, args.cwd.clone()) };
+    let request = ReadRequest::for_run(&params);
+    let spec = RunSpec::from(params);
     let rt = super::runtime()?;
     let result = rt.block_on(async {
         let engine = Engine::new(config)?;
@@ -53,14 +45,7 @@ pub fn run(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
                 session.kill(engine.terminate_options(), "interrupted (the client got SIGINT/SIGTERM)").await;
             }
         }
-        let request = ReadRequest {
-            mode: args.direction.into(),
-            after: 0,
-            limits: OutputLimits { max_bytes: args.limits.max_bytes, max_lines: args.limits.max_lines },
-            stream: None,
-            label: Some(session.id().to_owned()),
-        };
-        let view = session.log().read(&request)?;
+        let view = session.view(&request, Render::Text)?;
         let end = session.end();
         anyhow::Ok(RunResult {
             id: session.id().to_owned(),
@@ -84,9 +69,22 @@ const FOREGROUND_WAIT: Duration = Duration::from_secs(7 * 24 * 3600);
 fn background(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
     // The daemon has its own working directory: send ours (or an absolute --cwd).
     let cwd = std::path::absolute(args.cwd.clone().unwrap_or_else(|| PathBuf::from(".")))?;
-    let params = RunParams {
+    let params = params(&args, Some(cwd));
+    let mut client = global.connect()?;
+    let result = if args.bg {
+        client.call::<method::Run>(params)?
+    } else {
+        let wait = args.timeout_ms.map_or(FOREGROUND_WAIT, Duration::from_millis);
+        client.call_waiting::<method::Run>(params, wait)?
+    };
+    print_result(&result, args.json)
+}
+
+/// The `run` request `args` describe, with working directory `cwd`.
+fn params(args: &RunArgs, cwd: Option<PathBuf>) -> RunParams {
+    RunParams {
         command: shell_command(&args.command),
-        cwd: Some(cwd),
+        cwd,
         env: args.env.iter().cloned().collect(),
         shell: Some(args.shell.clone()),
         login: args.login,
@@ -106,15 +104,7 @@ fn background(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
             Some(StdinArg::Pipe) => StdinMode::Pipe,
             _ => StdinMode::Null,
         },
-    };
-    let mut client = global.connect()?;
-    let result = if args.bg {
-        client.call::<method::Run>(params)?
-    } else {
-        let wait = args.timeout_ms.map_or(FOREGROUND_WAIT, Duration::from_millis);
-        client.call_waiting::<method::Run>(params, wait)?
-    };
-    print_result(&result, args.json)
+    }
 }
 
 fn print_result(result: &RunResult, json: bool) -> anyhow::Result<ExitCode> {
@@ -125,7 +115,7 @@ fn print_result(result: &RunResult, json: bool) -> anyhow::Result<ExitCode> {
             &result.id,
             &result.state,
             Duration::from_millis(result.wall_time_ms),
-            &result.view,
+            &out::view_text(&result.view, Some(&result.id)),
             result.cleanup.as_ref(),
         );
         if result.deduplicated {

@@ -66,7 +66,8 @@ pub fn send(global: &Global, args: SendArgs) -> anyhow::Result<ExitCode> {
     if args.json {
         out::print_json(&result)?;
     } else {
-        let text = answer::render(&result.id, &result.state, started.elapsed(), &result.view, None);
+        let output = out::view_text(&result.view, Some(&result.id));
+        let text = answer::render(&result.id, &result.state, started.elapsed(), &output, None);
         out::print(&text)?;
     }
     Ok(ExitCode::SUCCESS)

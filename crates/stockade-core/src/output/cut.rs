@@ -1,10 +1,15 @@
-//! Rendering a bounded view: where to cut (UTF-8 boundaries, line ends, byte and line limits)
-//! and the omission notice the model can act on. Pure functions over byte windows; the log
-//! decides which bytes to fetch.
-
-use std::path::Path;
+//! Cutting a bounded view: where to cut (UTF-8 boundaries, line ends, byte and line limits)
+//! and the in-content markers (a `middle` view's cut, a jump over a dropped range). Pure
+//! functions over byte windows; the log decides which bytes to fetch. The number words are
+//! public so each door words its omission hint the same way.
 
 use super::count_newlines;
+
+/// Bytes a door's omission hint may take besides the counts it names: its words (the longest,
+/// MCP's, naming its tools and arguments, is about 120), the spool path and the session id
+/// (twice). A view leaves this much of `max_bytes` free for the hint, plus the counts. A
+/// constant rather than this log's path and id, so every door's view of a log is cut alike.
+pub(crate) const HINT_BYTES: usize = 384;
 
 /// Longest UTF-8 sequence: a cut moves at most this far to land on a character boundary.
 const MAX_UTF8_SEQ: usize = 4;
@@ -99,7 +104,7 @@ pub(crate) fn keep_tail(
 }
 
 /// `1234567` → `1,234,567`.
-pub(crate) fn thousands(n: u64) -> String {
+pub fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
@@ -112,7 +117,7 @@ pub(crate) fn thousands(n: u64) -> String {
 }
 
 /// `4,812,003 bytes / 61,020 lines` (lines where counted).
-pub(crate) fn amount(bytes: u64, lines: Option<u64>) -> String {
+pub fn amount(bytes: u64, lines: Option<u64>) -> String {
     match lines {
         Some(l) => format!("{} bytes / {} lines", thousands(bytes), thousands(l)),
         None => format!("{} bytes", thousands(bytes)),
@@ -120,7 +125,7 @@ pub(crate) fn amount(bytes: u64, lines: Option<u64>) -> String {
 }
 
 /// A dropped range, as the sentence the notice and markers use.
-pub(crate) fn dropped_phrase(start: u64, end: u64, reason: &str) -> String {
+pub fn dropped_phrase(start: u64, end: u64, reason: &str) -> String {
     format!(
         "{} bytes at offsets {}..{} were not kept ({reason})",
         thousands(end - start),
@@ -137,36 +142,6 @@ pub(crate) fn middle_marker(bytes: u64, lines: Option<u64>) -> String {
 /// The marker line where a read jumps over a dropped range.
 pub(crate) fn gap_marker(start: u64, end: u64, reason: &str) -> String {
     format!("[… {} …]\n", dropped_phrase(start, end, reason))
-}
-
-/// What the notice says after a cut.
-pub(crate) struct Notice<'a> {
-    pub(crate) omitted_bytes: u64,
-    pub(crate) omitted_lines: Option<u64>,
-    pub(crate) dropped: Option<String>,
-    pub(crate) spool_path: &'a Path,
-    pub(crate) label: Option<&'a str>,
-    pub(crate) after: u64,
-}
-
-impl Notice<'_> {
-    /// `[… 4,812,003 bytes / 61,020 lines omitted. Full output: <path>. Read more: stockade read
-    /// sh-3 --after 50000, or stockade grep sh-3 REGEX]`; without a label, just the path.
-    pub(crate) fn render(&self) -> String {
-        let mut s = format!("[… {} omitted.", amount(self.omitted_bytes, self.omitted_lines));
-        if let Some(d) = &self.dropped {
-            s.push_str(&format!(" {d}."));
-        }
-        s.push_str(&format!(" Full output: {}", self.spool_path.display()));
-        match self.label {
-            Some(l) => s.push_str(&format!(
-                ". Read more: stockade read {l} --after {}, or stockade grep {l} REGEX]",
-                self.after
-            )),
-            None => s.push(']'),
-        }
-        s
-    }
 }
 
 #[cfg(test)]
@@ -201,23 +176,5 @@ mod tests {
         assert_eq!(keep_tail(b"ab\ncd", true, true, 100, 1), 3);
         let euro = "€€".as_bytes();
         assert_eq!(keep_tail(euro, false, false, 4, 10), 3);
-    }
-
-    #[test]
-    fn notice_with_and_without_label() {
-        let n = Notice {
-            omitted_bytes: 4_812_003,
-            omitted_lines: Some(61_020),
-            dropped: None,
-            spool_path: Path::new("/s/output.log"),
-            label: Some("sh-3"),
-            after: 50_000,
-        };
-        assert_eq!(
-            n.render(),
-            "[… 4,812,003 bytes / 61,020 lines omitted. Full output: /s/output.log. Read more: stockade read sh-3 --after 50000, or stockade grep sh-3 REGEX]"
-        );
-        let n = Notice { label: None, omitted_lines: None, ..n };
-        assert_eq!(n.render(), "[… 4,812,003 bytes omitted. Full output: /s/output.log]");
     }
 }

@@ -1,0 +1,135 @@
+//! What a door asks to see of a session, and the view the engine answers with. Every door (the
+//! CLI's foreground `run`, the daemon's `run`/`read`/`write`, and through the daemon the MCP
+//! tools) turns its parameters into a [`ReadRequest`] here and gets the [`OutputView`] from
+//! [`Session::view`] or [`Session::raw_view`], so they all answer alike: the same defaults, the
+//! same clamp ([`crate::limits`]), the same rendering of terminal output.
+
+use std::time::Duration;
+
+use stockade_proto::rpc::{ReadParams, Render, RunParams};
+use stockade_proto::{OutputView, ReadMode, SessionState};
+
+use crate::EngineError;
+use crate::limits;
+use crate::output::{ReadRequest, strip_ansi};
+use crate::session::Session;
+
+/// After the log is finished, how long [`Session::settle`] waits for the terminal state to be
+/// published (the supervisor finishes the log first, then finalises).
+const FINALIZE_WAIT: Duration = Duration::from_secs(2);
+
+/// What one `read` asks for: a bounded view as `render` shapes it, or exact bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadPlan {
+    /// A bounded view ([`Session::view`]).
+    View {
+        /// Which part, how much.
+        request: ReadRequest,
+        /// How a PTY session's bytes are shown.
+        render: Render,
+    },
+    /// Exact bytes from `after` ([`Session::raw_view`]).
+    Raw {
+        /// The cursor to read from.
+        after: u64,
+        /// At most this many bytes (clamped by [`limits::raw_bytes`]).
+        max_bytes: usize,
+    },
+}
+
+impl ReadRequest {
+    /// The view a `run` answers with: `direction` (the tail by default) of the whole log, within
+    /// the run's limits.
+    pub fn for_run(p: &RunParams) -> ReadRequest {
+        ReadRequest {
+            mode: p.direction.unwrap_or(ReadMode::Tail),
+            after: 0,
+            limits: limits::view_limits(p.max_bytes, p.max_lines),
+            stream: None,
+        }
+    }
+}
+
+impl Session {
+    /// How to serve `p` on this session: defaults filled in (the tail without `after`, a delta
+    /// with it), limits clamped, and the combinations that cannot be served refused (raw bytes
+    /// with a stream filter, a mode or a render; a screen without a terminal).
+    pub fn plan_read(&self, p: &ReadParams) -> Result<ReadPlan, EngineError> {
+        let mode =
+            p.mode.unwrap_or(if p.after.is_some() { ReadMode::Delta } else { ReadMode::Tail });
+        let after = p.after.unwrap_or(0);
+        if p.raw {
+            let refuse = if p.stream.is_some() {
+                Some("raw reads return every stream's bytes in order; drop stream or drop raw")
+            } else if mode != ReadMode::Delta {
+                Some("raw reads go forward from after (mode delta); drop mode or drop raw")
+            } else if p.render.is_some() {
+                Some("raw reads return exact bytes, render shapes text; drop one of raw and render")
+            } else {
+                None
+            };
+            if let Some(sentence) = refuse {
+                return Err(EngineError::Invalid(sentence.into()));
+            }
+            return Ok(ReadPlan::Raw { after, max_bytes: limits::raw_bytes(p.max_bytes) });
+        }
+        let render = p.render.unwrap_or_default();
+        if render == Render::Screen && self.pty_size().is_none() {
+            return Err(self.no_terminal());
+        }
+        let request = ReadRequest {
+            mode,
+            after,
+            limits: limits::view_limits(p.max_bytes, p.max_lines),
+            stream: p.stream,
+        };
+        Ok(ReadPlan::View { request, render })
+    }
+
+    /// The view of `request` as `render` shapes it: for a PTY session, escape codes stripped
+    /// (`text`, the default), left in (`raw`), or the current screen (`screen`); other sessions'
+    /// text as it is. Reads the spool: call it where blocking is fine.
+    pub fn view(&self, request: &ReadRequest, render: Render) -> Result<OutputView, EngineError> {
+        let log = self.log();
+        let view = match (render, self.pty_size()) {
+            (Render::Screen, Some(size)) => log.screen_view(size)?,
+            (Render::Screen, None) => return Err(self.no_terminal()),
+            (Render::Text, Some(_)) => {
+                let mut view = log.read(request)?;
+                // Cursors stay raw byte offsets; only the text loses its escape codes.
+                view.output = strip_ansi(view.output.as_bytes());
+                view
+            }
+            _ => log.read(request)?,
+        };
+        Ok(view)
+    }
+
+    /// Exact bytes from `after` (at most `max_bytes`, clamped by [`limits::raw_bytes`]'s
+    /// maximum) and the view describing them (cursors and totals; `output` empty). Reads the
+    /// spool: call it where blocking is fine.
+    pub fn raw_view(
+        &self,
+        after: u64,
+        max_bytes: usize,
+    ) -> Result<(OutputView, Vec<u8>), EngineError> {
+        Ok(self.log().raw_view(after, max_bytes)?)
+    }
+
+    fn no_terminal(&self) -> EngineError {
+        EngineError::NotSupported(format!(
+            "render screen needs a terminal and {} does not run on one; read it as text",
+            self.id()
+        ))
+    }
+
+    /// The state to answer with next to a view. Once the log is finished the session is about
+    /// to end: wait (briefly) for the terminal state, so an answer never pairs a complete log
+    /// with `running`. Take it before the view: once it is terminal the view reaches the end.
+    pub async fn settle(&self) -> SessionState {
+        if self.log().stats().finished && !self.state().is_terminal() {
+            self.wait(Some(FINALIZE_WAIT)).await;
+        }
+        self.state()
+    }
+}
