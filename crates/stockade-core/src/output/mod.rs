@@ -296,9 +296,6 @@ impl OutputLog {
             + self.spool_path.as_os_str().len()
     }
 
-    /// Appends bytes read from `stream` (pipe capture). Writes the spool, then publishes the
-    /// bytes to readers (counters, ring, index), in that order, so a reader never sees a byte
-
     /// Counters (no I/O).
     pub fn stats(&self) -> LogStats {
         let st = lock(&self.state);

@@ -20,6 +20,8 @@ use super::{
 const SYNC_CHUNK_BYTES: usize = 16 * 1024;
 
 impl OutputLog {
+    /// Appends bytes read from `stream` (pipe capture). Writes the spool, then publishes the
+    /// bytes to readers (counters, ring, index), in that order, so a reader never sees a byte
     /// that is not yet readable.
     pub fn append(&self, stream: Stream, data: &[u8]) -> Result<AppendOutcome, OutputError> {
         if !self.writable {
