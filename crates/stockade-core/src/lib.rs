@@ -12,8 +12,9 @@
 //! * [`output`] owns a session's output log: the spool file on disk holds every byte in arrival
 //!   order; a fixed-size hot tail holds the newest bytes in memory; a cursor is a byte offset into
 //!   the log. Memory is O(retained cap) per session, never O(bytes printed). It also renders the
-//!   bounded, honest view a model sees (head/tail/middle, UTF-8-safe cuts, an omission notice) and
-//!   greps the full spool with bounded memory.
+//!   bounded, honest view a model sees (head/tail/middle, UTF-8-safe cuts, the facts of what was
+//!   left out) and greps the full spool with bounded memory. [`limits`] is the one bound on a
+//!   view, whichever door asked; `Session::view` shapes it for a session (terminal text).
 //! * [`session`] ties one process tree to one output log and a state machine whose terminal
 //!   states never change; [`Engine`] owns all sessions of one instance.
 //!
