@@ -31,16 +31,18 @@ pub mod limits;
 mod recovery;
 pub mod registry;
 mod retention;
+mod run_spec;
 pub mod session;
 pub mod state_dir;
 mod view;
 
 pub use engine::{
-    Engine, EngineConfig, EngineError, EngineLimits, EngineStats, Forgotten, RunSpec, Started,
+    Engine, EngineConfig, EngineError, EngineLimits, EngineStats, Forgotten, Started,
 };
 pub use input::{InputKind, InputRefused};
 pub use recovery::{RecoveredSession, RecoveryError, RecoveryReport};
 pub use retention::{DEFAULT_RETENTION, SweepReport};
+pub use run_spec::RunSpec;
 pub use session::{Session, SessionEnd, SessionRecord};
 pub use state_dir::{StateDir, StateDirError};
 pub use view::ReadPlan;
