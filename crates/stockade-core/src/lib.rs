@@ -17,8 +17,9 @@
 //! 3. **Output log** ([`output`]): the spool file on disk holds every byte in arrival order; a
 //!    fixed-size hot tail holds the newest bytes in memory; a cursor is a byte offset into the
 //!    log. Memory is O(retained cap) per session, never O(bytes printed). Reads render a bounded,
-//!    honest view (head/tail/middle, UTF-8-safe cuts, what was omitted) and grep walks the full
-//!    spool with bounded memory.
+//!    honest view (head/tail/middle, UTF-8-safe cuts, the facts of what was left out) and grep
+//!    walks the full spool with bounded memory. [`limits`] is the one bound on a view, whichever
+//!    door asked; `Session::view` shapes it for a session.
 //! 4. **Terminate** ([`process::ProcessTree::terminate`]): the one routine every path uses
 //!    (kill, timeout, disk cap, shutdown, recovery): polite signal, grace, `SIGKILL`, then
 //!    *verify* that no process of the session is left, and report survivors rather than hide
@@ -40,18 +41,20 @@ pub mod process;
 mod recovery;
 mod registry;
 mod retention;
+mod run_spec;
 mod session;
 mod state_dir;
 mod view;
 
 pub use atomic_write::atomic_write;
 pub use engine::{
-    Engine, EngineConfig, EngineError, EngineLimits, EngineStats, Forgotten, RunSpec, Started,
+    Engine, EngineConfig, EngineError, EngineLimits, EngineStats, Forgotten, Started,
 };
 pub use input::{InputKind, InputRefused};
 pub use recovery::{RecoveredSession, RecoveryError, RecoveryReport};
 pub use registry::{Owner, RecordTotals, SessionRecord, read_record};
 pub use retention::{DEFAULT_RETENTION, SweepReport};
+pub use run_spec::RunSpec;
 pub use session::{Session, SessionEnd};
 pub use state_dir::{StateDir, StateDirError, is_session_id};
 pub use view::ReadPlan;

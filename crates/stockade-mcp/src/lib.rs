@@ -19,7 +19,7 @@
 //!   its sessions end with it.
 //! * Each answer carries the Codex-style text a model reads (`Exit code: 0` or `Process running
 //!   with session ID sh-3`, `Wall time`, `Output:`) and, as `structuredContent`, the daemon's
-//!   `*Result` (its omission notice naming these tools rather than the CLI), described by each
+//!   `*Result` (the omission facts in `notice`; the text's hint names these tools), described by each
 //!   tool's `outputSchema`. A failure the model can act on
 //!   (unknown session, bad regex, a limit, something not supported) is a tool result with
 //!   `isError: true` and one sentence saying what to do; only protocol problems (an unknown

@@ -57,7 +57,7 @@ pub enum OutputError {
     /// `append`/`sync_from_file` after `finish()`.
     #[error("the output log is finished")]
     Finished,
-    /// Writing to a log opened read-only with [`OutputLog::open`].
+    /// Writing to a log opened read-only with [`OutputLog::open`](super::OutputLog::open).
     #[error("the output log is open read-only")]
     ReadOnly,
     /// An operation that does not match the log's capture mode.

@@ -18,8 +18,10 @@
 //!   served from the ring where it covers them, else from the spool with `pread`. A reader locks
 //!   the log only to snapshot counters and copy ring bytes, never while it waits on the disk.
 //! * **Views** ([`OutputLog::read`]): `delta`/`head`/`tail`/`middle`, bounded by `max_bytes` and
-//!   `max_lines`, cut on UTF-8 boundaries and line ends, with an omission notice the model can act
-//!   on; [`OutputLog::read_raw`] for exact bytes; [`OutputLog::grep`] over the whole spool.
+//!   `max_lines` (clamped by [`crate::limits`]), cut on UTF-8 boundaries and line ends, with the
+//!   facts of what was left out ([`stockade_proto::Omission`]) for each door to word its hint;
+//!   [`OutputLog::read_raw`] and [`OutputLog::raw_view`] for exact bytes; [`OutputLog::grep`] over
+//!   the whole spool.
 //! * The **disk cap** and disk-full handling: the spool stops at the cap (or at `ENOSPC`); what
 //!   is not on disk is reported as a [`Gap`], never dropped silently. With `keep-head-tail`,
 //!   `finish()` writes the hot tail after the gap so the spool ends with the newest output.
@@ -38,8 +40,17 @@
 //! [`OutputLog::child_fd`] itself and the engine calls [`OutputLog::sync_from_file`] to pick up
 //! what was written: it reads only the new bytes, in bounded chunks, to count them and their
 //! newlines, and copies nothing into memory; every read of a `file` log is served from the
-//! spool by offset (`pread`, in practice from the page cache). `file` capture supports only the `kill` disk policy (the child writes
-//! straight to disk, so the log cannot drop the middle); asking for `keep-head-tail` is an error.
+//! spool by offset (`pread`, in practice from the page cache). `file` capture supports only the
+//! `kill` disk policy (the child writes straight to disk, so the log cannot drop the middle);
+//! asking for `keep-head-tail` is an error.
+//!
+//! # Where each part lives
+//!
+//! This file holds the public types and [`OutputLog`]'s counters; `open` makes a log (create,
+//! open a finished one, rebuild one whose writer died), `write` writes it (append, `file`
+//! sync, the disk cap, finish), `read` reads it (snapshot, fetch, one collector walking either
+//! way, raw reads), `render` turns a collected window into a view by the rules of `cut`;
+//! `state` is the mutable state behind the lock and `log.json`.
 
 mod cut;
 mod drain;
