@@ -47,3 +47,28 @@ pub const MIB: u64 = 1024 * 1024;
 pub fn mib(bytes: u64) -> f64 {
     bytes as f64 / MIB as f64
 }
+
+/// A size for people: `20MiB`, `1GiB`.
+pub fn human(bytes: u64) -> String {
+    if bytes >= 1 << 30 && bytes.is_multiple_of(1 << 30) {
+        format!("{}GiB", bytes >> 30)
+    } else if bytes >= MIB && bytes.is_multiple_of(MIB) {
+        format!("{}MiB", bytes / MIB)
+    } else if bytes.is_multiple_of(1024) {
+        format!("{}KiB", bytes / 1024)
+    } else {
+        format!("{bytes}B")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_read_like_people_write_them() {
+        assert_eq!(human(20 * MIB), "20MiB");
+        assert_eq!(human(1 << 30), "1GiB");
+        assert_eq!(human(4096), "4KiB");
+    }
+}

@@ -280,7 +280,7 @@ pub fn growth_plots(out: &Path, rows: &[RunSummary], memory_line_mib: f64) -> Re
             .iter()
             .filter_map(|r| read_samples(&out.join(&r.raw)).ok().map(|s| (*r, s)))
             .collect();
-        let tag = crate::runner::human(b);
+        let tag = crate::human(b);
         for (stockade_only, name) in
             [(false, format!("time-rss-{tag}.svg")), (true, format!("time-rss-stockade-{tag}.svg"))]
         {
@@ -340,7 +340,7 @@ pub fn growth_plots(out: &Path, rows: &[RunSummary], memory_line_mib: f64) -> Re
             rs.sort_by_key(|r| r.n);
             let color = variant_color(&v, &peers);
             chart.series.push(Series {
-                label: format!("{v} × {}", crate::runner::human(b)),
+                label: format!("{v} × {}", crate::human(b)),
                 color,
                 alpha: 1.0,
                 points: rs.iter().map(|r| ((r.n as f64).log2(), r.peak_rss_mib)).collect(),
@@ -406,7 +406,7 @@ pub fn growth_plots(out: &Path, rows: &[RunSummary], memory_line_mib: f64) -> Re
         }
         rs.sort_by(|a, b| a.total_output_mib.total_cmp(&b.total_output_mib));
         chart.series.push(Series {
-            label: format!("{v}, N varies × {}", crate::runner::human(b)),
+            label: format!("{v}, N varies × {}", crate::human(b)),
             color: variant_color(&v, &peers),
             alpha: 1.0,
             points: rs.iter().map(|r| (r.total_output_mib, r.delta_rss_mib)).collect(),

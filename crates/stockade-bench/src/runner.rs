@@ -12,7 +12,7 @@ use crate::peers::{PeerLoad, PeerProcess, PeerSpec};
 use crate::progress;
 use crate::sampler::{Sampler, Source};
 use crate::summary::{self, RunSummary};
-use crate::{BenchError, MIB, Result};
+use crate::{BenchError, MIB, Result, human};
 
 /// How long the sampler watches the idle engine before the release (the baseline).
 const BASELINE: Duration = Duration::from_millis(600);
@@ -149,19 +149,6 @@ pub fn one_line(r: &RunSummary) -> String {
         if r.oom { ", OOM" } else { "" },
         if r.note.is_empty() { String::new() } else { format!(" ({})", r.note) },
     )
-}
-
-/// A size for people: `20MiB`, `1GiB`.
-pub fn human(bytes: u64) -> String {
-    if bytes >= 1 << 30 && bytes.is_multiple_of(1 << 30) {
-        format!("{}GiB", bytes >> 30)
-    } else if bytes >= MIB && bytes.is_multiple_of(MIB) {
-        format!("{}MiB", bytes / MIB)
-    } else if bytes.is_multiple_of(1024) {
-        format!("{}KiB", bytes / 1024)
-    } else {
-        format!("{bytes}B")
-    }
 }
 
 fn run_one(cfg: &GrowthConfig, variant: &Variant, n: usize, bytes: u64) -> Result<RunSummary> {
@@ -350,12 +337,5 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(out.stdout.len(), 12345);
         assert!(out.stdout.starts_with(LOG_LINE.as_bytes()));
-    }
-
-    #[test]
-    fn sizes_read_like_people_write_them() {
-        assert_eq!(human(20 * MIB), "20MiB");
-        assert_eq!(human(1 << 30), "1GiB");
-        assert_eq!(human(4096), "4KiB");
     }
 }
