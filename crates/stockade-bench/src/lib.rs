@@ -61,3 +61,15 @@ pub fn human(bytes: u64) -> String {
         format!("{bytes}B")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_read_like_people_write_them() {
+        assert_eq!(human(20 * MIB), "20MiB");
+        assert_eq!(human(1 << 30), "1GiB");
+        assert_eq!(human(4096), "4KiB");
+    }
+}

@@ -9,7 +9,6 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use base64::Engine as _;
 use serde_json::{Value, json};
 use stockade_proto::rpc::code;
 use support::{Fixture, Rpc, eventually, marked_processes};
@@ -103,14 +102,14 @@ fn cat_over_a_stdin_pipe_gives_back_the_exact_bytes_and_exits_at_close() {
     // Every byte value, twice, plus a line: NUL, invalid UTF-8 and all.
     let mut bytes: Vec<u8> = (0..=255u8).chain(0..=255u8).collect();
     bytes.extend_from_slice(b"last line\n");
-    let b64 = base64::engine::general_purpose::STANDARD.encode(&bytes);
+    let b64 = stockade_proto::rpc::encode_bytes(&bytes);
     let w = rpc
         .ok("write", json!({"id": id, "bytes_b64": b64, "close_stdin": true, "yield_ms": 10000}));
     assert_eq!(w["state"], "exited", "the window ends when cat exits: {w}");
     assert_eq!(w["code"], 0);
     assert_eq!(w["total_bytes"], bytes.len());
     let raw = rpc.ok("read", json!({"id": id, "after": 0, "raw": true, "max_bytes": 1 << 20}));
-    let back = base64::engine::general_purpose::STANDARD.decode(raw["bytes_b64"].as_str().unwrap());
+    let back = stockade_proto::rpc::decode_bytes(raw["bytes_b64"].as_str().unwrap());
     assert_eq!(back.unwrap(), bytes, "cat gave back exactly what was written");
     // A stdin pipe session is not a terminal.
     let resized = rpc.call("resize", json!({"id": id, "rows": 10, "cols": 10}));
@@ -320,7 +319,7 @@ fn input_is_refused_clearly_without_stdin_after_exit_and_when_not_read() {
     // A command that never reads: the pipe fills, the write gives up and says how far it got.
     let r = rpc.ok("run", json!({"command": "sleep 30", "stdin": "pipe", "background": true}));
     let id = id_of(&r);
-    let big = base64::engine::general_purpose::STANDARD.encode(vec![b'y'; 256 * 1024]);
+    let big = stockade_proto::rpc::encode_bytes(&vec![b'y'; 256 * 1024]);
     let (c, m) = rpc.call("write", json!({"id": id, "bytes_b64": big})).unwrap_err();
     assert_eq!(c, code::INPUT_FAILED, "{m}");
     assert!(m.contains("of 262144 bytes were written"), "{m}");

@@ -5,9 +5,8 @@
 
 use std::sync::Arc;
 
-use base64::Engine as _;
 use stockade_core::ReadPlan;
-use stockade_proto::rpc::{ReadParams, ReadResult, RpcError};
+use stockade_proto::rpc::{ReadParams, ReadResult, RpcError, encode_bytes};
 
 use super::ctx::{Ctx, disconnected, wait};
 use crate::error::{from_engine, join_error};
@@ -34,9 +33,9 @@ pub(super) async fn handle(ctx: &Ctx, p: ReadParams) -> Result<ReadResult, RpcEr
     // let the raw bytes go before answering.
     let (view, bytes_b64) = tokio::task::spawn_blocking(move || match plan {
         ReadPlan::View { request, render } => s.view(&request, render).map(|v| (v, None)),
-        ReadPlan::Raw { after, max_bytes } => s
-            .raw_view(after, max_bytes)
-            .map(|(v, bytes)| (v, Some(base64::engine::general_purpose::STANDARD.encode(bytes)))),
+        ReadPlan::Raw { after, max_bytes } => {
+            s.raw_view(after, max_bytes).map(|(v, bytes)| (v, Some(encode_bytes(&bytes))))
+        }
     })
     .await
     .map_err(join_error)?

@@ -4,13 +4,12 @@
 
 use std::sync::Arc;
 
-use base64::Engine as _;
 use stockade_core::output::ReadRequest;
 use stockade_core::process::{DEFAULT_INPUT_TIMEOUT, InputError, PtyError};
 use stockade_core::{InputRefused, limits};
 use stockade_proto::ReadMode;
 use stockade_proto::rpc::{
-    DEFAULT_WRITE_YIELD_MS, ReadResult, Render, RpcError, WriteParams, code,
+    DEFAULT_WRITE_YIELD_MS, ReadResult, Render, RpcError, WriteParams, code, decode_bytes,
 };
 
 use super::ctx::{Ctx, disconnected, wait};
@@ -26,11 +25,9 @@ pub(super) async fn handle(ctx: &Ctx, p: WriteParams) -> Result<ReadResult, RpcE
             ));
         }
         (Some(chars), None) => chars.into_bytes(),
-        (None, Some(b64)) => {
-            base64::engine::general_purpose::STANDARD.decode(b64.trim()).map_err(|e| {
-                rpc_error(code::INVALID_PARAMS, format!("bytes_b64 is not valid base64: {e}"))
-            })?
-        }
+        (None, Some(b64)) => decode_bytes(b64.trim()).map_err(|e| {
+            rpc_error(code::INVALID_PARAMS, format!("bytes_b64 is not valid base64: {e}"))
+        })?,
         (None, None) => Vec::new(),
     };
     // The answer starts where the log stands now: it shows the echo and what the input caused.
