@@ -1,16 +1,12 @@
 //! The memory invariant holds for PTY sessions too: 20 MiB printed on a terminal, drained by the
 //! engine, and the log's memory stays within `retained_cap + LOG_BOOKKEEPING_BYTES` — the same
 //! bound as pipes — while every byte reaches the spool.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod process_common;
-mod pty_common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use pty_common::{BOUND, MODES, Run};
+use crate::pty_common::{BOUND, MODES, Run};
 use stockade_core::output::LOG_BOOKKEEPING_BYTES;
 
 const PRINTED: u64 = 20 * 1024 * 1024;
@@ -20,7 +16,8 @@ async fn twenty_mib_on_a_pty_stays_within_the_retained_cap() {
     for mode in MODES {
         // No newlines, so the terminal's output processing (\n -> \r\n) adds nothing.
         let command = format!("head -c {PRINTED} /dev/zero | tr '\\0' X");
-        let run = Run::pty(mode, "mem", "sh", &["-c", &command], &[], pty_common::default_size());
+        let run =
+            Run::pty(mode, "mem", "sh", &["-c", &command], &[], crate::pty_common::default_size());
         let bound = run.log.config().retained_cap + LOG_BOOKKEEPING_BYTES;
         let done = Arc::new(AtomicBool::new(false));
         let peak = Arc::new(AtomicUsize::new(0));

@@ -1,13 +1,10 @@
 //! Crash recovery's side of the process layer: a tree rebuilt from a record (root pid + start
 //! time, marker, cgroup) is terminated by the same routine, and a record whose root pid now
 //! names another process never gets that process signalled.
-#![allow(clippy::unwrap_used)]
-
-mod process_common;
 
 use std::time::Duration;
 
-use process_common::{Guard, Mode, marked_pids, stat, unique_marker, wait_shape};
+use crate::process_common::{Guard, Mode, marked_pids, stat, unique_marker, wait_shape};
 use stockade_core::process::{AdoptSpec, ProcessTree, SpawnSpec, TerminateOptions, spawn};
 
 fn opts() -> TerminateOptions {
@@ -26,7 +23,7 @@ async fn adopted_tree_is_terminated(mode: Mode) {
     .unwrap();
     let original = guard.track(spawned.tree);
     let root = original.root_pid();
-    wait_shape(&entry, "adopt", |p| p.iter().any(|(_, s)| s.sid != root) && p.len() >= 3);
+    wait_shape(&entry, "adopt", |p| p.iter().any(|(_, s)| s.session != root) && p.len() >= 3);
 
     // What the registry would have recorded, handed to a "new daemon".
     let record = AdoptSpec {
@@ -59,7 +56,7 @@ async fn recycled_root_pid_is_never_signalled() {
     // An unrelated process (no marker) holds the pid the stale record names.
     let mut bystander = std::process::Command::new("sleep").arg("1000").spawn().unwrap();
     let pid = bystander.id();
-    let start = stat(pid).unwrap().start;
+    let start = stat(pid).unwrap().start_time;
     let record = AdoptSpec {
         root_pid: pid,
         root_start_time: start.wrapping_sub(1),
@@ -72,7 +69,7 @@ async fn recycled_root_pid_is_never_signalled() {
     assert!(report.terminated, "{report:?}");
     assert!(report.pids_signalled.is_empty(), "{report:?}");
     assert_eq!(report.signal_sent, None);
-    assert!(stat(pid).is_some_and(|s| !s.dead()), "the bystander was signalled");
+    assert!(stat(pid).is_some_and(|s| !s.is_zombie()), "the bystander was signalled");
     drop(adopted);
     bystander.kill().unwrap();
     bystander.wait().unwrap();

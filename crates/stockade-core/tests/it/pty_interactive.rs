@@ -1,13 +1,9 @@
 //! Interactive programs on a PTY, driven through the engine's spawn, drain and bounded input:
 //! a REPL, a shell's `read`, Ctrl-C to the foreground job, resize seen by the program — and
 //! "killed means gone" after terminate, with cgroup containment and without.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod process_common;
-mod pty_common;
-
-use process_common::Mode;
-use pty_common::{MODES, Run, default_size};
+use crate::process_common::Mode;
+use crate::pty_common::{MODES, Run, default_size};
 use stockade_core::process::pty;
 use stockade_proto::rpc::PtySize;
 
@@ -61,17 +57,17 @@ async fn ctrl_c_interrupts_the_foreground_job_not_the_shell() {
             .wait_process("sleep in the foreground", |pid, cmd| {
                 cmd == "sleep 1000"
                     && pty::foreground_pgrp(master).unwrap()
-                        == process_common::stat(pid).map(|s| s.pgrp)
+                        == crate::process_common::stat(pid).map(|s| s.pgrp)
             })
             .await;
         let from = run.offset();
         run.write(b"\x03");
         // The prompt returns and sleep is gone (dead or a zombie being reaped).
         run.wait_for(from, "$ ").await;
-        let deadline = std::time::Instant::now() + pty_common::BOUND;
-        while process_common::stat(sleep_pid).is_some_and(|s| !s.dead()) {
+        let deadline = std::time::Instant::now() + crate::pty_common::BOUND;
+        while crate::process_common::stat(sleep_pid).is_some_and(|s| !s.is_zombie()) {
             assert!(std::time::Instant::now() < deadline, "sleep survived ^C");
-            tokio::time::sleep(pty_common::POLL).await;
+            tokio::time::sleep(crate::pty_common::POLL).await;
         }
         // The shell itself is alive and takes commands.
         let from = run.offset();
@@ -126,8 +122,10 @@ async fn term_defaults_to_xterm_and_the_caller_can_override_it() {
         Run::pty(Mode::Fallback, "term", "sh", &["-c", "echo T=$TERM; tty"], &[], default_size());
     let text = run.wait_for(0, "/dev/pts/").await;
     assert!(text.contains("T=xterm-256color\n"), "{text:?}");
-    let exit =
-        tokio::time::timeout(pty_common::BOUND, run.tree.wait_root()).await.unwrap().unwrap();
+    let exit = tokio::time::timeout(crate::pty_common::BOUND, run.tree.wait_root())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(exit.code, Some(0));
     run.wait_drained();
 
@@ -151,8 +149,10 @@ async fn eof_char_ends_cat_on_a_pty() {
     run.wait_for(0, "one\none\n").await;
     pty::send_eof(run.master.as_ref().unwrap(), stockade_core::process::DEFAULT_INPUT_TIMEOUT)
         .unwrap();
-    let exit =
-        tokio::time::timeout(pty_common::BOUND, run.tree.wait_root()).await.unwrap().unwrap();
+    let exit = tokio::time::timeout(crate::pty_common::BOUND, run.tree.wait_root())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(exit.code, Some(0));
     // The last holder of the terminal is gone: the master reads EIO, which the drain takes as EOF.
     run.wait_drained();
@@ -204,8 +204,8 @@ async fn the_child_has_the_slave_as_stdio_and_controlling_terminal_and_no_master
             assert!(!t.starts_with("/dev/pts/") || t == slave, "fd {n}: {fds:?}");
         }
         // Own session, and the terminal is its controlling terminal (tty_nr, field 7 of stat).
-        let st = process_common::stat(pid).unwrap();
-        assert_eq!(st.sid, pid);
+        let st = crate::process_common::stat(pid).unwrap();
+        assert_eq!(st.session, pid);
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
         let after_comm = &stat[stat.rfind(')').unwrap() + 2..];
         let tty_nr: u64 = after_comm.split_whitespace().nth(4).unwrap().parse().unwrap();

@@ -1,13 +1,10 @@
 //! Invariant "the reader never hangs": a grandchild holding the stdout pipe open after the shell
 //! exited is terminated, and the pipe reaches EOF — within a bounded wait.
-#![allow(clippy::unwrap_used)]
-
-mod process_common;
 
 use std::io::Read;
 use std::time::Duration;
 
-use process_common::{Guard, Mode, marked_pids, unique_marker};
+use crate::process_common::{Guard, Mode, marked_pids, unique_marker};
 use stockade_core::process::{SpawnSpec, StdioSpec, TerminateOptions, spawn};
 
 /// Upper bound on reaching EOF after terminate (generous: this is a hang detector, not a timer).

@@ -2,9 +2,6 @@
 //! `spawn`, the engine's `drain` on its own thread into a temporary `OutputLog`, input through
 //! `write_input`. Every wait is bounded; dropping a [`Run`] kills what it started (through the
 //! process tests' [`Guard`]) and cancels its drain, passed or failed.
-//!
-//! Needs the crate root to declare `mod process_common;`.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
@@ -43,7 +40,7 @@ pub struct Run {
     drained: Receiver<Result<DrainSummary, OutputError>>,
     summary: OnceLock<DrainSummary>,
     // Dropped after the fields above (declaration order): processes first, then the directory.
-    guard: Guard,
+    _guard: Guard,
     _dir: tempfile::TempDir,
 }
 
@@ -120,7 +117,7 @@ impl Run {
             cancel,
             drained,
             summary: OnceLock::new(),
-            guard,
+            _guard: guard,
             _dir: dir,
         }
     }

@@ -1,8 +1,6 @@
 //! The memory invariant: a log's memory is bounded by its retained cap, never by what the
 //! command printed; a `file`-capture log and a finished log hold only bookkeeping.
 
-#![allow(clippy::unwrap_used)]
-
 use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};

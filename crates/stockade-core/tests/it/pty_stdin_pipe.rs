@@ -1,13 +1,9 @@
 //! Input to a non-PTY session through its stdin pipe: bounded writes, close = EOF, and a clear
 //! error (never a hang, never SIGPIPE) when the command is not reading or is gone.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod process_common;
-mod pty_common;
 
 use std::time::Duration;
 
-use pty_common::{BOUND, MODES, Run};
+use crate::pty_common::{BOUND, MODES, Run};
 use stockade_core::process::{InputError, write_input};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -34,7 +30,7 @@ async fn cat_echoes_input_and_exits_on_close() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_command_not_reading_makes_the_write_time_out() {
-    let run = Run::piped(process_common::Mode::Fallback, "noread", "sleep 1000");
+    let run = Run::piped(crate::process_common::Mode::Fallback, "noread", "sleep 1000");
     let big = vec![b'x'; 8 * 1024 * 1024];
     let err =
         write_input(run.stdin.as_ref().unwrap(), &big, Duration::from_millis(200)).unwrap_err();
@@ -51,7 +47,7 @@ async fn a_command_not_reading_makes_the_write_time_out() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writing_to_a_finished_command_is_closed_not_sigpipe() {
-    let run = Run::piped(process_common::Mode::Fallback, "gone", "exit 3");
+    let run = Run::piped(crate::process_common::Mode::Fallback, "gone", "exit 3");
     let exit = tokio::time::timeout(BOUND, run.tree.wait_root()).await.unwrap().unwrap();
     assert_eq!(exit.code, Some(3));
     // Another test's child, forked before our spawn closed the pipe's read end and not yet at
@@ -63,7 +59,7 @@ async fn writing_to_a_finished_command_is_closed_not_sigpipe() {
             Err(e) => break e,
             Ok(()) => {
                 assert!(std::time::Instant::now() < deadline, "writes never failed");
-                tokio::time::sleep(pty_common::POLL).await;
+                tokio::time::sleep(crate::pty_common::POLL).await;
             }
         }
     };
@@ -75,12 +71,12 @@ async fn writing_to_a_finished_command_is_closed_not_sigpipe() {
 async fn a_terminal_nobody_reads_times_out_too() {
     // A PTY whose program never reads: the terminal's input queue fills, the write is bounded.
     let run = Run::pty(
-        process_common::Mode::Fallback,
+        crate::process_common::Mode::Fallback,
         "pty-noread",
         "sleep",
         &["1000"],
         &[],
-        pty_common::default_size(),
+        crate::pty_common::default_size(),
     );
     let err = write_input(
         run.master.as_ref().unwrap(),

@@ -1,13 +1,10 @@
 //! Many sessions terminated at once: every one is verified gone, nothing carrying any of their
 //! markers is left, and terminations do not steal each other's children.
-#![allow(clippy::unwrap_used)]
-
-mod process_common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use process_common::{Guard, Mode, POLL, SHAPE_TIMEOUT, marked_counts, unique_marker};
+use crate::process_common::{Guard, Mode, POLL, SHAPE_TIMEOUT, marked_counts, unique_marker};
 use stockade_core::process::{SpawnSpec, TerminateOptions, spawn};
 
 /// Sessions per containment method.
@@ -26,7 +23,8 @@ async fn many(mode: Mode) {
         ));
     }
     // All shapes formed: every session has its shell and its sleep.
-    let prefix = format!("STOCKADE_SESSION={}:many-{}-", process_common::instance(), mode.name());
+    let prefix =
+        format!("STOCKADE_SESSION={}:many-{}-", crate::process_common::instance(), mode.name());
     let deadline = Instant::now() + SHAPE_TIMEOUT;
     loop {
         let counts = marked_counts(&prefix);

@@ -1,9 +1,7 @@
-//! Shared helpers for the process-tree tests: unique markers, an independent `/proc` environ scan
-//! (the tests never trust the code under test to say what is left), and a guard that kills
-//! whatever a test started even when it fails.
-#![allow(dead_code)]
+//! Shared helpers for the process-tree tests: unique markers, the two containment modes, waits on
+//! an independent `/proc` scan (`stockade-testkit`'s: the tests never trust the code under test
+//! to say what is left), and a guard that kills whatever a test started even when it fails.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -12,6 +10,9 @@ use stockade_core::process::{
     CgroupMode, Containment, ContainmentConfig, PidFd, ProcessTree, SessionMarker, Signal,
 };
 use stockade_proto::ContainmentMethod;
+pub use stockade_testkit::procs::{
+    ProcStat, carries, marked_counts, marked_processes as marked_pids, read_stat as stat,
+};
 
 /// Upper bound on waiting for a test's process shape to appear.
 pub const SHAPE_TIMEOUT: Duration = Duration::from_secs(20);
@@ -68,89 +69,16 @@ pub fn unique_marker(test: &str, mode: Mode) -> SessionMarker {
     SessionMarker::new(instance(), format!("{test}-{}-{n}", mode.name()))
 }
 
-fn read_environ(pid: u32) -> Vec<u8> {
-    std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default()
-}
-
-fn pids() -> Vec<u32> {
-    std::fs::read_dir("/proc")
-        .map(|d| d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect())
-        .unwrap_or_default()
-}
-
-/// Every process whose environment holds exactly `entry` (zombies have no environment).
-pub fn marked_pids(entry: &str) -> Vec<u32> {
-    pids()
-        .into_iter()
-        .filter(|&p| read_environ(p).split(|b| *b == 0).any(|e| e == entry.as_bytes()))
-        .collect()
-}
-
-/// How many processes carry each marker whose value starts with `<MARKER_ENV>=<prefix>`.
-pub fn marked_counts(prefix: &str) -> HashMap<String, usize> {
-    let mut counts = HashMap::new();
-    for p in pids() {
-        for e in read_environ(p).split(|b| *b == 0) {
-            if e.starts_with(prefix.as_bytes()) {
-                *counts.entry(String::from_utf8_lossy(e).into_owned()).or_insert(0) += 1;
-            }
-        }
-    }
-    counts
-}
-
-/// Waits (bounded) until at least `n` processes carry `entry`; panics with what was seen if not.
-pub fn wait_marked(entry: &str, n: usize) -> Vec<u32> {
-    let deadline = Instant::now() + SHAPE_TIMEOUT;
-    loop {
-        let found = marked_pids(entry);
-        if found.len() >= n {
-            return found;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "only {} of {n} processes of {entry} appeared",
-            found.len()
-        );
-        std::thread::sleep(POLL);
-    }
-}
-
-/// What the tests read from `/proc/<pid>/stat`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Stat {
-    pub state: char,
-    pub ppid: u32,
-    pub pgrp: u32,
-    pub sid: u32,
-    pub start: u64,
-}
-
-impl Stat {
-    pub fn dead(&self) -> bool {
-        self.state == 'Z' || self.state == 'X'
-    }
-}
-
-pub fn stat(pid: u32) -> Option<Stat> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = text.get(text.rfind(')')? + 2..)?;
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    Some(Stat {
-        state: f.first()?.chars().next()?,
-        ppid: f.get(1)?.parse().ok()?,
-        pgrp: f.get(2)?.parse().ok()?,
-        sid: f.get(3)?.parse().ok()?,
-        start: f.get(19)?.parse().ok()?,
-    })
-}
-
 /// Waits (bounded) until the processes carrying `entry` satisfy `settled` — e.g. the escape has
 /// actually happened — so a test never terminates a shape that is still forming.
-pub fn wait_shape(entry: &str, what: &str, settled: impl Fn(&[(u32, Stat)]) -> bool) -> Vec<u32> {
+pub fn wait_shape(
+    entry: &str,
+    what: &str,
+    settled: impl Fn(&[(u32, ProcStat)]) -> bool,
+) -> Vec<u32> {
     let deadline = Instant::now() + SHAPE_TIMEOUT;
     loop {
-        let procs: Vec<(u32, Stat)> =
+        let procs: Vec<(u32, ProcStat)> =
             marked_pids(entry).into_iter().filter_map(|p| stat(p).map(|s| (p, s))).collect();
         if settled(&procs) {
             return procs.into_iter().map(|(p, _)| p).collect();
@@ -185,7 +113,7 @@ impl Guard {
     /// Tracks one process by identity.
     pub fn track_pid(&mut self, pid: u32) {
         if let Some(st) = stat(pid) {
-            self.pids.push((pid, st.start));
+            self.pids.push((pid, st.start_time));
         }
     }
 }
@@ -205,8 +133,8 @@ impl Drop for Guard {
         for entry in &self.entries {
             for pid in marked_pids(entry) {
                 if let Some(st) = stat(pid)
-                    && let Ok(fd) = PidFd::open_verified(pid, st.start)
-                    && read_environ(pid).split(|b| *b == 0).any(|e| e == entry.as_bytes())
+                    && let Ok(fd) = PidFd::open_verified(pid, st.start_time)
+                    && carries(pid, entry)
                 {
                     let _ = fd.signal(Signal::SIGKILL);
                 }

@@ -2,13 +2,11 @@
 //! `terminate` no process carrying the session's marker exists — checked through `/proc`
 //! environ, independently of the code under test — with cgroup containment and with it off.
 
-#![allow(clippy::unwrap_used)]
-
-mod process_common;
-
 use std::time::Duration;
 
-use process_common::{Guard, Mode, Mode::*, Stat, marked_pids, stat, unique_marker, wait_shape};
+use crate::process_common::{
+    Guard, Mode, Mode::*, ProcStat, marked_pids, stat, unique_marker, wait_shape,
+};
 use stockade_core::process::{SpawnSpec, TerminateOptions, spawn};
 use stockade_proto::{ContainmentMethod, TerminateReport};
 
@@ -23,8 +21,8 @@ fn opts(grace: Duration) -> TerminateOptions {
 }
 
 /// At least `n` live processes carry the marker.
-fn at_least(n: usize) -> impl Fn(&[(u32, Stat)]) -> bool {
-    move |p| p.iter().filter(|(_, s)| !s.dead()).count() >= n
+fn at_least(n: usize) -> impl Fn(&[(u32, ProcStat)]) -> bool {
+    move |p| p.iter().filter(|(_, s)| !s.is_zombie()).count() >= n
 }
 
 /// Spawns `command`, waits until its shape has formed, terminates it and checks the invariant.
@@ -34,7 +32,7 @@ async fn run_shape(
     mode: Mode,
     command: &str,
     grace: Duration,
-    settled: impl Fn(u32, &[(u32, Stat)]) -> bool,
+    settled: impl Fn(u32, &[(u32, ProcStat)]) -> bool,
 ) -> TerminateReport {
     let containment = mode.containment();
     let mut guard = Guard::new();
@@ -67,7 +65,7 @@ async fn run_shape(
     let left = marked_pids(&entry);
     assert!(left.is_empty(), "{test}/{mode:?}: processes still carry the marker: {left:?}");
     for pid in before {
-        assert!(stat(pid).is_none_or(|s| s.dead()), "{pid} of {test} still alive");
+        assert!(stat(pid).is_none_or(|s| s.is_zombie()), "{pid} of {test} still alive");
     }
     // The root is reaped, and with cgroups the session's directory is gone.
     assert!(tree.root_exit().is_some(), "root not reaped");
@@ -124,7 +122,7 @@ both_modes!(background_child, |mode| {
 
 both_modes!(setsid_escape, |mode| {
     run_shape("setsid", mode, "setsid sleep 1000 & wait", POLITE_GRACE, |root, p| {
-        p.iter().any(|(_, s)| s.sid != root && !s.dead())
+        p.iter().any(|(_, s)| s.session != root && !s.is_zombie())
     })
     .await;
 });
@@ -133,7 +131,7 @@ both_modes!(double_fork, |mode| {
     // The grandchild is orphaned: reparented to this process (subreaper), out of the root's sight.
     let me = std::process::id();
     run_shape("doublefork", mode, "(sleep 1000 &) & exec sleep 1000", POLITE_GRACE, |root, p| {
-        p.iter().any(|(pid, s)| *pid != root && s.ppid == me && !s.dead())
+        p.iter().any(|(pid, s)| *pid != root && s.ppid == me && !s.is_zombie())
     })
     .await;
 });
@@ -165,14 +163,14 @@ both_modes!(escape_after_root_exited, |mode| {
         tokio::time::timeout(Duration::from_secs(20), tree.wait_root()).await.unwrap().unwrap();
     assert_eq!(exit.code, Some(0));
     let before = wait_shape(&entry, "orphaned", |p| {
-        p.iter().filter(|(pid, s)| *pid != root && !s.dead()).count() >= 2
-            && p.iter().any(|(_, s)| s.sid != root)
+        p.iter().filter(|(pid, s)| *pid != root && !s.is_zombie()).count() >= 2
+            && p.iter().any(|(_, s)| s.session != root)
     });
     let r = tree.terminate(&opts(POLITE_GRACE)).await;
     assert!(r.terminated, "{r:?}");
     assert!(marked_pids(&entry).is_empty());
     for pid in before {
-        assert!(stat(pid).is_none_or(|s| s.dead()), "{pid} still alive");
+        assert!(stat(pid).is_none_or(|s| s.is_zombie()), "{pid} still alive");
     }
 });
 
@@ -188,26 +186,26 @@ both_modes!(leaves_zombies, |mode| {
             .unwrap();
     let tree = guard.track(spawned.tree);
     let root = tree.root_pid();
-    let deadline = std::time::Instant::now() + process_common::SHAPE_TIMEOUT;
+    let deadline = std::time::Instant::now() + crate::process_common::SHAPE_TIMEOUT;
     let zombies = loop {
         let z: Vec<(u32, u64)> = std::fs::read_dir("/proc")
             .unwrap()
             .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
             .filter_map(|p| stat(p).map(|s| (p, s)))
-            .filter(|(_, s)| s.state == 'Z' && s.ppid == root)
-            .map(|(p, s)| (p, s.start))
+            .filter(|(_, s)| s.state == b'Z' && s.ppid == root)
+            .map(|(p, s)| (p, s.start_time))
             .collect();
         if z.len() == 2 {
             break z;
         }
         assert!(std::time::Instant::now() < deadline, "zombies never appeared: {z:?}");
-        std::thread::sleep(process_common::POLL);
+        std::thread::sleep(crate::process_common::POLL);
     };
     let r = tree.terminate(&opts(POLITE_GRACE)).await;
     assert!(r.terminated, "{r:?}");
     assert!(marked_pids(&entry).is_empty());
     for (pid, start) in zombies {
-        assert!(stat(pid).is_none_or(|s| s.start != start), "zombie {pid} was not reaped");
+        assert!(stat(pid).is_none_or(|s| s.start_time != start), "zombie {pid} was not reaped");
     }
 });
 

@@ -1,8 +1,6 @@
 //! Sessions seen from outside: a foreground run leaves nothing behind, timeouts and the disk cap
 //! end the whole tree, terminal states never change, every path finalises.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -11,6 +9,7 @@ use stockade_core::output::ReadRequest;
 use stockade_core::process::{CgroupMode, ContainmentConfig};
 use stockade_core::{Engine, EngineConfig, RunSpec, Session, StateDir};
 use stockade_proto::{Capture, DiskPolicy, OutputLimits, ReadMode, SessionState};
+use stockade_testkit::procs;
 
 /// An engine in a temporary state dir, with a short grace so tests stay quick.
 struct Fixture {
@@ -58,22 +57,7 @@ impl Drop for Fixture {
 
 /// Live (non-zombie) processes whose environment carries this session's marker, read from /proc.
 fn marked_processes(session: &Session, instance: &str) -> Vec<u32> {
-    let needle = format!("STOCKADE_SESSION={instance}:{}", session.id());
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
-            continue;
-        };
-        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
-            .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with('Z')))
-            .unwrap_or(true);
-        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-        if !zombie && environ.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()) {
-            found.push(pid);
-        }
-    }
-    found
+    procs::marked_processes(&format!("STOCKADE_SESSION={instance}:{}", session.id()))
 }
 
 fn instance(f: &Fixture) -> String {

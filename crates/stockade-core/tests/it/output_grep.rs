@@ -1,7 +1,5 @@
 //! grep over a large spool: matches, context, offsets and line numbers, bounded results.
 
-#![allow(clippy::unwrap_used)]
-
 use stockade_core::output::{GrepRequest, OutputConfig, OutputLog};
 use stockade_proto::Stream;
 

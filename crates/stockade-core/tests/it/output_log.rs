@@ -1,7 +1,5 @@
 //! The output log seen from outside: cursors, views, streams, gaps, symlinks, capture modes.
 
-#![allow(clippy::unwrap_used)]
-
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
@@ -532,7 +530,8 @@ fn drain_keeps_stream_order_and_totals() {
 #[test]
 fn drain_cancel_takes_what_is_readable_and_returns() {
     let (_t, log) = new_log(OutputConfig::default());
-    let (r, w) = rustix::pipe::pipe().unwrap();
+    // Close-on-exec: other tests of this binary spawn children concurrently.
+    let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).unwrap();
     rustix::io::write(&w, b"buffered").unwrap();
     let log = Arc::new(log);
     let cancel = Arc::new(DrainCancel::new().unwrap());

@@ -1,13 +1,9 @@
 //! The model's views of a full-screen program on a PTY: `render_screen` shows what the user
 //! would see, `strip_ansi` the text without escape codes.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod process_common;
-mod pty_common;
 
 use std::io::Write;
 
-use pty_common::{BOUND, MODES, Run};
+use crate::pty_common::{BOUND, MODES, Run};
 use stockade_core::output::{render_screen, strip_ansi};
 use stockade_proto::rpc::PtySize;
 
@@ -32,7 +28,7 @@ async fn less_renders_the_first_screen_of_a_file() {
             if screen.lines().count() == 10 || std::time::Instant::now() > deadline {
                 break screen;
             }
-            tokio::time::sleep(pty_common::POLL).await;
+            tokio::time::sleep(crate::pty_common::POLL).await;
         };
         let lines: Vec<&str> = screen.lines().collect();
         assert_eq!(lines.len(), 10, "{screen}");
@@ -56,7 +52,7 @@ async fn less_renders_the_first_screen_of_a_file() {
                 break;
             }
             assert!(std::time::Instant::now() < deadline, "{screen}");
-            tokio::time::sleep(pty_common::POLL).await;
+            tokio::time::sleep(crate::pty_common::POLL).await;
         }
 
         // q quits; less leaves the alternate screen.
@@ -72,7 +68,14 @@ async fn less_renders_the_first_screen_of_a_file() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn top_batch_renders_its_header() {
     let size = PtySize { rows: 24, cols: 120 };
-    let run = Run::pty(process_common::Mode::Fallback, "top", "top", &["-b", "-n", "1"], &[], size);
+    let run = Run::pty(
+        crate::process_common::Mode::Fallback,
+        "top",
+        "top",
+        &["-b", "-n", "1"],
+        &[],
+        size,
+    );
     let exit = tokio::time::timeout(BOUND, run.tree.wait_root()).await.unwrap().unwrap();
     assert_eq!(exit.code, Some(0));
     run.wait_drained();
