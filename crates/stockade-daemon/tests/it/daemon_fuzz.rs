@@ -2,15 +2,11 @@
 //! (an error, or a result where the request is valid; nothing for a valid notification), no
 //! session is lost, and the daemon serves normally afterwards.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
-
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use stockade_proto::rpc::code;
-use support::{Fixture, outcome};
+use stockade_testkit::{Fixture, outcome};
 
 /// One case: the raw line (without `\n`) and whether an answer is expected.
 fn cases(id_running: &str, id_done: &str) -> Vec<(Vec<u8>, bool)> {

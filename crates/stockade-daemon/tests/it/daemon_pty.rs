@@ -3,16 +3,13 @@
 //! screen renders); Ctrl-C; the memory bound for a PTY printing 20 MiB; clear refusals; and
 //! nothing left running after `kill`.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
-
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use serde_json::{Value, json};
 use stockade_proto::rpc::code;
-use support::{Fixture, Rpc, eventually, marked_processes};
+use stockade_testkit::procs::marked_processes;
+use stockade_testkit::{Fixture, Rpc, eventually};
 
 /// Longest any one interaction may take before the test fails.
 const WITHIN: Duration = Duration::from_secs(20);

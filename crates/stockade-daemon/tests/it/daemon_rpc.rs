@@ -2,15 +2,12 @@
 //! disconnects, dedup by source, limits, forget/cleanup, kill, grep, shutdown, the lock and the
 //! socket file.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
-
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 use stockade_proto::rpc::code;
-use support::{Fixture, Rpc, eventually, marked_processes};
+use stockade_testkit::procs::marked_processes;
+use stockade_testkit::{Fixture, Rpc, eventually};
 
 fn id_of(v: &serde_json::Value) -> String {
     v["id"].as_str().unwrap().to_owned()

@@ -4,74 +4,54 @@
 //! a binary or oversized message is an error and the daemon keeps serving; shutdown closes the
 //! connections with "going away" and nothing of the sessions remains.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
-
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use stockade_daemon::{CancellationToken, Daemon, DaemonConfig, WsConfig};
+use stockade_daemon::WsConfig;
 use stockade_proto::rpc::MAX_REQUEST_BYTES;
-use support::{Rpc, kill_marked, marked_processes, outcome};
-use tungstenite::client::IntoClientRequest as _;
+use stockade_testkit::procs::marked_processes;
+use stockade_testkit::ws::{WsRpc, connect};
+use stockade_testkit::{Fixture, Rpc, eventually};
+use tungstenite::Message;
 use tungstenite::protocol::frame::coding::CloseCode;
-use tungstenite::{Message, WebSocket};
 
 const TOKEN: &str = "0123456789abcdef-the-right-token";
 
 /// An in-process daemon with the WebSocket door on `127.0.0.1:<any port>`, stopped on `Drop`.
 struct WsDaemon {
     home: PathBuf,
-    socket: PathBuf,
     ws: SocketAddr,
     instance: String,
-    token: CancellationToken,
-    serving: Option<tokio::task::JoinHandle<Result<(), stockade_daemon::DaemonError>>>,
-    rt: Option<tokio::runtime::Runtime>,
-    _tmp: tempfile::TempDir,
+    fixture: Fixture,
+    _token_dir: tempfile::TempDir,
 }
 
 impl WsDaemon {
     fn start() -> WsDaemon {
         use std::os::unix::fs::PermissionsExt as _;
-        let tmp = tempfile::tempdir().unwrap();
-        let home = tmp.path().join("home");
-        let token_file = tmp.path().join("token");
+        let token_dir = tempfile::tempdir().unwrap();
+        let token_file = token_dir.path().join("token");
         std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
         std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
-        let mut config = DaemonConfig::new(&home);
-        config.grace = Duration::from_millis(300);
-        config.ws = Some(WsConfig { addr: "127.0.0.1:0".parse().unwrap(), token_file });
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let daemon = rt.block_on(async { Daemon::bind(config) }).unwrap();
-        let ws = daemon.ws_addr().expect("the WebSocket door is bound");
+        let fixture = Fixture::with(|config| {
+            config.ws = Some(WsConfig { addr: "127.0.0.1:0".parse().unwrap(), token_file });
+        });
+        let ws = fixture.ws.expect("the WebSocket door is bound");
         assert!(ws.ip().is_loopback() && ws.port() != 0, "{ws}");
-        let socket = daemon.socket().to_path_buf();
-        let instance = daemon.instance().to_owned();
-        let token = CancellationToken::new();
-        let serving = rt.spawn(daemon.serve(token.clone()));
         WsDaemon {
-            home,
-            socket,
+            home: fixture.home.clone(),
             ws,
-            instance,
-            token,
-            serving: Some(serving),
-            rt: Some(rt),
-            _tmp: tmp,
+            instance: fixture.instance.clone(),
+            fixture,
+            _token_dir: token_dir,
         }
     }
 
     fn unix(&self) -> Rpc {
-        Rpc::connect(&self.socket)
+        self.fixture.client()
     }
 
     fn ws(&self) -> WsRpc {
@@ -82,47 +62,7 @@ impl WsDaemon {
 
     /// Cancel the daemon and wait (bounded) for `serve` to return.
     fn stop(&mut self) {
-        self.token.cancel();
-        if let (Some(rt), Some(serving)) = (self.rt.as_ref(), self.serving.take()) {
-            let done =
-                rt.block_on(async { tokio::time::timeout(Duration::from_secs(20), serving).await });
-            assert!(matches!(done, Ok(Ok(Ok(())))), "the daemon stops cleanly: {done:?}");
-        }
-    }
-
-    fn marker_prefix(&self) -> String {
-        format!("STOCKADE_SESSION={}:", self.instance)
-    }
-}
-
-impl Drop for WsDaemon {
-    fn drop(&mut self) {
-        self.token.cancel();
-        if let (Some(rt), Some(serving)) = (self.rt.as_ref(), self.serving.take()) {
-            let _ =
-                rt.block_on(async { tokio::time::timeout(Duration::from_secs(20), serving).await });
-        }
-        if let Some(rt) = self.rt.take() {
-            rt.shutdown_timeout(Duration::from_secs(2));
-        }
-        kill_marked(&self.marker_prefix());
-    }
-}
-
-type Ws = WebSocket<TcpStream>;
-
-/// Open a WebSocket to `addr` with this `Authorization` header (or none).
-fn connect(addr: SocketAddr, authorization: Option<&str>) -> Result<Ws, tungstenite::Error> {
-    let stream = TcpStream::connect(addr).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-    let mut request = format!("ws://{addr}/").into_client_request().unwrap();
-    if let Some(value) = authorization {
-        request.headers_mut().insert("authorization", value.parse().unwrap());
-    }
-    match tungstenite::client(request, stream) {
-        Ok((ws, _)) => Ok(ws),
-        Err(tungstenite::HandshakeError::Failure(e)) => Err(e),
-        Err(tungstenite::HandshakeError::Interrupted(_)) => panic!("a blocking handshake"),
+        self.fixture.stop();
     }
 }
 
@@ -138,51 +78,6 @@ fn assert_refused(addr: SocketAddr, authorization: Option<&str>) {
             assert!(body.contains("Authorization: Bearer"), "{body}");
         }
         Err(e) => panic!("expected a 401 for {authorization:?}, got {e}"),
-    }
-}
-
-/// A JSON-RPC client over one WebSocket.
-struct WsRpc(Ws);
-
-impl WsRpc {
-    fn send(&mut self, id: u64, method: &str, params: Value) {
-        let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        self.0.send(Message::text(request.to_string())).unwrap();
-    }
-
-    /// The next answer (a text message; pings and pongs are skipped).
-    fn recv(&mut self) -> Value {
-        loop {
-            match self.0.read().expect("an answer") {
-                Message::Text(text) => return serde_json::from_str(text.as_str()).unwrap(),
-                Message::Ping(_) | Message::Pong(_) => {}
-                other => panic!("expected a text answer, got {other:?}"),
-            }
-        }
-    }
-
-    fn call(&mut self, method: &str, params: Value) -> Result<Value, (i64, String)> {
-        self.send(7, method, params);
-        let resp = self.recv();
-        assert_eq!(resp["jsonrpc"], "2.0");
-        assert_eq!(resp["id"], 7, "{resp}");
-        outcome(resp)
-    }
-
-    fn ok(&mut self, method: &str, params: Value) -> Value {
-        self.call(method, params.clone()).unwrap_or_else(|e| panic!("{method} {params}: {e:?}"))
-    }
-
-    /// Read until the daemon's close frame; its code.
-    fn close_code(&mut self) -> CloseCode {
-        loop {
-            match self.0.read() {
-                Ok(Message::Close(Some(frame))) => return frame.code,
-                Ok(Message::Close(None)) => panic!("a close frame without a code"),
-                Ok(_) => {}
-                Err(e) => panic!("the connection ended without a close frame: {e}"),
-            }
-        }
     }
 }
 
@@ -239,19 +134,6 @@ fn upgrade_then_run(addr: SocketAddr, authorization: Option<&str>, command: &str
     head.lines().next().unwrap_or_default().to_owned()
 }
 
-fn eventually(within: Duration, mut check: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + within;
-    loop {
-        if check() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn without_the_token_the_upgrade_is_refused_and_no_method_runs() {
     let d = WsDaemon::start();
@@ -269,7 +151,9 @@ fn without_the_token_the_upgrade_is_refused_and_no_method_runs() {
     let command = format!("touch {}", allowed.display());
     let status = upgrade_then_run(d.ws, Some(&format!("Bearer {TOKEN}")), &command);
     assert!(status.starts_with("HTTP/1.1 101"), "{status}");
-    assert!(eventually(Duration::from_secs(10), || allowed.exists()), "the accepted request ran");
+    eventually(Duration::from_secs(10), "the accepted request to run", || {
+        allowed.exists().then_some(())
+    });
 }
 
 #[test]
@@ -404,7 +288,9 @@ fn daemon_shutdown_closes_websocket_connections_and_ends_their_sessions() {
         json!({"command": "sleep 600 & sleep 600; wait", "background": true, "yield_ms": 100}),
     );
     let marker = format!("STOCKADE_SESSION={}:{}", d.instance, bg["id"].as_str().unwrap());
-    assert!(eventually(Duration::from_secs(5), || !marked_processes(&marker).is_empty()));
+    eventually(Duration::from_secs(5), "the session's processes", || {
+        (!marked_processes(&marker).is_empty()).then_some(())
+    });
     ws.send(1, "read", json!({"id": bg["id"], "after": bg["next_cursor"], "wait_ms": 120_000}));
 
     let started = Instant::now();
