@@ -1,8 +1,6 @@
 //! The client against a tiny fake daemon in a thread: framing, typed results, typed errors,
 //! deadlines, and what connect says when nothing listens.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
-
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixListener;
 use std::path::Path;

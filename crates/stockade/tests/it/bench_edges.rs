@@ -1,6 +1,5 @@
 //! `stockade bench edges --quick` end to end: all ten hard cases in the 0/1 table, each row in
 //! JSONL with a reason, and nothing the bench started left running.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::Command;
 

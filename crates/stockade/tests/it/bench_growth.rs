@@ -1,7 +1,6 @@
 //! `stockade bench growth --quick` end to end: the real binary, fresh daemons in a temporary
 //! `--home`, a temporary `--out`; the raw JSONL, the summary and the SVGs exist and parse, and no
 //! process the bench started is left.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
 use std::process::Command;

@@ -1,10 +1,10 @@
 //! The `stockade` binary as a user drives it: answers, exit statuses, reads by id, and one plain
 //! sentence for every kind of bad input.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
-
 use std::path::Path;
 use std::process::{Command, Output};
+
+use stockade_testkit::text;
 
 fn stockade(home: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_stockade"))
@@ -13,10 +13,6 @@ fn stockade(home: &Path, args: &[&str]) -> Output {
         .env_remove("STOCKADE_LOG")
         .output()
         .expect("the stockade binary runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 #[test]

@@ -2,10 +2,6 @@
 //! and `attach` driven through a real pseudo-terminal (typing, live output, a forwarded
 //! `SIGWINCH`, Ctrl-] to detach, the terminal mode restored afterwards).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
-
-mod client_support;
-
 use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
@@ -13,7 +9,8 @@ use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use client_support::{Home, PATIENCE, marked_pids, marker, text};
+use stockade_testkit::procs::{marked_processes, session_marker};
+use stockade_testkit::{Home, PATIENCE, text};
 
 fn start_pty(home: &Home, command: &str) -> (String, String) {
     let r = home.json_first(&["run", "--pty", "--bg", "--json", command]);
@@ -49,7 +46,7 @@ fn send_and_resize_drive_a_shell_on_a_pty() {
     send_until(&home, &id, r"\u{3}", "^C");
     send_until(&home, &id, r"echo back-\x41\n", "back-A");
     home.ok(&["kill", &id]);
-    assert!(marked_pids(&marker(&spool)).is_empty(), "nothing of {id} is left");
+    assert!(marked_processes(&session_marker(&spool)).is_empty(), "nothing of {id} is left");
     // A session that takes no input says so.
     let plain = home.run_bg("sleep 30");
     let plain_id = plain["id"].as_str().unwrap();
@@ -101,15 +98,31 @@ struct Pty {
 }
 
 fn open_pty(rows: u16, cols: u16) -> Pty {
-    let (mut master, mut slave) = (0, 0);
+    // Both ends close-on-exec from the start: the other tests of this binary spawn children (and
+    // daemons that outlive them) concurrently, and one that inherited the slave would keep the
+    // master from ever reading EIO. The attach client gets the slave through its stdio only.
+    let flags = libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC;
+    // SAFETY: open(2) of the pty multiplexer with a NUL-terminated path.
+    let master = unsafe { libc::open(c"/dev/ptmx".as_ptr(), flags) };
+    assert!(master >= 0, "open /dev/ptmx: {}", std::io::Error::last_os_error());
+    // SAFETY: open just gave us this descriptor; nobody else owns it.
+    let master = unsafe { OwnedFd::from_raw_fd(master) };
+    let mut name = [0 as libc::c_char; 128];
+    // SAFETY: grantpt, unlockpt and ptsname_r on the master we own, into a buffer of our size.
+    unsafe {
+        assert_eq!(libc::grantpt(master.as_raw_fd()), 0, "grantpt");
+        assert_eq!(libc::unlockpt(master.as_raw_fd()), 0, "unlockpt");
+        assert_eq!(libc::ptsname_r(master.as_raw_fd(), name.as_mut_ptr(), name.len()), 0);
+    }
+    // SAFETY: open(2) of the slave ptsname_r just named (NUL-terminated).
+    let slave = unsafe { libc::open(name.as_ptr(), flags) };
+    assert!(slave >= 0, "open the pty slave: {}", std::io::Error::last_os_error());
+    // SAFETY: as above.
+    let slave = unsafe { OwnedFd::from_raw_fd(slave) };
     let ws = libc::winsize { ws_row: rows, ws_col: cols, ws_xpixel: 0, ws_ypixel: 0 };
-    // SAFETY: openpty(3) fills two descriptors; the size is read from `ws`.
-    let rc = unsafe {
-        libc::openpty(&mut master, &mut slave, std::ptr::null_mut(), std::ptr::null(), &ws)
-    };
-    assert_eq!(rc, 0, "openpty");
-    // SAFETY: openpty just gave us these descriptors; nobody else owns them.
-    unsafe { Pty { master: OwnedFd::from_raw_fd(master), slave: OwnedFd::from_raw_fd(slave) } }
+    // SAFETY: TIOCSWINSZ reads a winsize we own.
+    assert_eq!(unsafe { libc::ioctl(slave.as_raw_fd(), libc::TIOCSWINSZ, &ws) }, 0);
+    Pty { master, slave }
 }
 
 fn termios(fd: &OwnedFd) -> libc::termios {
@@ -235,7 +248,7 @@ fn attach_through_a_real_terminal_types_resizes_and_detaches() {
     drop(pty.master);
     let _ = reader.join();
     home.ok(&["kill", &id]);
-    assert!(marked_pids(&marker(&spool)).is_empty(), "nothing of {id} is left");
+    assert!(marked_processes(&session_marker(&spool)).is_empty(), "nothing of {id} is left");
 }
 
 #[test]

@@ -1,14 +1,11 @@
 //! The daemon seen from clients: started on demand (once, however many clients race), never
 //! started with `--no-autostart`, unharmed by a client killed mid-follow, stopped on request.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
-
-mod client_support;
-
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 
-use client_support::{Home, daemons_for, text};
+use stockade_testkit::procs::daemons_for;
+use stockade_testkit::{Home, text};
 
 #[test]
 fn the_first_client_command_starts_the_daemon_and_stop_ends_it() {

@@ -1,15 +1,12 @@
 //! Background sessions through the daemon, as a user drives them from the CLI: `run --bg`,
 //! `ps`, `logs` (cursor, tail, raw, follow), `grep`, `kill`, `forget`, `cleanup`, `stats`.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
-
-mod client_support;
-
 use std::io::Read;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use client_support::{Home, PATIENCE, marked_pids, marker, text};
+use stockade_testkit::procs::{marked_processes, session_marker};
+use stockade_testkit::{Home, PATIENCE, text};
 
 #[test]
 fn run_bg_ps_logs_kill_forget() {
@@ -17,7 +14,7 @@ fn run_bg_ps_logs_kill_forget() {
     let started = home.run_bg("seq 1 20000; echo ready; sleep 300 & sleep 300; echo never");
     let id = started["id"].as_str().unwrap().to_owned();
     let spool = started["spool_path"].as_str().unwrap().to_owned();
-    let marker = marker(&spool);
+    let marker = session_marker(&spool);
     let expected: Vec<u8> = (1..=20000)
         .map(|n| format!("{n}\n"))
         .chain(["ready\n".to_owned()])
@@ -57,14 +54,14 @@ fn run_bg_ps_logs_kill_forget() {
     assert_eq!(home.ok(&["logs", &id, "--head", "2"]), "1\n2\n");
 
     // The session's processes are there, marked…
-    assert!(marked_pids(&marker).len() >= 2, "{:?}", marked_pids(&marker));
+    assert!(marked_processes(&marker).len() >= 2, "{:?}", marked_processes(&marker));
     // …and kill leaves none of them.
     let killed = home.run(&["kill", &id]);
     let stdout = text(&killed.stdout);
     assert_eq!(killed.status.code(), Some(0), "{stdout}{}", text(&killed.stderr));
     assert!(stdout.starts_with("Killed: "), "{stdout}");
     assert!(stdout.contains("none left") || stdout.contains("nothing was left"), "{stdout}");
-    assert_eq!(marked_pids(&marker), Vec::<u32>::new());
+    assert_eq!(marked_processes(&marker), Vec::<u32>::new());
     assert_eq!(home.session(&id)["state"], "killed");
     // The output is intact after the kill.
     assert_eq!(home.run(&["logs", &id, "--raw"]).stdout, expected);
@@ -140,7 +137,10 @@ fn grep_stats_and_cleanup_through_the_daemon() {
     let all = home.json(&["cleanup", "--all"]);
     assert_eq!(all["forgotten"], serde_json::json!([running_id]));
     assert_eq!(home.ok(&["ps"]), "no sessions\n");
-    assert_eq!(marked_pids(&marker(running["spool_path"].as_str().unwrap())), Vec::<u32>::new());
+    assert_eq!(
+        marked_processes(&session_marker(running["spool_path"].as_str().unwrap())),
+        Vec::<u32>::new()
+    );
 }
 
 #[test]

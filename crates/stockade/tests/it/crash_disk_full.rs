@@ -3,17 +3,13 @@
 //! `disk full`, dropped = printed − spooled), another session is unaffected, and nothing that
 //! reached the disk is lost. Needs root (to mount the tmpfs); skipped with a reason otherwise.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod daemon_support;
-
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use daemon_support::{DaemonProc, Rpc, base64_decode, eventually};
 use serde_json::{Value, json};
+use stockade_testkit::{DaemonProc, Rpc, base64_decode, eventually};
 
 const TMPFS_SIZE: &str = "size=8m";
 const FLOOD_BYTES: u64 = 16 * 1024 * 1024;

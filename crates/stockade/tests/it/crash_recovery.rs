@@ -4,16 +4,13 @@
 //! by id, `file` capture complete to the last byte written); a reused pid is never signalled;
 //! dedup by source through the daemon.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod daemon_support;
-
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use daemon_support::{DaemonProc, base64_decode, eventually, kill_marked, marked_processes};
 use serde_json::{Value, json};
+use stockade_testkit::procs::{kill_marked, marked_processes, start_time};
+use stockade_testkit::{DaemonProc, Rpc, base64_decode, eventually};
 
 const PIPE_SESSIONS: usize = 8;
 const FILE_SESSIONS: usize = 2;
@@ -73,7 +70,7 @@ fn sigkill_daemon(d: &mut DaemonProc) {
 }
 
 /// Every byte of a session's log, raw, through the daemon.
-fn read_all(rpc: &mut daemon_support::Rpc, id: &str) -> Vec<u8> {
+fn read_all(rpc: &mut Rpc, id: &str) -> Vec<u8> {
     let mut out = Vec::new();
     loop {
         let r =
@@ -230,12 +227,6 @@ fn plant(home: &Path, instance: &str, id: &str, record: &Value) -> PathBuf {
     dir
 }
 
-fn start_time(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let rest = stat.rsplit_once(')').unwrap().1;
-    rest.split_whitespace().nth(19).unwrap().parse().unwrap()
-}
-
 #[test]
 fn a_reused_pid_is_never_signalled_and_unowned_records_are_left_alone() {
     let mut home = Home::new();
@@ -243,7 +234,7 @@ fn a_reused_pid_is_never_signalled_and_unowned_records_are_left_alone() {
     let bystander =
         Bystander(Command::new("sleep").arg("1000").stdin(Stdio::null()).spawn().unwrap());
     let pid = bystander.0.id();
-    let real_start = start_time(pid);
+    let real_start = start_time(pid).unwrap();
     let me = std::process::id();
     let instance = "daemon-4000000-1";
     // Owner: this test's pid with a start time that is not ours (the pid was "reused").
@@ -304,7 +295,7 @@ fn fifty_concurrent_runs_with_one_source_start_one_session() {
             let socket = socket.clone();
             let barrier = std::sync::Arc::clone(&barrier);
             std::thread::spawn(move || {
-                let mut rpc = daemon_support::Rpc::connect(&socket);
+                let mut rpc = Rpc::connect(&socket);
                 barrier.wait();
                 rpc.ok(
                     "run",

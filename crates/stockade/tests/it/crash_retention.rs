@@ -3,17 +3,14 @@
 //! expired sessions (the daemon's own and those a dead daemon left) and never a running one, nor
 //! a live owner's.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod daemon_support;
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use daemon_support::{DaemonProc, Rpc, eventually};
 use serde_json::{Value, json};
+use stockade_testkit::procs::start_time;
+use stockade_testkit::{DaemonProc, Rpc, eventually};
 
 const MAX_FINISHED: usize = 50;
 const SESSIONS: usize = 10_000;
@@ -114,8 +111,7 @@ fn ten_thousand_sessions_leave_memory_fds_and_spool_dirs_bounded() {
 }
 
 fn my_start_time() -> u64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
-    stat.rsplit_once(')').unwrap().1.split_whitespace().nth(19).unwrap().parse().unwrap()
+    start_time(std::process::id()).unwrap()
 }
 
 /// A finished session planted in `home` as another process would have left it.

@@ -2,14 +2,11 @@
 //! marker remains) and removes its socket and lock; a second daemon on the same home is refused
 //! while the first lives; a stale socket is replaced; the ready line names socket and pid.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod daemon_support;
-
 use std::time::Duration;
 
-use daemon_support::{DaemonProc, eventually, instance_of, marked_processes};
 use serde_json::json;
+use stockade_testkit::procs::{instance_of, marked_processes};
+use stockade_testkit::{DaemonProc, eventually};
 
 #[test]
 fn sigterm_terminates_every_session_and_removes_socket_and_lock() {

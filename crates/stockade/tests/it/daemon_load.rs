@@ -2,15 +2,11 @@
 //! print 20 MiB each with nobody reading; every byte is on disk and can be read back by cursor,
 //! and the daemon's peak RSS stays bounded.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod daemon_support;
-
 use std::io::Read;
 use std::time::Duration;
 
-use daemon_support::{DaemonProc, base64_decode, eventually};
 use serde_json::json;
+use stockade_testkit::{DaemonProc, base64_decode, eventually};
 
 const SESSIONS: usize = 32;
 const BYTES: u64 = 20 * 1024 * 1024;

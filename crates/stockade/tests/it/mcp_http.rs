@@ -1,15 +1,13 @@
 //! The streamable-HTTP door's guard: a token is required for any bind that is not loopback, and
 //! when a token is set every request must carry it as a bearer token.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
-
-mod mcp_support;
-
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use mcp_support::{Home, HttpServer, STOP_TIMEOUT, run_bounded};
+use stockade_testkit::Home;
+use stockade_testkit::child::{STOP_TIMEOUT, run_bounded};
+use stockade_testkit::mcp::HttpServer;
 
 const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
 

@@ -2,14 +2,11 @@
 //! over stdio. Each Inspector call starts its own `stockade mcp`, so these tests also show that
 //! sessions live in the daemon, not in the MCP server.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
-
-mod mcp_support;
-
-use mcp_support::Home;
 use serde_json::Value;
+use stockade_testkit::Home;
+use stockade_testkit::child::Finished;
 
-fn json(out: &mcp_support::Finished) -> Value {
+fn json(out: &Finished) -> Value {
     serde_json::from_str(&out.stdout)
         .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}\n--- stderr\n{}", out.stdout, out.stderr))
 }

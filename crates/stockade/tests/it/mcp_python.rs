@@ -1,11 +1,8 @@
 //! `stockade mcp` driven by the official MCP Python SDK (installed by `scripts/test`), over stdio
 //! and streamable HTTP. The scenarios themselves are `tests/mcp/scenarios.py`.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
-
-mod mcp_support;
-
-use mcp_support::{Home, HttpServer};
+use stockade_testkit::Home;
+use stockade_testkit::mcp::HttpServer;
 
 #[test]
 fn python_sdk_over_stdio_lists_runs_and_reports_tool_errors() {

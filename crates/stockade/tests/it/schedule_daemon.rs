@@ -7,106 +7,19 @@
 //! then SIGKILL by pid), and every process carrying the test's own environment marker or one of
 //! its daemons' session markers is SIGKILLed by pid.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod daemon_support;
-
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Write as _};
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use daemon_support::{Rpc, eventually, kill_marked, marked_processes};
 use serde_json::{Value, json};
+use stockade_testkit::procs::{kill_marked, marked_processes, pid_alive};
+use stockade_testkit::{DaemonProc, Rpc, eventually};
 
 /// One `stockade daemon run` on a shared home, with extra environment.
-struct Daemon {
-    child: Child,
-    pid: u32,
-    socket: PathBuf,
-    stderr: Arc<Mutex<String>>,
-}
-
-impl Daemon {
-    fn start(home: &Path, env: &[(&str, &str)]) -> Daemon {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_stockade"))
-            .arg("--home")
-            .arg(home)
-            .args(["daemon", "run", "--grace-ms", "500"])
-            .envs(env.iter().copied())
-            .env("STOCKADE_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let pid = child.id();
-        let mut err = BufReader::new(child.stderr.take().unwrap());
-        // Log lines (recovery warnings) may come before the readiness line.
-        let mut seen = String::new();
-        loop {
-            let mut line = String::new();
-            let n = err.read_line(&mut line).unwrap();
-            seen.push_str(&line);
-            if n == 0 || line.contains("listening on") {
-                break;
-            }
-        }
-        let stderr = Arc::new(Mutex::new(seen.clone()));
-        let sink = Arc::clone(&stderr);
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            while err.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
-                sink.lock().unwrap().push_str(&line);
-                line.clear();
-            }
-        });
-        let mut d = Daemon { child, pid, socket: home.join("stockade.sock"), stderr };
-        assert!(seen.contains("listening on"), "the daemon did not start: {seen}");
-        assert!(d.child.try_wait().unwrap().is_none());
-        d.pid = pid;
-        d
-    }
-
-    fn rpc(&self) -> Rpc {
-        Rpc::connect(&self.socket)
-    }
-
-    fn wait_exit(&mut self, within: Duration) -> bool {
-        let deadline = Instant::now() + within;
-        while Instant::now() < deadline {
-            if self.child.try_wait().unwrap().is_some() {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        false
-    }
-
-    fn sigkill(&mut self) {
-        let _ = self.child.kill(); // SIGKILL to our own child, by its pid
-        assert!(self.wait_exit(Duration::from_secs(10)), "the daemon died");
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            if let Ok(stream) = UnixStream::connect(&self.socket) {
-                let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
-                let _ = (&stream)
-                    .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"shutdown\"}\n");
-            }
-            if !self.wait_exit(Duration::from_secs(10)) {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-            }
-        }
-        kill_marked(&format!("STOCKADE_SESSION=daemon-{}-", self.pid));
-    }
+fn start_daemon(home: &Path, env: &[(&str, &str)]) -> DaemonProc {
+    DaemonProc::start_env(home, &[], env)
+        .unwrap_or_else(|(stderr, status)| panic!("the daemon did not start ({status}): {stderr}"))
 }
 
 /// A temporary home and this test's environment marker; on drop, every process carrying the
@@ -154,18 +67,11 @@ fn sessions_of(rpc: &mut Rpc, source: &str) -> Vec<Value> {
     list["sessions"].as_array().unwrap().iter().filter(|s| s["source"] == source).cloned().collect()
 }
 
-fn pid_alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| s.rsplit_once(')').map(|(_, rest)| !rest.trim_start().starts_with('Z')))
-        .unwrap_or(false)
-}
-
 #[test]
 fn overlapping_ticks_are_skipped_never_queued() {
     let home = Home::new("overlap");
-    let d = Daemon::start(&home.path(), &[]);
-    let mut rpc = d.rpc();
+    let d = start_daemon(&home.path(), &[]);
+    let mut rpc = d.client();
     rpc.ok(
         "schedule.add",
         json!({"name": "slow", "every": "1s", "run": {"command": "sleep 3", "env": {"SCHEDULE_TEST": home.marker}}}),
@@ -205,8 +111,8 @@ fn overlapping_ticks_are_skipped_never_queued() {
 #[test]
 fn a_run_orphaned_by_a_killed_daemon_is_failed_and_the_next_tick_starts_fresh() {
     let home = Home::new("orphan");
-    let mut first = Daemon::start(&home.path(), &[]);
-    let mut rpc = first.rpc();
+    let mut first = start_daemon(&home.path(), &[]);
+    let mut rpc = first.client();
     rpc.ok(
         "schedule.add",
         json!({"name": "long", "every": "1s", "run": {"command": "sleep 1000", "env": {"SCHEDULE_TEST": home.marker}}}),
@@ -223,8 +129,8 @@ fn a_run_orphaned_by_a_killed_daemon_is_failed_and_the_next_tick_starts_fresh() 
     first.sigkill();
     assert!(pids.iter().any(|p| pid_alive(*p)), "the run outlived its daemon");
 
-    let second = Daemon::start(&home.path(), &[]);
-    let mut rpc = second.rpc();
+    let second = start_daemon(&home.path(), &[]);
+    let mut rpc = second.client();
     // Recovery ran before the daemon answered: the orphan is failed and its processes gone.
     let runs = sessions_of(&mut rpc, "schedule:long");
     let old = runs.iter().find(|s| s["id"] == orphan_id.as_str()).expect("the orphan is listed");
@@ -252,15 +158,15 @@ fn a_run_orphaned_by_a_killed_daemon_is_failed_and_the_next_tick_starts_fresh() 
 fn a_crash_between_claim_and_advance_neither_loses_nor_doubles_a_tick() {
     const EVERY_MS: u64 = 2_000;
     let home = Home::new("claim");
-    let mut first = Daemon::start(&home.path(), &[("STOCKADE_TEST_CRASH_AFTER_CLAIM", "1")]);
-    let mut rpc = first.rpc();
+    let mut first = start_daemon(&home.path(), &[("STOCKADE_TEST_CRASH_AFTER_CLAIM", "1")]);
+    let mut rpc = first.client();
     let added = rpc.ok(
         "schedule.add",
         json!({"name": "tick", "every": "2s", "run": {"command": "sleep 1000", "env": {"SCHEDULE_TEST": home.marker}}}),
     );
     let tick = added["next_fire_ms"].as_u64().unwrap();
     // The daemon aborts right after the first fire's record is on disk.
-    assert!(first.wait_exit(Duration::from_secs(15)), "the crash hook fired");
+    assert!(first.wait_exit(Duration::from_secs(15)).is_some(), "the crash hook fired");
     assert!(first.stderr.lock().unwrap().contains("aborting after the claim"));
     drop(rpc);
     // The schedule on disk was not advanced: it still points at the tick that fired.
@@ -270,8 +176,8 @@ fn a_crash_between_claim_and_advance_neither_loses_nor_doubles_a_tick() {
     assert_eq!(stored["schedules"][0]["next_fire_ms"], tick);
     assert_eq!(stored["schedules"][0]["fires"], 0);
 
-    let second = Daemon::start(&home.path(), &[]);
-    let mut rpc = second.rpc();
+    let second = start_daemon(&home.path(), &[]);
+    let mut rpc = second.client();
     let in_tick = |runs: &[Value]| -> Vec<Value> {
         runs.iter()
             .filter(|s| {
@@ -320,8 +226,8 @@ fn a_thousand_fires_leave_memory_and_the_registry_bounded() {
     const FIRES: u64 = 1_000;
     const KEEP: u64 = 10;
     let home = Home::new("thousand");
-    let d = Daemon::start(&home.path(), &[("STOCKADE_TEST_MIN_SCHEDULE_INTERVAL_MS", "1")]);
-    let mut rpc = d.rpc();
+    let d = start_daemon(&home.path(), &[("STOCKADE_TEST_MIN_SCHEDULE_INTERVAL_MS", "1")]);
+    let mut rpc = d.client();
     rpc.ok(
         "schedule.add",
         json!({"name": "fast", "every": "2ms", "keep_runs": KEEP, "run": {"command": "true", "env": {"SCHEDULE_TEST": home.marker}}}),
@@ -353,8 +259,8 @@ fn a_thousand_fires_leave_memory_and_the_registry_bounded() {
 #[test]
 fn after_downtime_at_most_one_catch_up_fire_never_a_burst() {
     let home = Home::new("catchup");
-    let first = Daemon::start(&home.path(), &[]);
-    let mut rpc = first.rpc();
+    let first = start_daemon(&home.path(), &[]);
+    let mut rpc = first.client();
     for (name, catch_up) in [("once", "once"), ("skip", "skip")] {
         rpc.ok(
             "schedule.add",
@@ -379,8 +285,8 @@ fn after_downtime_at_most_one_catch_up_fire_never_a_burst() {
     // Down for four ticks or more.
     std::thread::sleep(Duration::from_millis(4_500));
     let restarted = Instant::now();
-    let second = Daemon::start(&home.path(), &[]);
-    let mut rpc = second.rpc();
+    let second = start_daemon(&home.path(), &[]);
+    let mut rpc = second.client();
     let once = eventually(Duration::from_secs(5), "the catch-up fire", || {
         let s = schedule(&mut rpc, "once");
         (s["fires"].as_u64().unwrap() > fires_before("once")).then_some(s)
@@ -399,7 +305,7 @@ fn after_downtime_at_most_one_catch_up_fire_never_a_burst() {
 #[test]
 fn the_cli_refuses_bad_schedules_with_one_sentence() {
     let home = Home::new("cli");
-    let _d = Daemon::start(&home.path(), &[]);
+    let _d = start_daemon(&home.path(), &[]);
     let cli = |args: &[&str]| {
         let out = Command::new(env!("CARGO_BIN_EXE_stockade"))
             .arg("--home")

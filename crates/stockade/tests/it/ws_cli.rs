@@ -3,19 +3,14 @@
 //! use) and nothing is left behind; with a good token file the ready line names the WebSocket
 //! address, an upgrade without the token gets 401, one with it gets answers, and SIGTERM ends it.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod daemon_support;
-
-use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use daemon_support::DaemonProc;
-use serde_json::Value;
+use stockade_testkit::DaemonProc;
+use stockade_testkit::ws::{self, WsRpc};
 
 const TOKEN: &str = "cli-test-token-4f1c9a";
 
@@ -89,55 +84,6 @@ fn an_address_in_use_is_a_clear_error() {
     );
 }
 
-/// A raw upgrade; the status line, and the stream when it was accepted.
-fn upgrade(addr: SocketAddr, authorization: Option<&str>) -> (String, TcpStream) {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    let mut request = format!(
-        "GET / HTTP/1.1\r\nHost: {addr}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
-         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
-    );
-    if let Some(value) = authorization {
-        request.push_str(&format!("Authorization: {value}\r\n"));
-    }
-    request.push_str("\r\n");
-    stream.write_all(request.as_bytes()).unwrap();
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        match stream.read(&mut byte) {
-            Ok(1) => head.push(byte[0]),
-            _ => break,
-        }
-    }
-    let head = String::from_utf8_lossy(&head).into_owned();
-    (head.lines().next().unwrap_or_default().to_owned(), stream)
-}
-
-/// One JSON-RPC request as a masked text frame (payload under 126 bytes); the text answer.
-fn call(stream: &mut TcpStream, request: &str) -> Value {
-    let mask = [1u8, 2, 3, 4];
-    let mut frame = vec![0x81, 0x80 | u8::try_from(request.len()).unwrap()];
-    frame.extend_from_slice(&mask);
-    frame.extend(request.bytes().enumerate().map(|(i, b)| b ^ mask[i % 4]));
-    stream.write_all(&frame).unwrap();
-    let mut header = [0u8; 2];
-    stream.read_exact(&mut header).unwrap();
-    assert_eq!(header[0], 0x81, "a final text frame");
-    let len = match header[1] & 0x7f {
-        126 => {
-            let mut ext = [0u8; 2];
-            stream.read_exact(&mut ext).unwrap();
-            usize::from(u16::from_be_bytes(ext))
-        }
-        127 => panic!("an unexpectedly large answer"),
-        n => usize::from(n),
-    };
-    let mut payload = vec![0u8; len];
-    stream.read_exact(&mut payload).unwrap();
-    serde_json::from_slice(&payload).unwrap()
-}
-
 #[test]
 fn the_door_answers_with_the_token_and_refuses_without_it() {
     let tmp = tempfile::tempdir().unwrap();
@@ -156,18 +102,16 @@ fn the_door_answers_with_the_token_and_refuses_without_it() {
         .unwrap();
     assert!(addr.ip().is_loopback());
 
-    let (status, _) = upgrade(addr, None);
-    assert!(status.starts_with("HTTP/1.1 401"), "{status}");
-    let (status, _) = upgrade(addr, Some("Bearer wrong"));
-    assert!(status.starts_with("HTTP/1.1 401"), "{status}");
+    assert_eq!(ws::refused_status(addr, None), 401);
+    assert_eq!(ws::refused_status(addr, Some("Bearer wrong")), 401);
 
-    let (status, mut ws) = upgrade(addr, Some(&format!("Bearer {TOKEN}")));
-    assert!(status.starts_with("HTTP/1.1 101"), "{status}");
-    let answer = call(&mut ws, r#"{"jsonrpc":"2.0","id":5,"method":"status"}"#);
+    // Accepted: `connect` checks the 101 answer and the handshake.
+    let mut ws = WsRpc(ws::connect(addr, Some(&format!("Bearer {TOKEN}"))).unwrap());
+    let answer = ws.request(r#"{"jsonrpc":"2.0","id":5,"method":"status"}"#);
     assert_eq!(answer["id"], 5);
     assert_eq!(answer["result"]["pid"], daemon.pid, "{answer}");
     let run =
-        call(&mut ws, r#"{"jsonrpc":"2.0","id":6,"method":"run","params":{"command":"echo hi"}}"#);
+        ws.request(r#"{"jsonrpc":"2.0","id":6,"method":"run","params":{"command":"echo hi"}}"#);
     assert_eq!(run["result"]["output"], "hi\n", "{run}");
 
     // SAFETY: kill(2) on the daemon child this test started, by its pid.
