@@ -48,7 +48,7 @@ pub fn stockade_bin() -> PathBuf {
 }
 
 /// The workspace root (`tests/mcp/` and `target/mcp-*` live there).
-pub fn repo_root() -> PathBuf {
+pub(crate) fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
 }
 

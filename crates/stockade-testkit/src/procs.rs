@@ -9,14 +9,14 @@ use serde_json::Value;
 pub use stockade_procfs::{ProcStat, pid_alive, read_stat, start_time};
 
 /// Every pid in `/proc`.
-pub fn pids() -> Vec<u32> {
+fn pids() -> Vec<u32> {
     std::fs::read_dir("/proc")
         .map(|d| d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect())
         .unwrap_or_default()
 }
 
 /// The environment of `pid`, `NUL`-separated (empty for a zombie or a process gone).
-pub fn environ(pid: u32) -> Vec<u8> {
+fn environ(pid: u32) -> Vec<u8> {
     std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default()
 }
 
