@@ -22,14 +22,14 @@ const LINE: usize = 9;
 
 /// A temporary home that outlives the daemons started on it, and kills whatever still carries
 /// a marker of a daemon that ran on it (by pid), even when the test fails.
-struct Home {
+struct CrashHome {
     tmp: tempfile::TempDir,
     markers: Vec<String>,
 }
 
-impl Home {
-    fn new() -> Home {
-        Home { tmp: tempfile::tempdir().unwrap(), markers: Vec::new() }
+impl CrashHome {
+    fn new() -> CrashHome {
+        CrashHome { tmp: tempfile::tempdir().unwrap(), markers: Vec::new() }
     }
     fn path(&self) -> PathBuf {
         self.tmp.path().join("home")
@@ -41,7 +41,7 @@ impl Home {
     }
 }
 
-impl Drop for Home {
+impl Drop for CrashHome {
     fn drop(&mut self) {
         for m in &self.markers {
             kill_marked(m);
@@ -110,7 +110,7 @@ fn session<'a>(list: &'a Value, id: &str) -> &'a Value {
 
 #[test]
 fn a_sigkilled_daemon_is_recovered_before_the_next_one_serves() {
-    let mut home = Home::new();
+    let mut home = CrashHome::new();
     let mut first = home.start(&[]);
     let mut rpc = first.client();
     let mut pipe_ids = Vec::new();
@@ -229,7 +229,7 @@ fn plant(home: &Path, instance: &str, id: &str, record: &Value) -> PathBuf {
 
 #[test]
 fn a_reused_pid_is_never_signalled_and_unowned_records_are_left_alone() {
-    let mut home = Home::new();
+    let mut home = CrashHome::new();
     std::fs::create_dir_all(home.path().join("spool")).unwrap();
     let bystander =
         Bystander(Command::new("sleep").arg("1000").stdin(Stdio::null()).spawn().unwrap());
@@ -286,7 +286,7 @@ fn a_reused_pid_is_never_signalled_and_unowned_records_are_left_alone() {
 
 #[test]
 fn fifty_concurrent_runs_with_one_source_start_one_session() {
-    let mut home = Home::new();
+    let mut home = CrashHome::new();
     let daemon = home.start(&[]);
     let socket = daemon.socket.clone();
     let barrier = std::sync::Arc::new(std::sync::Barrier::new(50));

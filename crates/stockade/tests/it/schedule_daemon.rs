@@ -24,15 +24,15 @@ fn start_daemon(home: &Path, env: &[(&str, &str)]) -> DaemonProc {
 
 /// A temporary home and this test's environment marker; on drop, every process carrying the
 /// marker is SIGKILLed by pid (daemons are dropped before it, as they are declared after it).
-struct Home {
+struct MarkedHome {
     tmp: tempfile::TempDir,
     marker: String,
 }
 
-impl Home {
-    fn new(test: &str) -> Home {
+impl MarkedHome {
+    fn new(test: &str) -> MarkedHome {
         let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
-        Home {
+        MarkedHome {
             tmp: tempfile::tempdir().unwrap(),
             marker: format!("{test}-{}-{nanos}", std::process::id()),
         }
@@ -46,7 +46,7 @@ impl Home {
     }
 }
 
-impl Drop for Home {
+impl Drop for MarkedHome {
     fn drop(&mut self) {
         kill_marked(&self.needle());
     }
@@ -69,7 +69,7 @@ fn sessions_of(rpc: &mut Rpc, source: &str) -> Vec<Value> {
 
 #[test]
 fn overlapping_ticks_are_skipped_never_queued() {
-    let home = Home::new("overlap");
+    let home = MarkedHome::new("overlap");
     let d = start_daemon(&home.path(), &[]);
     let mut rpc = d.client();
     rpc.ok(
@@ -110,7 +110,7 @@ fn overlapping_ticks_are_skipped_never_queued() {
 
 #[test]
 fn a_run_orphaned_by_a_killed_daemon_is_failed_and_the_next_tick_starts_fresh() {
-    let home = Home::new("orphan");
+    let home = MarkedHome::new("orphan");
     let mut first = start_daemon(&home.path(), &[]);
     let mut rpc = first.client();
     rpc.ok(
@@ -157,7 +157,7 @@ fn a_run_orphaned_by_a_killed_daemon_is_failed_and_the_next_tick_starts_fresh() 
 #[test]
 fn a_crash_between_claim_and_advance_neither_loses_nor_doubles_a_tick() {
     const EVERY_MS: u64 = 2_000;
-    let home = Home::new("claim");
+    let home = MarkedHome::new("claim");
     let mut first = start_daemon(&home.path(), &[("STOCKADE_TEST_CRASH_AFTER_CLAIM", "1")]);
     let mut rpc = first.client();
     let added = rpc.ok(
@@ -225,7 +225,7 @@ fn session_dirs(home: &Path) -> usize {
 fn a_thousand_fires_leave_memory_and_the_registry_bounded() {
     const FIRES: u64 = 1_000;
     const KEEP: u64 = 10;
-    let home = Home::new("thousand");
+    let home = MarkedHome::new("thousand");
     let d = start_daemon(&home.path(), &[("STOCKADE_TEST_MIN_SCHEDULE_INTERVAL_MS", "1")]);
     let mut rpc = d.client();
     rpc.ok(
@@ -258,7 +258,7 @@ fn a_thousand_fires_leave_memory_and_the_registry_bounded() {
 
 #[test]
 fn after_downtime_at_most_one_catch_up_fire_never_a_burst() {
-    let home = Home::new("catchup");
+    let home = MarkedHome::new("catchup");
     let first = start_daemon(&home.path(), &[]);
     let mut rpc = first.client();
     for (name, catch_up) in [("once", "once"), ("skip", "skip")] {
@@ -304,7 +304,7 @@ fn after_downtime_at_most_one_catch_up_fire_never_a_burst() {
 
 #[test]
 fn the_cli_refuses_bad_schedules_with_one_sentence() {
-    let home = Home::new("cli");
+    let home = MarkedHome::new("cli");
     let _d = start_daemon(&home.path(), &[]);
     let cli = |args: &[&str]| {
         let out = Command::new(env!("CARGO_BIN_EXE_stockade"))
