@@ -1,6 +1,6 @@
 """MCP scenarios against `stockade mcp`, driven with the official MCP Python SDK (`mcp`).
 
-Run by crates/stockade/tests/mcp_python.rs with the venv scripts/test installs:
+Run by crates/stockade/tests/it/mcp_python.rs with the venv scripts/test installs:
 
     target/mcp-venv/bin/python tests/mcp/scenarios.py SCENARIO --stockade BIN --home DIR
     target/mcp-venv/bin/python tests/mcp/scenarios.py SCENARIO --url URL --token T

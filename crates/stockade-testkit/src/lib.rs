@@ -1,0 +1,64 @@
+//! What Stockade's integration tests share, in one place: a temporary home and its daemon
+//! ([`Home`]), a real `stockade daemon run` process ([`DaemonProc`]) or an in-process daemon
+//! ([`Fixture`], feature `daemon`), a raw JSON-RPC client that can also send malformed bytes
+//! ([`Rpc`]), the WebSocket door's client ([`ws`]), `/proc` scans for a session's marker and kills
+//! by pid ([`procs`]), bounded waits ([`eventually`]), bounded child runs ([`child`]) and the MCP
+//! clients the `mcp` tests drive ([`mcp`]).
+//!
+//! Tests never kill by name: only by a pid they started, a pid a daemon they started wrote into
+//! its lock file, a process group it created, or a marker in the environment that only their own
+//! sessions carry.
+
+#![deny(missing_docs)]
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test kit: a failed step is a failed test
+
+pub mod child;
+pub mod daemon;
+#[cfg(feature = "daemon")]
+pub mod fixture;
+pub mod home;
+pub mod mcp;
+pub mod procs;
+pub mod rpc;
+pub mod wait;
+pub mod ws;
+
+pub use daemon::DaemonProc;
+#[cfg(feature = "daemon")]
+pub use fixture::Fixture;
+pub use home::Home;
+pub use rpc::{Rpc, outcome};
+pub use wait::{PATIENCE, eventually};
+
+use std::path::{Path, PathBuf};
+
+/// The `stockade` binary cargo built next to the test binary (`target/<profile>/stockade`; the
+/// test runs from `target/<profile>/deps/`). `CARGO_BIN_EXE_stockade` is a compile-time variable
+/// of the `stockade` crate's own tests only, so the kit finds it from where the test runs.
+pub fn stockade_bin() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps/<test>");
+    let bin = dir.join("stockade");
+    assert!(
+        bin.exists(),
+        "{} is not built: run this test through `cargo test -p stockade`",
+        bin.display()
+    );
+    bin
+}
+
+/// The workspace root (`tests/mcp/` and `target/mcp-*` live there).
+pub(crate) fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+/// Lossy UTF-8 of a command's output.
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Standard base64 (with padding) to bytes, as the daemon's raw reads carry them; panics on bad
+/// input.
+pub fn base64_decode(text: &str) -> Vec<u8> {
+    stockade_proto::rpc::decode_bytes(text).expect("standard base64")
+}

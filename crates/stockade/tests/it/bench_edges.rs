@@ -1,0 +1,60 @@
+//! `stockade bench edges --quick` end to end: all ten hard cases in the 0/1 table, each row in
+//! JSONL with a reason, and nothing the bench started left running.
+
+use std::process::Command;
+
+const CASES: [&str; 10] = [
+    "B4_stdout_4x20MB",
+    "C2_stderr_4x20MB",
+    "R2_log_stream_4x20MB",
+    "B6_small_chunks_30MB",
+    "huge_single_line_30MB",
+    "slow_stream_120s",
+    "no_poll_background",
+    "poll_after_spool",
+    "kill_while_outputting",
+    "disk_cap_edge",
+];
+
+#[test]
+fn edges_quick_tables_all_ten_cases_and_they_pass() {
+    let home = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let run = Command::new(env!("CARGO_BIN_EXE_stockade"))
+        .arg("--home")
+        .arg(home.path())
+        .args(["bench", "edges", "--quick", "--out"])
+        .arg(out.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(matches!(run.status.code(), Some(0 | 1)), "bench errored: {stdout}\n{stderr}");
+
+    let text = std::fs::read_to_string(out.path().join("edges.jsonl")).unwrap();
+    let rows: Vec<serde_json::Value> =
+        text.lines().map(|l| serde_json::from_str(l).expect("a JSONL row")).collect();
+    let cases: Vec<&str> = rows.iter().map(|r| r["case"].as_str().unwrap()).collect();
+    assert_eq!(cases, CASES);
+    for r in &rows {
+        let pass = r["pass"].as_u64().unwrap();
+        assert!(pass <= 1, "{r}");
+        assert!(!r["reason"].as_str().unwrap().is_empty(), "every row says why: {r}");
+        assert!(r["peak_rss_mib"].as_f64().unwrap() > 0.0, "sampled: {r}");
+        assert!(out.path().join(r["raw"].as_str().unwrap()).is_file(), "raw samples: {r}");
+    }
+    let md = std::fs::read_to_string(out.path().join("edges.md")).unwrap();
+    for case in CASES {
+        assert!(md.lines().any(|l| l.starts_with(&format!("| {case} |"))), "{case} in {md}");
+    }
+    let failed: Vec<String> = rows
+        .iter()
+        .filter(|r| r["pass"] != 1)
+        .map(|r| format!("{}: {}", r["case"], r["reason"]))
+        .collect();
+    assert!(failed.is_empty(), "hard cases failed:\n{}", failed.join("\n"));
+    assert_eq!(run.status.code(), Some(0));
+    let left: Vec<_> =
+        std::fs::read_dir(home.path()).unwrap().flatten().map(|e| e.path()).collect();
+    assert!(left.is_empty(), "temporary homes left behind: {left:?}");
+}

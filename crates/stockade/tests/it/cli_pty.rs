@@ -1,0 +1,302 @@
+//! Interactive sessions from the CLI: `run --pty`, `send` (escapes, `--close-stdin`), `resize`,
+//! and `attach` driven through a real pseudo-terminal (typing, live output, a forwarded
+//! `SIGWINCH`, Ctrl-] to detach, the terminal mode restored afterwards).
+
+use std::io::Read;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use stockade_testkit::procs::{marked_processes, session_marker};
+use stockade_testkit::{Home, PATIENCE, text};
+
+fn start_pty(home: &Home, command: &str) -> (String, String) {
+    let r = home.json_first(&["run", "--pty", "--bg", "--json", command]);
+    assert_eq!(r["state"], "running", "{r}");
+    let id = r["id"].as_str().unwrap().to_owned();
+    home.session(&id); // remembered for the cleanup
+    (id, r["spool_path"].as_str().unwrap().to_owned())
+}
+
+/// `send` until its answer (or a later one) shows `needle`.
+fn send_until(home: &Home, id: &str, keys: &str, needle: &str) -> String {
+    let mut seen = home.ok(&["send", "--yield-ms", "300", id, keys]);
+    let deadline = Instant::now() + PATIENCE;
+    while !seen.contains(needle) {
+        assert!(Instant::now() < deadline, "no {needle:?} from {id}: {seen}");
+        seen.push_str(&home.ok(&["send", "--yield-ms", "300", id]));
+    }
+    seen
+}
+
+#[test]
+fn send_and_resize_drive_a_shell_on_a_pty() {
+    let home = Home::new();
+    let (id, spool) = start_pty(&home, "bash --norc -i");
+    let out = send_until(&home, &id, r"echo hi-$((6*7))\n", "hi-42");
+    assert!(out.starts_with(&format!("Process running with session ID {id}")), "{out}");
+    assert!(!out.contains('\u{1b}'), "escape codes are stripped: {out}");
+    let resized = home.ok(&["resize", &id, "33", "101"]);
+    assert_eq!(resized, format!("{id}: 33 rows x 101 columns\n"));
+    send_until(&home, &id, r"stty size\n", "33 101");
+    // \u{…} and \xNN: Ctrl-C on an unfinished line, then the shell is still there.
+    send_until(&home, &id, r"sleep 1000\n", "sleep 1000");
+    send_until(&home, &id, r"\u{3}", "^C");
+    send_until(&home, &id, r"echo back-\x41\n", "back-A");
+    home.ok(&["kill", &id]);
+    assert!(marked_processes(&session_marker(&spool)).is_empty(), "nothing of {id} is left");
+    // A session that takes no input says so.
+    let plain = home.run_bg("sleep 30");
+    let plain_id = plain["id"].as_str().unwrap();
+    let refused = home.run(&["send", plain_id, "x"]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(text(&refused.stderr).contains("without input"), "{}", text(&refused.stderr));
+    home.ok(&["kill", plain_id]);
+}
+
+#[test]
+fn send_close_stdin_ends_cat_on_a_pipe() {
+    let home = Home::new();
+    let r = home.json_first(&["run", "--bg", "--stdin", "pipe", "--json", "cat"]);
+    let id = r["id"].as_str().unwrap().to_owned();
+    home.session(&id);
+    let out = home.ok(&["send", "--close-stdin", "--yield-ms", "5000", &id, r"a\tb\x41\u{e9}\n"]);
+    assert!(out.starts_with("Exit code: 0"), "{out}");
+    assert!(out.contains("a\tbAé\n"), "{out}");
+    let done = home.wait_finished(&id);
+    assert_eq!(done["state"], "exited");
+    let raw = home.run(&["logs", "--raw", &id]);
+    assert_eq!(raw.stdout, "a\tbAé\n".as_bytes());
+}
+
+#[test]
+fn a_foreground_pty_run_goes_through_the_daemon() {
+    let home = Home::new();
+    let out = home.run(&["run", "--pty", "--rows", "12", "--cols", "34", "stty size; test -t 1"]);
+    assert_eq!(out.status.code(), Some(0), "{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(text(&out.stdout).contains("\n12 34\n"), "{}", text(&out.stdout));
+    let bad = home.run(&["run", "--rows", "12", "true"]);
+    assert!(!bad.status.success(), "--rows needs --pty");
+}
+
+#[test]
+fn attach_refuses_without_a_terminal() {
+    let home = Home::new();
+    let (id, _) = start_pty(&home, "sleep 30");
+    let out = home.run(&["attach", &id]); // stdin is /dev/null
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("attach needs a terminal"), "{}", text(&out.stderr));
+    home.ok(&["kill", &id]);
+}
+
+/// A pseudo-terminal pair for the attach client; the master is ours.
+struct Pty {
+    master: OwnedFd,
+    slave: OwnedFd,
+}
+
+fn open_pty(rows: u16, cols: u16) -> Pty {
+    // Both ends close-on-exec from the start: the other tests of this binary spawn children (and
+    // daemons that outlive them) concurrently, and one that inherited the slave would keep the
+    // master from ever reading EIO. The attach client gets the slave through its stdio only.
+    let flags = libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC;
+    // SAFETY: open(2) of the pty multiplexer with a NUL-terminated path.
+    let master = unsafe { libc::open(c"/dev/ptmx".as_ptr(), flags) };
+    assert!(master >= 0, "open /dev/ptmx: {}", std::io::Error::last_os_error());
+    // SAFETY: open just gave us this descriptor; nobody else owns it.
+    let master = unsafe { OwnedFd::from_raw_fd(master) };
+    let mut name = [0 as libc::c_char; 128];
+    // SAFETY: grantpt, unlockpt and ptsname_r on the master we own, into a buffer of our size.
+    unsafe {
+        assert_eq!(libc::grantpt(master.as_raw_fd()), 0, "grantpt");
+        assert_eq!(libc::unlockpt(master.as_raw_fd()), 0, "unlockpt");
+        assert_eq!(libc::ptsname_r(master.as_raw_fd(), name.as_mut_ptr(), name.len()), 0);
+    }
+    // SAFETY: open(2) of the slave ptsname_r just named (NUL-terminated).
+    let slave = unsafe { libc::open(name.as_ptr(), flags) };
+    assert!(slave >= 0, "open the pty slave: {}", std::io::Error::last_os_error());
+    // SAFETY: as above.
+    let slave = unsafe { OwnedFd::from_raw_fd(slave) };
+    let ws = libc::winsize { ws_row: rows, ws_col: cols, ws_xpixel: 0, ws_ypixel: 0 };
+    // SAFETY: TIOCSWINSZ reads a winsize we own.
+    assert_eq!(unsafe { libc::ioctl(slave.as_raw_fd(), libc::TIOCSWINSZ, &ws) }, 0);
+    Pty { master, slave }
+}
+
+fn termios(fd: &OwnedFd) -> libc::termios {
+    // SAFETY: tcgetattr into a termios we own.
+    let mut t: libc::termios = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::tcgetattr(fd.as_raw_fd(), &mut t) }, 0);
+    t
+}
+
+/// Kills the attach client (our own child, by pid) if the test fails before it exits.
+struct Attached(Child);
+
+impl Drop for Attached {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+#[test]
+fn attach_through_a_real_terminal_types_resizes_and_detaches() {
+    let home = Home::new();
+    let (id, spool) = start_pty(&home, "bash --norc -i");
+    let pty = open_pty(30, 100);
+    let before = termios(&pty.slave);
+    assert_ne!(before.c_lflag & libc::ICANON, 0);
+
+    let mut cmd = home.cmd(&["attach", &id]);
+    let slave = || Stdio::from(pty.slave.try_clone().unwrap());
+    cmd.stdin(slave()).stdout(slave()).stderr(slave());
+    // SAFETY: setsid and TIOCSCTTY on fd 0 (the slave) between fork and exec, so the attach
+    // client's terminal is its controlling terminal and a resize sends it SIGWINCH.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut attached = Attached(cmd.spawn().unwrap());
+    drop(cmd); // its copies of the slave would keep the master from reading EOF
+
+    // Everything the attach client writes to its terminal.
+    let screen = Arc::new(Mutex::new(Vec::<u8>::new()));
+    let reader = {
+        let screen = Arc::clone(&screen);
+        let mut master = std::fs::File::from(pty.master.try_clone().unwrap());
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            // Ends with EIO once nobody holds the slave.
+            while let Ok(n) = master.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                screen.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        })
+    };
+    let shown = || text(&screen.lock().unwrap());
+    let wait_for = |needle: &str| {
+        let deadline = Instant::now() + PATIENCE;
+        while !shown().contains(needle) {
+            assert!(Instant::now() < deadline, "no {needle:?} on the terminal: {:?}", shown());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let type_keys = |keys: &[u8]| {
+        let mut master = std::fs::File::from(pty.master.try_clone().unwrap());
+        std::io::Write::write_all(&mut master, keys).unwrap();
+    };
+
+    wait_for("Detach with Ctrl-]");
+    // The client's terminal is raw while attached.
+    let deadline = Instant::now() + PATIENCE;
+    while termios(&pty.slave).c_lflag & libc::ICANON != 0 {
+        assert!(Instant::now() < deadline, "the terminal never became raw");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    type_keys(b"echo att-$((2*21))\r");
+    wait_for("att-42");
+    // The attach client told the session its terminal's size...
+    type_keys(b"stty size\r");
+    wait_for("30 100");
+    // ...and forwards a change (SIGWINCH → resize).
+    let ws = libc::winsize { ws_row: 35, ws_col: 110, ws_xpixel: 0, ws_ypixel: 0 };
+    // SAFETY: TIOCSWINSZ on our master with an initialised winsize.
+    assert_eq!(unsafe { libc::ioctl(pty.master.as_raw_fd(), libc::TIOCSWINSZ, &ws) }, 0);
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let session = home.session(&id);
+        if session["pty_size"] == serde_json::json!({"rows": 35, "cols": 110}) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the resize was not forwarded: {session}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    type_keys(b"stty size\r");
+    wait_for("35 110");
+
+    // Ctrl-] detaches: the client exits 0, the session keeps running.
+    type_keys(&[0x1d]);
+    let deadline = Instant::now() + PATIENCE;
+    let status = loop {
+        if let Some(status) = attached.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "attach did not exit after Ctrl-]: {:?}", shown());
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status:?}: {:?}", shown());
+    wait_for("Detached from");
+    let after = termios(&pty.slave);
+    assert_eq!(after.c_lflag, before.c_lflag, "local modes restored");
+    assert_eq!(after.c_iflag, before.c_iflag, "input modes restored");
+    assert_eq!(after.c_oflag, before.c_oflag, "output modes restored");
+    assert_eq!(home.session(&id)["state"], "running", "detaching leaves the session running");
+
+    drop(pty.slave);
+    drop(pty.master);
+    let _ = reader.join();
+    home.ok(&["kill", &id]);
+    assert!(marked_processes(&session_marker(&spool)).is_empty(), "nothing of {id} is left");
+}
+
+#[test]
+fn attach_ends_with_the_session_and_restores_the_terminal_on_sigterm() {
+    let home = Home::new();
+    let (id, _) = start_pty(&home, "bash --norc -i");
+    for ending in ["sigterm", "exit"] {
+        let pty = open_pty(24, 80);
+        let before = termios(&pty.slave);
+        let mut cmd = home.cmd(&["attach", &id]);
+        let slave = || Stdio::from(pty.slave.try_clone().unwrap());
+        cmd.stdin(slave()).stdout(slave()).stderr(slave());
+        let mut attached = Attached(cmd.spawn().unwrap());
+        drop(cmd);
+        let deadline = Instant::now() + PATIENCE;
+        while termios(&pty.slave).c_lflag & libc::ICANON != 0 {
+            assert!(Instant::now() < deadline, "the terminal never became raw");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let mut master = std::fs::File::from(pty.master.try_clone().unwrap());
+        match ending {
+            // SAFETY: kill(2) of the attach client, our own unreaped child.
+            "sigterm" => unsafe {
+                libc::kill(attached.0.id() as i32, libc::SIGTERM);
+            },
+            _ => std::io::Write::write_all(&mut master, b"exit 7\r").unwrap(),
+        }
+        let deadline = Instant::now() + PATIENCE;
+        let status = loop {
+            if let Some(status) = attached.0.try_wait().unwrap() {
+                break status;
+            }
+            assert!(Instant::now() < deadline, "attach did not end on {ending}");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        if ending == "sigterm" {
+            assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{ending}");
+        } else {
+            assert_eq!(status.code(), Some(7), "the session's exit status: {status:?}");
+        }
+        assert_eq!(termios(&pty.slave).c_lflag, before.c_lflag, "restored after {ending}");
+        // The session ends only when it is told to exit, not by a signal to the client.
+        let expect = if ending == "sigterm" { "running" } else { "exited" };
+        let deadline = Instant::now() + PATIENCE;
+        while home.session(&id)["state"] != expect {
+            assert!(Instant::now() < deadline, "{id} is not {expect}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        drop(master);
+    }
+}

@@ -1,0 +1,22 @@
+//! The `stockade` binary's integration tests, one test binary: one module per topic, each
+//! driving the real binary (`stockade_testkit::stockade_bin`) — the CLI, its daemon, crash
+//! recovery, schedules, the WebSocket door, the bench harness and MCP clients.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
+
+mod bench_edges;
+mod bench_growth;
+mod cli;
+mod cli_pty;
+mod client_daemon;
+mod client_sessions;
+mod crash_disk_full;
+mod crash_recovery;
+mod crash_retention;
+mod daemon_lifecycle;
+mod daemon_load;
+mod mcp_http;
+mod mcp_inspector;
+mod mcp_python;
+mod schedule_daemon;
+mod ws_cli;
