@@ -48,10 +48,11 @@
 //!
 //! This file holds the public types and [`OutputLog`]'s counters; `open` makes a log (create,
 //! open a finished one, rebuild one whose writer died), `write` writes it (append, `file`
-//! sync, the disk cap, finish), `read` reads it (snapshot, fetch, one collector walking either
-//! way, raw reads), `render` turns a collected window into a view by the rules of `cut`;
+//! sync, the disk cap, finish), `collect` gathers bytes for a view (snapshot, fetch, one
+//! collector walking either way), `read` holds the entry points (views, raw reads, grep), `render` turns a collected window into a view by the rules of `cut`;
 //! `state` is the mutable state behind the lock and `log.json`.
 
+mod collect;
 mod cut;
 mod drain;
 mod error;

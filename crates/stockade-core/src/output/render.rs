@@ -4,9 +4,9 @@
 
 use stockade_proto::{Gap, Omission, OutputLimits, OutputView};
 
+use super::collect::{Collected, Direction};
 use super::cut;
 use super::index::stream_slot;
-use super::read::{Collected, Direction};
 use super::state::Snap;
 use super::{OutputError, OutputLog, REASON_DISK_CAP, ReadRequest};
 
