@@ -56,5 +56,5 @@ pub use registry::{Owner, RecordTotals, SessionRecord, read_record};
 pub use retention::{DEFAULT_RETENTION, SweepReport};
 pub use run_spec::RunSpec;
 pub use session::{Session, SessionEnd};
-pub use state_dir::{StateDir, StateDirError, is_session_id};
+pub use state_dir::{StateDir, StateDirError, is_session_id, open_lock_file};
 pub use view::ReadPlan;

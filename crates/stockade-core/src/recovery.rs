@@ -25,8 +25,7 @@
 //! dead owner, and the next start-up recovers them again (the terminate routine on a tree that
 //! is already gone signals nothing).
 
-use std::fs::{File, OpenOptions};
-use std::os::unix::fs::OpenOptionsExt;
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -43,7 +42,7 @@ use crate::registry::{
     self, RECORD_VERSION, RecordEntry, RecordError, RecordTotals, SessionRecord,
 };
 use crate::session::{Session, unix_ms};
-use crate::state_dir::StateDir;
+use crate::state_dir::{StateDir, open_lock_file};
 
 /// Name of the lock file recovery holds, in the state directory.
 pub(crate) const RECOVERY_LOCK_FILE: &str = "recovery.lock";
@@ -102,15 +101,7 @@ impl RecoveryLock {
     fn acquire(state_dir: &StateDir) -> Result<RecoveryLock, RecoveryError> {
         let path = state_dir.root().join(RECOVERY_LOCK_FILE);
         let lock_err = |source| RecoveryError::Lock { path: path.clone(), source };
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&path)
-            .map_err(lock_err)?;
+        let file = open_lock_file(&path).map_err(lock_err)?;
         flock(&file, FlockOperation::LockExclusive).map_err(|e| lock_err(e.into()))?;
         Ok(RecoveryLock { _file: file })
     }

@@ -125,15 +125,7 @@ impl StateDir {
     pub fn allocate_id(&self) -> Result<String, StateDirError> {
         let path = self.root.join(COUNTER_FILE);
         let unusable = |source| StateDirError::Unusable { path: path.clone(), source };
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&path)
-            .map_err(unusable)?;
+        let mut file = open_lock_file(&path).map_err(unusable)?;
         rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
             .map_err(|e| unusable(e.into()))?;
         let mut text = String::new();
@@ -263,6 +255,20 @@ fn ensure_private_dir(dir: &Path, recursive: bool) -> Result<(), StateDirError> 
     File::create(&probe).map_err(unusable)?;
     let _ = fs::remove_file(&probe);
     Ok(())
+}
+
+/// Opens (creating it 0600 if needed, never through a symlink, never truncating) a small file
+/// of the state directory that is read, written and `flock`ed in place: the id counter, the
+/// recovery lock, the daemon lock.
+pub fn open_lock_file(path: &Path) -> std::io::Result<std::fs::File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
 }
 
 #[cfg(test)]

@@ -2,9 +2,9 @@
 //! life, with the daemon's pid written inside. The kernel drops the lock when the process dies,
 //! so a crashed daemon never blocks the next one.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use rustix::fs::{FlockOperation, flock};
@@ -26,14 +26,7 @@ impl DaemonLock {
     pub(crate) fn acquire(path: &Path, home: &Path) -> Result<DaemonLock, DaemonError> {
         let io = |what: &str, e| DaemonError::io(format!("{what} {}", path.display()), e);
         for _ in 0..LOCK_ATTEMPTS {
-            let mut file = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .mode(0o600)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-                .open(path)
+            let mut file = stockade_core::open_lock_file(path)
                 .map_err(|e| io("cannot open the daemon lock", e))?;
             match flock(&file, FlockOperation::NonBlockingLockExclusive) {
                 Ok(()) => {}
