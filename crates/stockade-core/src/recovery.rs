@@ -285,15 +285,12 @@ async fn recover_one(
     (recovered, record, dir, warning)
 }
 
-/// A dead daemon's `stockade-<pid>` cgroup, once its last session cgroup is gone. Only removed
+/// A dead daemon's `stockade-<pid>[.<n>]` cgroup, once its last session cgroup is gone. Only removed
 /// when no process has that pid (a live daemon with a recycled pid would be using the same name).
 fn remove_dead_daemon_cgroup(session_cgroup: Option<&Path>) {
     let Some(parent) = session_cgroup.and_then(Path::parent) else { return };
-    let Some(pid) = parent
-        .file_name()
-        .and_then(|n| n.to_str())
-        .and_then(|n| n.strip_prefix("stockade-"))
-        .and_then(|p| p.parse::<u32>().ok())
+    let Some(pid) =
+        parent.file_name().and_then(|n| n.to_str()).and_then(crate::process::instance_cgroup_pid)
     else {
         return;
     };

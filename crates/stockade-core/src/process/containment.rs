@@ -167,7 +167,8 @@ pub(crate) fn find_mount() -> Result<Cgroup2Mount, String> {
     cgroup::parse_mountinfo(&text).ok_or_else(|| "no cgroup2 hierarchy is mounted".to_owned())
 }
 
-/// Picks (and probes) the directory session cgroups go in: `<parent>/stockade-<pid>`.
+/// Picks (and probes) the directory session cgroups go in: `<parent>/stockade-<pid>` (then
+/// `stockade-<pid>.<n>` for each further containment in the same process).
 fn cgroup_root(mount: &Cgroup2Mount, mode: &CgroupMode) -> Result<PathBuf, String> {
     let parent = match mode {
         CgroupMode::Parent(dir) => {
@@ -189,7 +190,15 @@ fn cgroup_root(mount: &Cgroup2Mount, mode: &CgroupMode) -> Result<PathBuf, Strin
         }
     };
     sweep_stale(&parent);
-    let instance_dir = parent.join(format!("stockade-{}", std::process::id()));
+    // One directory per containment, not per process: engines that share a process (tests, an
+    // embedded daemon beside a one-shot run) must never remove each other's session cgroups.
+    static INSTANCES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = INSTANCES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = match n {
+        0 => format!("stockade-{}", std::process::id()),
+        n => format!("stockade-{}.{n}", std::process::id()),
+    };
+    let instance_dir = parent.join(name);
     cgroup::ensure_dir(&instance_dir)
         .map_err(|e| format!("cannot create cgroup {}: {e}", instance_dir.display()))?;
     if let Err(why) = cgroup::probe_placement(&instance_dir) {
@@ -199,15 +208,21 @@ fn cgroup_root(mount: &Cgroup2Mount, mode: &CgroupMode) -> Result<PathBuf, Strin
     Ok(instance_dir)
 }
 
-/// Removes the empty `stockade-<pid>` cgroups of daemons that are gone (a daemon that exited
+/// The pid in an instance cgroup's name (`stockade-<pid>` or `stockade-<pid>.<n>`).
+pub(crate) fn instance_cgroup_pid(name: &str) -> Option<u32> {
+    name.strip_prefix("stockade-")?.split('.').next()?.parse().ok()
+}
+
+/// Removes the empty `stockade-<pid>[.<n>]` cgroups of daemons that are gone (a daemon that exited
 /// without dropping its containment leaves one). Populated ones are left for crash recovery;
 /// `rmdir` refuses them anyway.
 fn sweep_stale(parent: &std::path::Path) {
     let Ok(entries) = std::fs::read_dir(parent) else { return };
     for entry in entries.filter_map(Result::ok) {
         let name = entry.file_name();
-        let Some(pid) =
-            name.to_str().and_then(|n| n.strip_prefix("stockade-")?.parse::<u32>().ok())
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("stockade-")?.split('.').next()?.parse::<u32>().ok())
         else {
             continue;
         };
@@ -220,5 +235,18 @@ fn sweep_stale(parent: &std::path::Path) {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::instance_cgroup_pid;
+
+    #[test]
+    fn instance_cgroup_names_carry_the_owner_pid() {
+        assert_eq!(instance_cgroup_pid("stockade-4242"), Some(4242));
+        assert_eq!(instance_cgroup_pid("stockade-4242.3"), Some(4242));
+        assert_eq!(instance_cgroup_pid("stockade-x"), None);
+        assert_eq!(instance_cgroup_pid("other-4242"), None);
     }
 }

@@ -52,6 +52,7 @@ mod spawn;
 mod terminate;
 mod tree;
 
+pub(crate) use containment::instance_cgroup_pid;
 pub use containment::{CgroupMode, Containment, ContainmentConfig, ContainmentInfo};
 pub(crate) use input::write_input_async;
 pub use input::{DEFAULT_INPUT_TIMEOUT, InputError, write_input};
