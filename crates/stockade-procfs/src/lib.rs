@@ -28,6 +28,8 @@ pub struct ProcStat {
     pub pgrp: u32,
     /// Field 6: the session id.
     pub session: u32,
+    /// Field 7: the controlling terminal's device number (0: none).
+    pub tty_nr: i64,
     /// Field 9: kernel flags (`PF_*`).
     pub flags: u64,
     /// Field 22: start time in clock ticks after boot. With the pid, the process's identity.
@@ -56,11 +58,12 @@ pub fn parse_stat(pid: u32, text: &str) -> Option<ProcStat> {
     let ppid = fields.next()?.parse().ok()?;
     let pgrp = fields.next()?.parse().ok()?;
     let session = fields.next()?.parse().ok()?;
-    // Fields 7 (tty_nr) and 8 (tpgid), then 9 (flags).
-    let flags = fields.nth(2)?.parse().ok()?;
+    // Field 7 (tty_nr), 8 (tpgid), then 9 (flags).
+    let tty_nr = fields.next()?.parse().ok()?;
+    let flags = fields.nth(1)?.parse().ok()?;
     // Fields 10..=21, then 22 (starttime).
     let start_time = fields.nth(12)?.parse().ok()?;
-    Some(ProcStat { pid, state, ppid, pgrp, session, flags, start_time })
+    Some(ProcStat { pid, state, ppid, pgrp, session, tty_nr, flags, start_time })
 }
 
 /// Reads `/proc/<pid>/stat`; `None` when the process is gone (or unreadable).
@@ -144,7 +147,7 @@ mod tests {
                     1000 10 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0";
         let st = parse_stat(1234, text).unwrap();
         assert_eq!(st.state, b'S');
-        assert_eq!((st.ppid, st.pgrp, st.session), (1, 1234, 1234));
+        assert_eq!((st.ppid, st.pgrp, st.session, st.tty_nr), (1, 1234, 1234, 0));
         assert_eq!(st.flags, 4_194_560);
         assert_eq!(st.start_time, 98765);
         assert!(!st.is_zombie());

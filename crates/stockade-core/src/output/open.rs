@@ -34,9 +34,21 @@ impl OutputLog {
             Capture::Pipe => config.retained_cap,
             Capture::File => 0,
         };
-        let state = State::new(ring_cap);
+        Ok(Self::assemble(dir, config, dir_fd, spool, index_file, State::new(ring_cap), true))
+    }
+
+    /// A log over its opened files and state.
+    fn assemble(
+        dir: &Path,
+        config: OutputConfig,
+        dir_fd: OwnedFd,
+        spool: File,
+        index_file: File,
+        state: State,
+        writable: bool,
+    ) -> OutputLog {
         let (progress, _) = watch::channel(state.progress());
-        Ok(OutputLog {
+        OutputLog {
             spool_path: dir.join(spool::SPOOL_FILE),
             dir: dir.to_path_buf(),
             config,
@@ -46,8 +58,8 @@ impl OutputLog {
             append_lock: Mutex::new(()),
             state: Mutex::new(state),
             progress,
-            writable: true,
-        })
+            writable,
+        }
     }
 
     /// Opens the log in `dir` read-only (for `stockade read`/`grep` from another process).
@@ -82,19 +94,7 @@ impl OutputLog {
             }
             None => (OutputConfig::default(), Self::recover(&spool, &index_file)?),
         };
-        let (progress, _) = watch::channel(state.progress());
-        Ok(OutputLog {
-            spool_path: dir.join(spool::SPOOL_FILE),
-            dir: dir.to_path_buf(),
-            config,
-            dir_fd,
-            spool,
-            index_file: Arc::new(index_file),
-            append_lock: Mutex::new(()),
-            state: Mutex::new(state),
-            progress,
-            writable: false,
-        })
+        Ok(Self::assemble(dir, config, dir_fd, spool, index_file, state, false))
     }
 
     fn read_meta(fd: OwnedFd, path: &Path) -> Result<Meta, OutputError> {

@@ -206,10 +206,7 @@ async fn the_child_has_the_slave_as_stdio_and_controlling_terminal_and_no_master
         // Own session, and the terminal is its controlling terminal (tty_nr, field 7 of stat).
         let st = crate::process_common::stat(pid).unwrap();
         assert_eq!(st.session, pid);
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-        let after_comm = &stat[stat.rfind(')').unwrap() + 2..];
-        let tty_nr: u64 = after_comm.split_whitespace().nth(4).unwrap().parse().unwrap();
-        assert_ne!(tty_nr, 0, "no controlling terminal");
+        assert_ne!(st.tty_nr, 0, "no controlling terminal");
         assert_eq!(pty::foreground_pgrp(run.master.as_ref().unwrap()).unwrap(), Some(pid));
         run.terminate_and_verify().await;
     }
