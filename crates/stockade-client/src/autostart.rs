@@ -2,16 +2,24 @@
 //! detached (its own session, stdin `/dev/null`, stdout/stderr appended to `daemon.log`), then
 //! wait, bounded, until the socket accepts.
 //!
+//! Detached means nobody's descendant: the daemon is started through a double fork, so its parent
+//! is init (or the nearest subreaper), never this client. An agent that ends its MCP server by
+//! signalling the server's whole process tree (opencode does) therefore never reaches the daemon
+//! and the sessions it runs. The intermediate process hands the daemon's pid back through a pipe
+//! and exits at once; the client then watches that pid (a zombie counts as dead, so a daemon that
+//! died before it listened is noticed even where init never reaps).
+//!
 //! Two clients may race to start it. That is fine: the daemon that does not get the lock on
 //! `daemon.lock` exits, and both clients connect to the one that did.
 
 use std::fs::{DirBuilder, OpenOptions};
-use std::io::Write as _;
+use std::io::{Read as _, Write as _};
+use std::os::fd::AsRawFd as _;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::{ClientError, ConnectOptions, daemon_pid, log_path};
@@ -66,45 +74,63 @@ pub(crate) fn start_and_connect(
         .stdout(Stdio::from(log_file))
         .stderr(Stdio::from(stderr))
         .env_remove("STOCKADE_NO_AUTOSTART");
-    // SAFETY: the closure runs between fork and exec and only makes the setsid system call,
-    // which is async-signal-safe. Its own session detaches the daemon from our terminal and
-    // process group, so a Ctrl-C aimed at this client does not reach it.
+    let (pid_read, pid_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+        .map_err(|e| fail(format!("cannot make a pipe: {}", std::io::Error::from(e))))?;
+    let pid_fd = pid_write.as_raw_fd();
+    // SAFETY: the closure runs between fork and exec and only makes async-signal-safe calls
+    // (setsid, fork, write, _exit) on integers and a stack buffer. Its own session detaches the
+    // daemon from our terminal and process group (a Ctrl-C aimed at this client does not reach
+    // it); the second fork makes it nobody's descendant: the intermediate writes the daemon's pid
+    // and exits, and the daemon (the second child) goes on to exec.
     unsafe {
-        command.pre_exec(|| {
+        command.pre_exec(move || {
             rustix::process::setsid().map_err(std::io::Error::from)?;
-            Ok(())
+            match libc::fork() {
+                -1 => Err(std::io::Error::last_os_error()),
+                0 => Ok(()),
+                pid => {
+                    let bytes = pid.to_ne_bytes();
+                    libc::write(pid_fd, bytes.as_ptr().cast(), bytes.len());
+                    libc::_exit(0)
+                }
+            }
         });
     }
-    let mut child =
-        command.spawn().map_err(|e| fail(format!("cannot run {}: {e}", program.display())))?;
+    let spawned = command.spawn();
+    // Our copy of the write end must go, or the read below would wait for ever.
+    drop(pid_write);
+    let mut intermediate =
+        spawned.map_err(|e| fail(format!("cannot run {}: {e}", program.display())))?;
+    // The intermediate exits as soon as it has forked: reap it now, so no zombie is left.
+    let _ = intermediate.wait();
+    let mut raw = [0u8; 4];
+    std::fs::File::from(pid_read)
+        .read_exact(&mut raw)
+        .map_err(|e| fail(format!("cannot detach the daemon: {e}")))?;
+    let daemon = u32::try_from(i32::from_ne_bytes(raw))
+        .map_err(|_| fail("cannot detach the daemon: the fork reported no pid".to_owned()))?;
+    let daemon_started = stockade_procfs::start_time(daemon);
 
     let deadline = Instant::now() + opts.start_timeout;
-    let mut exited: Option<(ExitStatus, Instant)> = None;
+    let mut exited: Option<Instant> = None;
     loop {
         match UnixStream::connect(socket) {
-            Ok(stream) => {
-                if exited.is_none() {
-                    reap_in_background(child);
-                }
-                return Ok(stream);
-            }
+            Ok(stream) => return Ok(stream),
             Err(e) if !crate::is_not_listening(&e) => {
                 return Err(ClientError::Connect { socket: socket.to_path_buf(), source: e });
             }
             Err(_) => {}
         }
-        if exited.is_none()
-            && let Ok(Some(status)) = child.try_wait()
-        {
-            exited = Some((status, Instant::now()));
+        if exited.is_none() && !stockade_procfs::liveness(daemon, daemon_started).is_alive() {
+            exited = Some(Instant::now());
         }
         let now = Instant::now();
-        if let Some((status, at)) = exited {
+        if let Some(at) = exited {
             // Our daemon is gone. If it lost the race, another one holds the lock and will
             // listen soon; otherwise it failed, and waiting longer will not help.
             let other_alive = daemon_pid(&opts.home).is_some_and(crate::pid_alive);
             if !other_alive && now.duration_since(at) >= LOSER_GRACE {
-                return Err(fail(format!("the daemon exited ({status}) before it listened")));
+                return Err(fail(format!("the daemon (pid {daemon}) exited before it listened")));
             }
         }
         if now >= deadline {
@@ -115,18 +141,5 @@ pub(crate) fn start_and_connect(
             )));
         }
         std::thread::sleep(POLL_INTERVAL);
-    }
-}
-
-/// Reap the daemon when it eventually exits, so a long-lived client process (an MCP server, a
-/// bench harness) never keeps a zombie. A short-lived CLI exits first and the daemon is
-/// reparented, which is fine too.
-fn reap_in_background(mut child: std::process::Child) {
-    let spawned =
-        std::thread::Builder::new().name("stockade-daemon-reaper".into()).spawn(move || {
-            let _ = child.wait();
-        });
-    if spawned.is_err() {
-        tracing::debug!("could not start the reaper thread; the daemon is reaped at our exit");
     }
 }

@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
 
+mod agent_exit;
 mod bench_edges;
 mod bench_growth;
 mod cli;
