@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use stockade_testkit::child::{STOP_TIMEOUT, wait_bounded};
-use stockade_testkit::{Home, stockade_bin};
+use stockade_testkit::{Home, procs, stockade_bin};
 
 /// `stockade mcp` over stdio, driven line by line.
 struct McpServer {
@@ -78,7 +78,7 @@ impl Drop for McpServer {
 fn ancestors(pid: u32) -> Vec<u32> {
     let mut chain = vec![pid];
     let mut at = pid;
-    while let Some(stat) = stockade_procfs::read_stat(at) {
+    while let Some(stat) = procs::read_stat(at) {
         if stat.ppid == 0 || chain.contains(&stat.ppid) {
             break;
         }
@@ -129,7 +129,7 @@ fn the_auto_started_daemon_outlives_an_agent_that_kills_its_servers_tree() {
     assert!(wait_bounded(&mut server.child, STOP_TIMEOUT).is_some(), "the MCP server did not exit");
 
     std::thread::sleep(Duration::from_millis(300));
-    assert!(stockade_procfs::pid_alive(daemon), "the daemon died with the agent's MCP server");
+    assert!(procs::pid_alive(daemon), "the daemon died with the agent's MCP server");
     let session = home.session(&id);
     assert_eq!(session["state"], "running", "{session}");
 }
