@@ -52,6 +52,15 @@ pub(crate) fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
 }
 
+/// A test that cannot run on this machine: says why on stderr, and fails under CI (`CI` set and
+/// not `false`), where the machine is set up to run it (root, a usable cgroup v2, tmpfs), so a
+/// skip can never pass for a run there.
+pub fn cannot_run(why: &str) {
+    let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
+    assert!(!ci, "this test cannot run here ({why}), and CI must run it");
+    eprintln!("skipped: {why}");
+}
+
 /// Lossy UTF-8 of a command's output.
 pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()

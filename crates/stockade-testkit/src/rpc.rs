@@ -75,6 +75,23 @@ impl Rpc {
         }
     }
 
+    /// Every byte of a session's log, raw, in reads of at most `chunk` bytes; with the last
+    /// (empty) answer, whose `total_bytes` says how long the log is.
+    pub fn read_all_raw(&mut self, id: &str, chunk: u64) -> (Vec<u8>, Value) {
+        let mut out = Vec::new();
+        loop {
+            let r = self.ok(
+                "read",
+                serde_json::json!({"id": id, "after": out.len(), "raw": true, "max_bytes": chunk}),
+            );
+            let bytes = crate::base64_decode(r["bytes_b64"].as_str().unwrap_or_default());
+            if bytes.is_empty() {
+                return (out, r);
+            }
+            out.extend_from_slice(&bytes);
+        }
+    }
+
     /// Half-closes the connection (no more requests; answers still come).
     pub fn shutdown_writes(&self) {
         let _ = self.writer.shutdown(std::net::Shutdown::Write);

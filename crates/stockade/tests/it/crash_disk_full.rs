@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use stockade_testkit::{DaemonProc, Rpc, base64_decode, eventually};
+use stockade_testkit::{DaemonProc, Rpc, eventually};
 
 const TMPFS_SIZE: &str = "size=8m";
 const FLOOD_BYTES: u64 = 16 * 1024 * 1024;
@@ -53,16 +53,7 @@ impl Drop for Tmpfs {
 }
 
 fn read_all(rpc: &mut Rpc, id: &str) -> Vec<u8> {
-    let mut out = Vec::new();
-    loop {
-        let r =
-            rpc.ok("read", json!({"id": id, "after": out.len(), "raw": true, "max_bytes": CHUNK}));
-        let bytes = base64_decode(r["bytes_b64"].as_str().unwrap());
-        if bytes.is_empty() {
-            return out;
-        }
-        out.extend_from_slice(&bytes);
-    }
+    rpc.read_all_raw(id, CHUNK).0
 }
 
 fn session(rpc: &mut Rpc, id: &str) -> Value {
@@ -75,7 +66,7 @@ fn a_full_disk_is_reported_exactly_and_hurts_no_other_session() {
     let tmpfs = match Tmpfs::mount() {
         Ok(t) => t,
         Err(why) => {
-            eprintln!("skipped: {why}");
+            stockade_testkit::cannot_run(&why);
             return;
         }
     };

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use stockade_testkit::procs::{kill_marked, marked_processes, start_time};
-use stockade_testkit::{DaemonProc, Rpc, base64_decode, eventually};
+use stockade_testkit::{DaemonProc, Rpc, eventually};
 
 const PIPE_SESSIONS: usize = 8;
 const FILE_SESSIONS: usize = 2;
@@ -71,17 +71,9 @@ fn sigkill_daemon(d: &mut DaemonProc) {
 
 /// Every byte of a session's log, raw, through the daemon.
 fn read_all(rpc: &mut Rpc, id: &str) -> Vec<u8> {
-    let mut out = Vec::new();
-    loop {
-        let r =
-            rpc.ok("read", json!({"id": id, "after": out.len(), "raw": true, "max_bytes": CHUNK}));
-        let bytes = base64_decode(r["bytes_b64"].as_str().unwrap());
-        if bytes.is_empty() {
-            assert_eq!(r["total_bytes"], out.len() as u64, "read to the end");
-            return out;
-        }
-        out.extend_from_slice(&bytes);
-    }
+    let (out, last) = rpc.read_all_raw(id, CHUNK);
+    assert_eq!(last["total_bytes"], out.len() as u64, "read to the end");
+    out
 }
 
 /// `yes X` output: byte `i` is `X` when `i` is even, else a newline.
