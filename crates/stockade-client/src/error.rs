@@ -31,6 +31,19 @@ pub enum ClientError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// The socket is served by another user's process: nothing was sent to it.
+    #[error(
+        "refusing the daemon at {socket}: it runs as uid {uid}, not as this user (uid {euid}), so it could read what you send and forge its answers; use a state directory of your own (set STOCKADE_HOME)",
+        socket = .socket.display()
+    )]
+    ForeignDaemon {
+        /// The socket path.
+        socket: PathBuf,
+        /// The uid of the process serving it.
+        uid: u32,
+        /// Our effective uid.
+        euid: u32,
+    },
     /// The daemon answered the call with a JSON-RPC error.
     #[error("{message}")]
     Rpc {

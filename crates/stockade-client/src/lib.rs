@@ -21,6 +21,7 @@
 
 mod autostart;
 mod error;
+mod peer;
 mod wire;
 
 use std::io::{BufReader, Write as _};
@@ -171,6 +172,8 @@ impl Client {
         started_daemon: bool,
         call_timeout: Duration,
     ) -> Result<Client, ClientError> {
+        // Before anything is sent: the daemon must be our own user's.
+        peer::check(&stream, &socket)?;
         let reader = stream
             .try_clone()
             .map_err(|source| ClientError::Connect { socket: socket.clone(), source })?;

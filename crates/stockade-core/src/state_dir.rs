@@ -64,6 +64,18 @@ pub enum StateDirError {
         /// The state directory searched.
         home: PathBuf,
     },
+    /// A directory of the state directory belongs to another user.
+    #[error(
+        "{path} belongs to uid {owner}, not to this user (uid {euid}), so its owner could read the sessions' output or put their own daemon in its place; use a state directory of your own (set STOCKADE_HOME) or remove it"
+    )]
+    ForeignOwner {
+        /// The directory.
+        path: PathBuf,
+        /// Its owner.
+        owner: u32,
+        /// Our effective uid.
+        euid: u32,
+    },
 }
 
 /// A resolved, existing state directory.
@@ -246,6 +258,7 @@ fn ensure_private_dir(dir: &Path, recursive: bool) -> Result<(), StateDirError> 
     if !meta.is_dir() {
         return Err(StateDirError::NotADirectory { path: dir.to_path_buf() });
     }
+    ensure_owned(dir, &meta)?;
     if meta.permissions().mode() & 0o077 != 0 {
         // Tighten a directory we own that was created with a looser mode.
         fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(unusable)?;
@@ -254,6 +267,21 @@ fn ensure_private_dir(dir: &Path, recursive: bool) -> Result<(), StateDirError> 
     let probe = dir.join(format!(".probe-{}", std::process::id()));
     File::create(&probe).map_err(unusable)?;
     let _ = fs::remove_file(&probe);
+    Ok(())
+}
+
+/// Refuse a directory (`meta` is its `symlink_metadata`) that the effective user does not own:
+/// whoever owns it can swap the socket, read spools and forge records.
+pub fn ensure_owned(dir: &Path, meta: &fs::Metadata) -> Result<(), StateDirError> {
+    use std::os::unix::fs::MetadataExt as _;
+    let euid = rustix::process::geteuid().as_raw();
+    if meta.uid() != euid {
+        return Err(StateDirError::ForeignOwner {
+            path: dir.to_path_buf(),
+            owner: meta.uid(),
+            euid,
+        });
+    }
     Ok(())
 }
 
@@ -332,6 +360,29 @@ mod tests {
         let dir = StateDir::open(tmp.path().join("home")).unwrap();
         std::os::unix::fs::symlink(tmp.path(), dir.root().join("spool/evil")).unwrap();
         assert!(matches!(dir.instance_dir("evil"), Err(StateDirError::NotADirectory { .. })));
+    }
+
+    #[test]
+    fn a_state_dir_of_another_user_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("home");
+        StateDir::open(&root).unwrap();
+        let meta = fs::symlink_metadata(&root).unwrap();
+        assert!(ensure_owned(&root, &meta).is_ok());
+        // Root gives the directory away; anyone else finds `/` foreign (it is root's).
+        let (foreign, owner) = if rustix::process::geteuid().is_root() {
+            std::os::unix::fs::chown(&root, Some(65534), Some(65534)).unwrap();
+            (root.clone(), 65534)
+        } else {
+            (PathBuf::from("/"), 0)
+        };
+        let meta = fs::symlink_metadata(&foreign).unwrap();
+        let err = ensure_owned(&foreign, &meta).unwrap_err();
+        assert!(matches!(err, StateDirError::ForeignOwner { owner: o, .. } if o == owner), "{err}");
+        assert!(err.to_string().contains(&format!("uid {owner}")), "{err}");
+        if owner == 65534 {
+            assert!(matches!(StateDir::open(&root), Err(StateDirError::ForeignOwner { .. })));
+        }
     }
 
     #[test]

@@ -38,6 +38,7 @@ mod schedule;
 mod server;
 mod socket;
 mod state;
+pub mod token;
 mod ws;
 
 pub use config::{

@@ -13,9 +13,7 @@
 //! and access logs. There is no TLS here; anything but loopback needs a TLS-terminating proxy or
 //! a tunnel in front.
 
-use std::io::Read as _;
 use std::net::SocketAddr;
-use std::os::unix::fs::MetadataExt as _;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,8 +41,6 @@ use crate::framing::Frame;
 use crate::requests::{FrameSource, WRITE_QUEUE, encode, read_requests};
 use crate::state::Shared;
 
-/// Longest token file read; a token is a short secret, not a document.
-const MAX_TOKEN_FILE_BYTES: u64 = 4096;
 /// How long a client has to complete the HTTP upgrade before its connection is dropped.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long closing a connection may take: sending the close frame, then waiting for the client
@@ -65,41 +61,11 @@ impl std::fmt::Debug for WsToken {
 }
 
 impl WsToken {
-    /// Read the token from `path`: a regular file, not readable or writable by group or others,
-    /// holding a non-empty token (surrounding whitespace, e.g. the final newline, is ignored).
+    /// Read the token from `path` under the token-file rules of [`crate::token`].
     pub(crate) fn load(path: &Path) -> Result<WsToken, WsSetupError> {
-        let problem = |problem: String| WsSetupError::TokenFile { path: path.to_owned(), problem };
-        let file =
-            std::fs::File::open(path).map_err(|e| problem(format!("cannot open it: {e}")))?;
-        // The checks are on the opened file, so what is checked is what is read.
-        let meta = file.metadata().map_err(|e| problem(format!("cannot inspect it: {e}")))?;
-        if !meta.is_file() {
-            return Err(problem("it is not a regular file".to_owned()));
-        }
-        let mode = meta.mode() & 0o777;
-        if mode & 0o077 != 0 {
-            return Err(problem(format!(
-                "its mode is {mode:04o}, so other users may read the token; make it private with `chmod 600 {}`",
-                path.display()
-            )));
-        }
-        let mut raw = Vec::new();
-        file.take(MAX_TOKEN_FILE_BYTES + 1)
-            .read_to_end(&mut raw)
-            .map_err(|e| problem(format!("cannot read it: {e}")))?;
-        if raw.len() as u64 > MAX_TOKEN_FILE_BYTES {
-            return Err(problem(format!(
-                "it is longer than {MAX_TOKEN_FILE_BYTES} bytes; it should hold only the token"
-            )));
-        }
-        let token = raw.trim_ascii();
-        if token.is_empty() {
-            return Err(problem(
-                "it is empty; put a long random token in it, e.g. `openssl rand -hex 32`"
-                    .to_owned(),
-            ));
-        }
-        Ok(WsToken(token.to_vec()))
+        crate::token::read_token_file(path)
+            .map(WsToken)
+            .map_err(|problem| WsSetupError::TokenFile { path: path.to_owned(), problem })
     }
 
     /// Whether `presented` is the token. Constant time in the token's content (a different
@@ -108,15 +74,14 @@ impl WsToken {
         bool::from(self.0.as_slice().ct_eq(presented))
     }
 
-    /// Whether the upgrade request carries `Authorization: Bearer <token>`.
+    /// Whether the upgrade request carries `Authorization: Bearer <token>` (any case of the
+    /// scheme).
     fn authorizes(&self, request: &Request) -> bool {
-        request.headers().get_all(header::AUTHORIZATION).iter().any(|value| {
-            let value = value.as_bytes();
-            let Some((scheme, rest)) = value.split_at_checked(b"Bearer ".len()) else {
-                return false;
-            };
-            scheme.eq_ignore_ascii_case(b"Bearer ") && self.matches(rest.trim_ascii())
-        })
+        request
+            .headers()
+            .get_all(header::AUTHORIZATION)
+            .iter()
+            .any(|value| crate::token::bearer(value.as_bytes()).is_some_and(|t| self.matches(t)))
     }
 }
 
@@ -169,12 +134,14 @@ fn ws_config() -> WebSocketConfig {
         .max_frame_size(Some(MAX_REQUEST_BYTES))
 }
 
-/// The 401 every unauthenticated upgrade gets (the same whether the token is missing or wrong).
-fn unauthorized() -> ErrorResponse {
-    let mut resp = ErrorResponse::new(Some(
+/// The 401 an unauthenticated upgrade gets: it says whether a token was missing or wrong.
+fn unauthorized(request: &Request) -> ErrorResponse {
+    let body = if request.headers().contains_key(header::AUTHORIZATION) {
+        "the token is wrong: send the header `Authorization: Bearer <token>` with the token from the daemon's --token-file\n"
+    } else {
         "a token is required: send the header `Authorization: Bearer <token>` with the token from the daemon's --token-file\n"
-            .to_owned(),
-    ));
+    };
+    let mut resp = ErrorResponse::new(Some(body.to_owned()));
     *resp.status_mut() = StatusCode::UNAUTHORIZED;
     resp.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
     resp
@@ -190,7 +157,7 @@ async fn upgrade(
     #[allow(clippy::result_large_err, reason = "the callback's signature is tungstenite's")]
     let check = |request: &Request, response: Ok101| {
         if !token.authorizes(request) {
-            return Err(unauthorized());
+            return Err(unauthorized(request));
         }
         if !admit {
             let mut resp = ErrorResponse::new(Some(format!(
@@ -385,7 +352,7 @@ mod tests {
     #[test]
     fn a_token_file_others_can_read_is_refused() {
         for mode in [0o644, 0o604, 0o640, 0o660, 0o666] {
-            let msg = problem(b"secret\n", mode);
+            let msg = problem(b"secret-0123456789abcdef\n", mode);
             assert!(msg.contains("chmod 600"), "{msg}");
             assert!(msg.contains(&format!("{mode:04o}")), "{msg}");
         }
@@ -405,19 +372,19 @@ mod tests {
 
     #[test]
     fn the_token_is_trimmed_and_compared_whole() {
-        let (_dir, path) = token_file(b"  s3cret-token\n", 0o400);
+        let (_dir, path) = token_file(b"  s3cret-token-0123\n", 0o400);
         let token = WsToken::load(&path).unwrap();
-        assert!(token.matches(b"s3cret-token"));
-        assert!(!token.matches(b"s3cret-toke"));
-        assert!(!token.matches(b"s3cret-token2"));
-        assert!(!token.matches(b"S3cret-token"));
+        assert!(token.matches(b"s3cret-token-0123"));
+        assert!(!token.matches(b"s3cret-token-012"));
+        assert!(!token.matches(b"s3cret-token-01234"));
+        assert!(!token.matches(b"S3cret-token-0123"));
         assert!(!token.matches(b""));
         assert_eq!(format!("{token:?}"), "WsToken(<redacted>)");
     }
 
     #[test]
     fn the_bearer_header_is_what_authorizes() {
-        let (_dir, path) = token_file(b"tok\n", 0o600);
+        let (_dir, path) = token_file(b"tok-0123456789abcdef\n", 0o600);
         let token = WsToken::load(&path).unwrap();
         let with = |value: Option<&str>| {
             let mut b = Request::builder().uri("/");
@@ -426,13 +393,14 @@ mod tests {
             }
             token.authorizes(&b.body(()).unwrap())
         };
-        assert!(with(Some("Bearer tok")));
-        assert!(with(Some("bearer tok")));
+        assert!(with(Some("Bearer tok-0123456789abcdef")));
+        assert!(with(Some("bearer tok-0123456789abcdef")));
+        assert!(with(Some("BEARER  tok-0123456789abcdef")));
         assert!(!with(None));
-        assert!(!with(Some("tok")));
-        assert!(!with(Some("Basic tok")));
+        assert!(!with(Some("tok-0123456789abcdef")));
+        assert!(!with(Some("Basic tok-0123456789abcdef")));
         assert!(!with(Some("Bearer")));
-        assert!(!with(Some("Bearer tok2")));
-        assert!(!with(Some("Bearertok")));
+        assert!(!with(Some("Bearer tok-0123456789abcdef2")));
+        assert!(!with(Some("Bearertok-0123456789abcdef")));
     }
 }

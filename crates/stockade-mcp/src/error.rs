@@ -73,17 +73,12 @@ fn daemon_sentence(code: &i64, message: &str) -> String {
 /// Why `stockade mcp` could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
-    /// `--http` on a non-loopback address without a token.
-    #[error(
-        "refusing to serve MCP over HTTP on {addr} without a token: anyone who can reach it could run commands. Pass --token (or --token-file), or bind to 127.0.0.1"
-    )]
-    TokenRequired {
-        /// The address asked for.
-        addr: SocketAddr,
+    /// The bearer token cannot guard the HTTP door.
+    #[error("the MCP token cannot be used: {problem}")]
+    BadToken {
+        /// What is wrong and what to do.
+        problem: String,
     },
-    /// An empty token.
-    #[error("the token is empty; use a long random string (e.g. `openssl rand -hex 32`)")]
-    EmptyToken,
     /// Binding the HTTP listener failed.
     #[error("cannot listen on {addr}: {source}")]
     Bind {

@@ -1,6 +1,9 @@
-//! Streamable HTTP: rmcp's `StreamableHttpService` mounted at `/mcp`, behind a bearer-token
-//! check when a token is set. A token is required for any bind that is not loopback: whoever
-//! reaches this endpoint can run commands.
+//! Streamable HTTP: rmcp's `StreamableHttpService` mounted at `/mcp`, behind a bearer token on
+//! every bind (whoever reaches this endpoint can run commands as this user, and on loopback that
+//! includes every other local user). The `Authorization` scheme is matched in any case; a request
+//! carrying an `Origin` header is refused unless that origin was allowed (browsers send it, so a
+//! web page cannot reach a local server through DNS rebinding); `Host` must be loopback on a
+//! loopback bind.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -11,6 +14,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use stockade_daemon::token;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::ServeError;
@@ -19,13 +23,26 @@ use crate::server::StockadeMcp;
 /// The path the MCP endpoint is served on.
 pub const MCP_PATH: &str = "/mcp";
 
-/// Check the bind/token combination before anything listens.
-pub fn check_bind(addr: SocketAddr, token: Option<&str>) -> Result<(), ServeError> {
-    match token {
-        Some("") => Err(ServeError::EmptyToken),
-        None if !addr.ip().is_loopback() => Err(ServeError::TokenRequired { addr }),
-        _ => Ok(()),
+/// How an HTTP server is guarded. Its `Debug` never shows the token.
+#[derive(Clone)]
+pub struct HttpGuard {
+    /// The bearer token every request must carry (at least
+    /// [`MIN_TOKEN_LEN`](stockade_daemon::token::MIN_TOKEN_LEN) bytes).
+    pub token: String,
+    /// Browser origins allowed to call (e.g. `http://localhost:6274`); a request with any other
+    /// `Origin` header is refused with 403. Requests without one (non-browser clients) pass.
+    pub allowed_origins: Vec<String>,
+}
+
+impl std::fmt::Debug for HttpGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "HttpGuard(token: <redacted>, origins: {:?})", self.allowed_origins)
     }
+}
+
+/// Check the guard before anything listens.
+pub fn check_guard(guard: &HttpGuard) -> Result<(), ServeError> {
+    token::check_token(guard.token.as_bytes()).map_err(|problem| ServeError::BadToken { problem })
 }
 
 /// Serve `server` on `addr` until `cancel` fires. `ready` receives the bound address (useful
@@ -33,12 +50,16 @@ pub fn check_bind(addr: SocketAddr, token: Option<&str>) -> Result<(), ServeErro
 pub async fn serve(
     server: StockadeMcp,
     addr: SocketAddr,
-    token: Option<String>,
+    guard: HttpGuard,
     cancel: CancellationToken,
     ready: impl FnOnce(SocketAddr),
 ) -> Result<(), ServeError> {
-    check_bind(addr, token.as_deref())?;
-    let mut config = StreamableHttpServerConfig::default().with_cancellation_token(cancel.clone());
+    check_guard(&guard)?;
+    let mut config = StreamableHttpServerConfig::default()
+        .with_cancellation_token(cancel.clone())
+        .with_allowed_origins(guard.allowed_origins.clone())
+        // With no origin allowed, every request that carries one is refused.
+        .enforce_origin_validation();
     if !addr.ip().is_loopback() {
         // Host checks guard a loopback server against DNS rebinding; a remote bind is reached
         // under names we cannot know, and the bearer token guards it instead.
@@ -46,11 +67,10 @@ pub async fn serve(
     }
     let service: StreamableHttpService<StockadeMcp, LocalSessionManager> =
         StreamableHttpService::new(move || Ok(server.clone()), Default::default(), config);
-    let mut router = axum::Router::new().nest_service(MCP_PATH, service);
-    if let Some(token) = token {
-        let expected: Arc<[u8]> = Arc::from(format!("Bearer {token}").into_bytes());
-        router = router.layer(middleware::from_fn_with_state(expected, require_bearer));
-    }
+    let expected: Arc<[u8]> = Arc::from(guard.token.into_bytes());
+    let router = axum::Router::new()
+        .nest_service(MCP_PATH, service)
+        .layer(middleware::from_fn_with_state(expected, require_bearer));
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| ServeError::Bind { addr, source })?;
@@ -71,17 +91,20 @@ async fn require_bearer(
     request: Request,
     next: Next,
 ) -> Response {
-    let given = headers.get(header::AUTHORIZATION).map(|v| v.as_bytes()).unwrap_or_default();
-    if constant_time_eq(given, &expected) {
-        next.run(request).await
-    } else {
-        (
-            StatusCode::UNAUTHORIZED,
-            [(header::WWW_AUTHENTICATE, "Bearer")],
-            "missing or wrong bearer token\n",
-        )
-            .into_response()
+    let values = headers.get_all(header::AUTHORIZATION);
+    let presented = values.iter().next().is_some();
+    if values
+        .iter()
+        .any(|v| token::bearer(v.as_bytes()).is_some_and(|t| constant_time_eq(t, &expected)))
+    {
+        return next.run(request).await;
     }
+    let body = if presented {
+        "the bearer token is wrong: send `Authorization: Bearer <token>` with the token stockade mcp printed or was given\n"
+    } else {
+        "a bearer token is required: send `Authorization: Bearer <token>` with the token stockade mcp printed or was given\n"
+    };
+    (StatusCode::UNAUTHORIZED, [(header::WWW_AUTHENTICATE, "Bearer")], body).into_response()
 }
 
 /// Compare without an early exit, so the time taken does not reveal how much of a guess was
@@ -110,12 +133,11 @@ mod tests {
     }
 
     #[test]
-    fn remote_binds_need_a_token() {
-        let remote: SocketAddr = "0.0.0.0:8080".parse().unwrap_or_else(|_| unreachable!());
-        let local: SocketAddr = "127.0.0.1:8080".parse().unwrap_or_else(|_| unreachable!());
-        assert!(matches!(check_bind(remote, None), Err(ServeError::TokenRequired { .. })));
-        assert!(check_bind(remote, Some("t")).is_ok());
-        assert!(check_bind(local, None).is_ok());
-        assert!(matches!(check_bind(local, Some("")), Err(ServeError::EmptyToken)));
+    fn every_bind_needs_a_long_token() {
+        let guard = |t: &str| HttpGuard { token: t.to_owned(), allowed_origins: vec![] };
+        assert!(matches!(check_guard(&guard("")), Err(ServeError::BadToken { .. })));
+        assert!(matches!(check_guard(&guard("x")), Err(ServeError::BadToken { .. })));
+        assert!(check_guard(&guard("0123456789abcdef")).is_ok());
+        assert!(!format!("{:?}", guard("0123456789abcdef")).contains("0123"));
     }
 }

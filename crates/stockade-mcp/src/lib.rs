@@ -5,8 +5,8 @@
 //! **transport → handler → daemon → answer.**
 //!
 //! * A transport carries MCP's JSON-RPC: stdio (the agent starts `stockade mcp` as a child
-//!   process) or streamable HTTP (`--http 127.0.0.1:PORT`, behind a bearer token, which is
-//!   required for any bind that is not loopback). rmcp, the official Rust SDK, speaks the
+//!   process) or streamable HTTP (`--http 127.0.0.1:PORT`, behind a bearer token on every bind
+//!   and an `Origin` check; see [`http`]). rmcp, the official Rust SDK, speaks the
 //!   protocol.
 //! * The handler ([`StockadeMcp`]) offers six tools named after Codex's (`exec_command`,
 //!   `write_stdin`) and for what a model does with a log (`read_output`, `grep_output`,
@@ -66,8 +66,8 @@ pub enum Transport {
     Http {
         /// Where to listen.
         addr: SocketAddr,
-        /// Bearer token every request must carry (required unless `addr` is loopback).
-        token: Option<String>,
+        /// The bearer token every request must carry, and the browser origins allowed.
+        guard: http::HttpGuard,
     },
 }
 
@@ -80,8 +80,8 @@ pub async fn serve(
     cancel: CancellationToken,
     on_ready: impl FnOnce(Option<SocketAddr>),
 ) -> Result<(), ServeError> {
-    if let Transport::Http { addr, token } = &transport {
-        http::check_bind(*addr, token.as_deref())?;
+    if let Transport::Http { guard, .. } = &transport {
+        http::check_guard(guard)?;
     }
     let embedded = match daemon {
         Daemon::Shared(opts) => {
@@ -112,8 +112,8 @@ async fn serve_with(
             running.waiting().await.map_err(|e| ServeError::Transport(e.to_string()))?;
             Ok(())
         }
-        Transport::Http { addr, token } => {
-            http::serve(server, addr, token, cancel, |bound| on_ready(Some(bound))).await
+        Transport::Http { addr, guard } => {
+            http::serve(server, addr, guard, cancel, |bound| on_ready(Some(bound))).await
         }
     }
 }

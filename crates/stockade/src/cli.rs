@@ -123,10 +123,15 @@ pub enum Command {
     /// They use the daemon of --home (started on demand), so sessions survive restarts of the
     /// agent; --embedded runs a private daemon whose sessions end with this server.
     ///
+    /// Over HTTP every request needs `Authorization: Bearer <token>`: without --token-file a
+    /// token is generated into $STOCKADE_HOME/mcp-token (0600) and its path printed. Browser
+    /// requests are refused unless their origin is given with --allow-origin.
+    ///
     /// Examples:
     ///   claude mcp add stockade -- stockade mcp
     ///   stockade mcp --http 127.0.0.1:8765
     ///   stockade mcp --http 0.0.0.0:8765 --token-file ~/.config/stockade/token
+    ///   stockade mcp --http 127.0.0.1:8765 --allow-origin http://localhost:6274
     Mcp(crate::cmd::mcp::McpArgs),
     /// Recurring runs kept by the daemon: add, list, rm, pause, resume, runs.
     ///

@@ -2,17 +2,21 @@
 //! `stockade_mcp::serve` and SIGTERM/SIGINT into its cancellation token; the server is the
 //! `stockade-mcp` library.
 
+use std::io::Write as _;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
+use stockade_mcp::http::HttpGuard;
 use stockade_mcp::{CancellationToken, Daemon, Transport};
 
 use super::Global;
 
+/// The generated token's file in the state directory.
+const TOKEN_FILE: &str = "mcp-token";
 /// How long to wait for blocking work (a daemon call in flight) when stopping.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
@@ -22,13 +26,19 @@ pub struct McpArgs {
     /// Serve streamable HTTP on this address (e.g. 127.0.0.1:8765) at /mcp instead of stdio.
     #[arg(long, value_name = "ADDR")]
     pub http: Option<SocketAddr>,
-    /// Bearer token HTTP clients must send (`Authorization: Bearer T`). Required for any
-    /// address that is not loopback.
+    /// Bearer token HTTP clients must send (`Authorization: Bearer T`), at least 16
+    /// characters. Without --token or --token-file, one is generated into a private file in the
+    /// state directory (`mcp-token`) and its path printed.
     #[arg(long, value_name = "T", env = "STOCKADE_MCP_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
-    /// Read the bearer token from this file (first line), instead of --token.
+    /// Read the bearer token from this file, instead of --token: yours, mode 0600 (no access
+    /// for group or others), one token of at least 16 characters.
     #[arg(long, value_name = "PATH", conflicts_with = "token")]
     pub token_file: Option<PathBuf>,
+    /// A browser origin allowed to call the HTTP server (e.g. `http://localhost:6274`);
+    /// repeatable. Requests with any other `Origin` header are refused (403).
+    #[arg(long, value_name = "ORIGIN")]
+    pub allow_origin: Vec<String>,
     /// Run a private daemon inside this process instead of the shared one: its sessions end
     /// when this server stops.
     #[arg(long)]
@@ -36,16 +46,20 @@ pub struct McpArgs {
 }
 
 pub fn mcp(global: &Global, args: McpArgs) -> anyhow::Result<ExitCode> {
-    let token = match (&args.token, &args.token_file) {
-        (_, Some(path)) => Some(read_token(path)?),
-        (Some(t), None) => Some(t.clone()),
-        (None, None) => None,
-    };
-    if token.is_some() && args.http.is_none() {
-        anyhow::bail!("--token and --token-file only apply with --http ADDR");
+    if args.http.is_none()
+        && (args.token.is_some() || args.token_file.is_some() || !args.allow_origin.is_empty())
+    {
+        anyhow::bail!("--token, --token-file and --allow-origin only apply with --http ADDR");
     }
     let transport = match args.http {
-        Some(addr) => Transport::Http { addr, token },
+        Some(addr) => {
+            let token = match (&args.token, &args.token_file) {
+                (_, Some(path)) => read_token(path)?,
+                (Some(t), None) => t.clone(),
+                (None, None) => default_token(global)?,
+            };
+            Transport::Http { addr, guard: HttpGuard { token, allowed_origins: args.allow_origin } }
+        }
         None => Transport::Stdio,
     };
     let daemon =
@@ -67,7 +81,8 @@ pub fn mcp(global: &Global, args: McpArgs) -> anyhow::Result<ExitCode> {
         });
         stockade_mcp::serve(daemon, transport, cancel, |addr| {
             if let Some(addr) = addr {
-                eprintln!(
+                let _ = writeln!(
+                    std::io::stderr(),
                     "stockade mcp: listening on http://{addr}{}",
                     stockade_mcp::http::MCP_PATH
                 );
@@ -82,12 +97,33 @@ pub fn mcp(global: &Global, args: McpArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn read_token(path: &std::path::Path) -> anyhow::Result<String> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read the token file {}", path.display()))?;
-    let token = text.lines().next().unwrap_or_default().trim().to_owned();
-    if token.is_empty() {
-        anyhow::bail!("the token file {} is empty", path.display());
-    }
+/// The token in `path`, under the same rules as the daemon's WebSocket door.
+fn read_token(path: &Path) -> anyhow::Result<String> {
+    let token = stockade_daemon::token::read_token_file(path)
+        .map_err(|problem| anyhow::anyhow!("token file {}: {problem}", path.display()))?;
+    String::from_utf8(token)
+        .map_err(|_| anyhow::anyhow!("token file {}: the token is not UTF-8 text", path.display()))
+}
+
+/// The token of the state directory's `mcp-token` file, generated (0600) the first time; its
+/// path is printed so clients can be given it.
+fn default_token(global: &Global) -> anyhow::Result<String> {
+    let home = super::state_dir(global.home.clone())?;
+    let path = home.root().join(TOKEN_FILE);
+    let token = match stockade_daemon::token::generate_token_file(&path) {
+        Ok(token) => token,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => read_token(&path)?,
+        Err(e) => {
+            return Err(anyhow::anyhow!(
+                "cannot write a token to {}: {e}; pass --token-file PATH instead",
+                path.display()
+            ));
+        }
+    };
+    let _ = writeln!(
+        std::io::stderr(),
+        "stockade mcp: clients must send `Authorization: Bearer <token>` with the token in {}",
+        path.display()
+    );
     Ok(token)
 }

@@ -19,9 +19,11 @@ fn python_sdk_over_stdio_reads_20_mib_by_cursor_and_greps_it() {
 #[test]
 fn python_sdk_over_streamable_http_with_a_token() {
     let home = Home::new();
-    let mut server = HttpServer::start(&home, &["--token", "test-token-123"]);
-    server.python("basic", Some("test-token-123")).assert_success("scenario basic over HTTP");
-    server.python("big", Some("test-token-123")).assert_success("scenario big over HTTP");
+    let mut server = HttpServer::start(&home, &["--token", "test-token-0123456789"]);
+    server
+        .python("basic", Some("test-token-0123456789"))
+        .assert_success("scenario basic over HTTP");
+    server.python("big", Some("test-token-0123456789")).assert_success("scenario big over HTTP");
     let refused = server.python("basic", Some("wrong-token"));
     assert!(!refused.status.success(), "a wrong token must be refused:\n{}", refused.stdout);
     let status = server.stop().expect("stockade mcp --http stops on SIGTERM");
