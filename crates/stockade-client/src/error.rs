@@ -80,6 +80,18 @@ pub enum ClientError {
         /// The bound, in bytes.
         limit: usize,
     },
+    /// The request is larger than the daemon reads; nothing was sent.
+    #[error(
+        "the `{method}` request has {size} bytes, more than the daemon's limit of {limit}; send less (e.g. a shorter command or environment, or a file the command reads)"
+    )]
+    RequestTooLarge {
+        /// The method called.
+        method: String,
+        /// The request's size, in bytes.
+        size: usize,
+        /// The limit, in bytes.
+        limit: usize,
+    },
     /// The daemon sent something that is not a valid answer.
     #[error("the daemon sent an invalid answer to `{method}`: {detail}")]
     Protocol {

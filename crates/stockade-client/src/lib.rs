@@ -259,6 +259,14 @@ impl Client {
             detail: format!("cannot encode the request: {e}"),
         })?;
         line.push(b'\n');
+        if line.len() > rpc::MAX_REQUEST_BYTES {
+            // The daemon would skip it unread; say so here, with nothing sent.
+            return Err(ClientError::RequestTooLarge {
+                method: method.into(),
+                size: line.len(),
+                limit: rpc::MAX_REQUEST_BYTES,
+            });
+        }
         self.writer.set_write_timeout(Some(timeout)).map_err(io)?;
         self.writer.write_all(&line).map_err(|e| match e.kind() {
             std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset => {
@@ -298,6 +306,17 @@ impl Client {
         // Answers are small or bounded; do not keep a huge buffer around between calls.
         if self.line.capacity() > 1024 * 1024 {
             self.line = Vec::new();
+        }
+        // An error the daemon could not tie to a request (e.g. it refused the connection) is
+        // still its sentence.
+        if response.id.is_null()
+            && let Some(err) = response.error
+        {
+            return Err(ClientError::Rpc {
+                method: method.into(),
+                code: err.code,
+                message: err.message,
+            });
         }
         if response.id.as_u64() != Some(id) {
             return Err(ClientError::Protocol {

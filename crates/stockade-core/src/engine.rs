@@ -352,6 +352,7 @@ impl Engine {
         }
         let disk_cap = spec.disk_cap.unwrap_or(self.config.disk_cap);
         validate_input(&spec)?;
+        validate_text(&spec)?;
         let admission = self.admit(retained_cap, disk_cap)?;
         let id = self.config.state_dir.allocate_id()?;
         let dir = self.config.state_dir.instance_dir(&self.config.instance)?.join(&id);
@@ -616,6 +617,37 @@ fn validate_input(spec: &RunSpec) -> Result<(), EngineError> {
     Ok(())
 }
 
+/// What the OS cannot take is refused as invalid, before any fork: a NUL byte (C strings end
+/// there, so the command would be cut short) and environment keys that are empty or contain `=`
+/// (`A=B` as a key would set `A` to `B=…`).
+fn validate_text(spec: &RunSpec) -> Result<(), EngineError> {
+    let invalid = |what: String| Err(EngineError::Invalid(what));
+    if spec.command.contains('\0') {
+        return invalid(
+            "the command contains a NUL byte, which no process can receive; remove it".into(),
+        );
+    }
+    for (what, path) in [("cwd", &spec.cwd), ("shell", &spec.shell)] {
+        if path.as_ref().is_some_and(|p| p.as_os_str().as_encoded_bytes().contains(&0)) {
+            return invalid(format!("{what} contains a NUL byte; remove it"));
+        }
+    }
+    for (key, value) in &spec.env {
+        if key.is_empty() {
+            return invalid("an environment variable has an empty name; give each a name".into());
+        }
+        if key.contains('=') || key.contains('\0') {
+            return invalid(format!(
+                "the environment variable name {key:?} contains `=` or a NUL byte; names cannot"
+            ));
+        }
+        if value.contains('\0') {
+            return invalid(format!("the value of {key} contains a NUL byte; remove it"));
+        }
+    }
+    Ok(())
+}
+
 /// Delete a forgotten session's directory; the spool bytes it held.
 async fn remove_session_dir(session: Arc<Session>) -> u64 {
     let bytes = session.log().stats().spooled_bytes;
@@ -635,5 +667,9 @@ async fn remove_session_dir(session: Arc<Session>) -> u64 {
 
 /// The numeric part of `sh-N` (0 for anything else, which matches no session).
 fn id_number(id: &str) -> u64 {
+    // Only the canonical form: `sh-+64` or `sh-064` is not `sh-64`.
+    if !crate::state_dir::is_session_id(id) {
+        return 0;
+    }
     id.strip_prefix(crate::state_dir::SESSION_ID_PREFIX).and_then(|n| n.parse().ok()).unwrap_or(0)
 }

@@ -262,6 +262,10 @@ pub(crate) fn scan(state_dir: &StateDir) -> Vec<RecordEntry> {
 
 /// The numeric part of a session id (`sh-12` → 12; 0 for anything else).
 pub(crate) fn id_number(id: &str) -> u64 {
+    // Only the canonical form: `sh-+64` or `sh-064` is not `sh-64`.
+    if !crate::state_dir::is_session_id(id) {
+        return 0;
+    }
     id.strip_prefix(crate::state_dir::SESSION_ID_PREFIX).and_then(|n| n.parse().ok()).unwrap_or(0)
 }
 

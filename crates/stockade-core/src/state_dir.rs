@@ -239,11 +239,12 @@ fn boot_id() -> Option<String> {
     (!id.is_empty() && !id.contains(char::is_whitespace)).then(|| id.to_owned())
 }
 
-/// Whether `s` has the shape of a session id (`sh-` and digits), so it is safe to use as a path
-/// component.
+/// Whether `s` has the shape of a session id (`sh-` and digits without a leading zero), so it is
+/// safe to use as a path component and names one session only.
 pub fn is_session_id(s: &str) -> bool {
-    s.strip_prefix(SESSION_ID_PREFIX)
-        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    s.strip_prefix(SESSION_ID_PREFIX).is_some_and(|n| {
+        !n.is_empty() && !n.starts_with('0') && n.bytes().all(|b| b.is_ascii_digit())
+    })
 }
 
 /// Create `dir` with mode 0700 if missing; refuse a symlink or a non-directory in its place.
@@ -388,7 +389,7 @@ mod tests {
     #[test]
     fn session_ids_are_checked_before_use_as_paths() {
         assert!(is_session_id("sh-12"));
-        for bad in ["sh-", "sh-1/../x", "../sh-1", "sh-1a", "x-1"] {
+        for bad in ["sh-", "sh-1/../x", "../sh-1", "sh-1a", "x-1", "sh-+64", "sh-064", "sh- 1"] {
             assert!(!is_session_id(bad), "{bad}");
         }
     }

@@ -26,6 +26,7 @@
 
 #![deny(missing_docs)]
 
+mod admission;
 mod config;
 mod error;
 mod framing;
@@ -41,6 +42,7 @@ mod state;
 pub mod token;
 mod ws;
 
+pub use admission::{PENDING_CAP, UNIX_RESERVE};
 pub use config::{
     DEFAULT_SWEEP_INTERVAL, DaemonConfig, MAX_CONNECTIONS, MAX_IN_FLIGHT_PER_CONNECTION,
     MIN_SWEEP_INTERVAL, WsConfig,

@@ -160,6 +160,15 @@ async fn respond(ctx: &Ctx, frame: Frame) -> Option<Answer> {
     let notification = !object.contains_key("id");
     let id = match object.remove("id") {
         None => Value::Null,
+        // A number beyond 64-bit integers was read as a float: echoed, it would not be the
+        // client's id.
+        Some(Value::Number(n)) if n.is_f64() => {
+            return Some(Answer::Error(Response::err(
+                Value::Null,
+                code::INVALID_REQUEST,
+                "the request id must be a string or an integer of at most 64 bits; use a string for other ids",
+            )));
+        }
         Some(v @ (Value::Null | Value::String(_) | Value::Number(_))) => v,
         Some(_) => {
             return Some(Answer::Error(Response::err(

@@ -16,10 +16,11 @@ use stockade_proto::rpc::{MAX_REQUEST_BYTES, Response, code};
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::unix::OwnedWriteHalf;
 use tokio::net::{UnixListener, UnixStream};
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::admission::Admission;
 use crate::config::{DaemonConfig, MAX_CONNECTIONS};
 use crate::error::DaemonError;
 use crate::framing::LineReader;
@@ -140,15 +141,15 @@ impl Daemon {
             shared.stop.clone(),
         ));
         let connections = TaskTracker::new();
-        let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+        let admission = Admission::new();
         let conn_root = CancellationToken::new();
         loop {
             tokio::select! {
                 () = token.cancelled() => break,
                 () = shared.stop.cancelled() => break,
                 accepted = listener.accept() => match accepted {
-                    Ok((stream, _)) => match Arc::clone(&slots).try_acquire_owned() {
-                        Ok(slot) => {
+                    Ok((stream, _)) => match admission.local() {
+                        Some(slot) => {
                             let shared = Arc::clone(&shared);
                             let conn = conn_root.child_token();
                             connections.spawn(async move {
@@ -156,7 +157,7 @@ impl Daemon {
                                 drop(slot);
                             });
                         }
-                        Err(_) => {
+                        None => {
                             connections.spawn(refuse(stream));
                         }
                     },
@@ -169,19 +170,14 @@ impl Daemon {
                     Ok((stream, peer)) => {
                         let token = ws.as_ref().map(WsListener::token);
                         let Some(token) = token else { continue };
-                        match Arc::clone(&slots).try_acquire_owned() {
-                            Ok(slot) => {
-                                let shared = Arc::clone(&shared);
-                                let conn = conn_root.child_token();
-                                connections.spawn(async move {
-                                    ws::connection(shared, stream, peer, token, conn).await;
-                                    drop(slot);
-                                });
-                            }
-                            Err(_) => {
-                                connections.spawn(ws::refuse(stream, token));
-                            }
-                        }
+                        // Not counted against the budget until it authenticates.
+                        let pending = admission.pending();
+                        let shared = Arc::clone(&shared);
+                        let conn = conn_root.child_token();
+                        let admission = Arc::clone(&admission);
+                        connections.spawn(ws::connection(
+                            shared, stream, peer, token, conn, admission, pending,
+                        ));
                     }
                     Err(e) => {
                         tracing::warn!(error = %e, "WebSocket accept failed");

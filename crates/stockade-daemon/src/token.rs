@@ -95,7 +95,7 @@ pub fn generate_token_file(path: &Path) -> std::io::Result<String> {
 /// without regard to case (RFC 9110), the token is what follows the blanks after it.
 pub fn bearer(value: &[u8]) -> Option<&[u8]> {
     let (scheme, rest) = value.split_at_checked(b"Bearer".len())?;
-    if !scheme.eq_ignore_ascii_case(b"Bearer") || !rest.first().is_some_and(|b| *b == b' ') {
+    if !scheme.eq_ignore_ascii_case(b"Bearer") || rest.first() != Some(&b' ') {
         return None;
     }
     let token = rest.trim_ascii();

@@ -24,7 +24,7 @@ use stockade_proto::rpc::{MAX_REQUEST_BYTES, Response, code};
 use subtle::ConstantTimeEq as _;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
+use tokio::sync::{OwnedSemaphorePermit, mpsc};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::handshake::server::{
     ErrorResponse, Request, Response as Ok101,
@@ -35,14 +35,16 @@ use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Bytes, Error as WsError, Message, error::CapacityError};
 use tokio_util::sync::CancellationToken;
 
+use crate::admission::{Admission, Pending, UNIX_RESERVE};
 use crate::config::{MAX_CONNECTIONS, WsConfig};
 use crate::error::WsSetupError;
 use crate::framing::Frame;
 use crate::requests::{FrameSource, WRITE_QUEUE, encode, read_requests};
 use crate::state::Shared;
 
-/// How long a client has to complete the HTTP upgrade before its connection is dropped.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a client has to complete the HTTP upgrade before its connection is dropped (it
+/// holds one of the few pending places until then).
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(3);
 /// How long closing a connection may take: sending the close frame, then waiting for the client
 /// to close its side (see [`finish`]).
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -147,41 +149,51 @@ fn unauthorized(request: &Request) -> ErrorResponse {
     resp
 }
 
-/// Upgrade `stream` if it presents the token (and, with `admit` false, refuse it with 503 after
-/// all: the daemon serves as many connections as it can).
+/// Upgrade `stream` if it presents the token within the handshake deadline, and only then take
+/// a slot of the connection budget (refused with 503 when there is none). Gives up when a newer
+/// connection needs the pending place (see [`crate::admission`]).
 async fn upgrade(
     stream: TcpStream,
     token: &WsToken,
-    admit: bool,
-) -> Result<WebSocketStream<TcpStream>, WsError> {
+    admission: &Admission,
+    pending: Pending,
+) -> Result<(WebSocketStream<TcpStream>, OwnedSemaphorePermit), WsError> {
+    let mut slot = None;
     #[allow(clippy::result_large_err, reason = "the callback's signature is tungstenite's")]
     let check = |request: &Request, response: Ok101| {
         if !token.authorizes(request) {
             return Err(unauthorized(request));
         }
-        if !admit {
-            let mut resp = ErrorResponse::new(Some(format!(
-                "the daemon already serves {MAX_CONNECTIONS} connections; close some and retry\n"
-            )));
-            *resp.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
-            return Err(resp);
+        match admission.network() {
+            Some(permit) => slot = Some(permit),
+            None => {
+                let mut resp = ErrorResponse::new(Some(format!(
+                    "the daemon already serves {} network connections; close some and retry\n",
+                    MAX_CONNECTIONS - UNIX_RESERVE
+                )));
+                *resp.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+                return Err(resp);
+            }
         }
         Ok(response)
     };
     let handshake =
         tokio_tungstenite::accept_hdr_async_with_config(stream, check, Some(ws_config()));
-    match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
-        Ok(result) => result,
-        Err(_) => Err(WsError::Io(std::io::Error::new(
-            std::io::ErrorKind::TimedOut,
-            "the upgrade took too long",
-        ))),
+    let timed_out = |why: &str| WsError::Io(std::io::Error::new(std::io::ErrorKind::TimedOut, why));
+    let ws = tokio::select! {
+        result = tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake) => match result {
+            Ok(result) => result?,
+            Err(_) => return Err(timed_out("the upgrade took too long")),
+        },
+        () = pending.cancel.cancelled() => {
+            return Err(timed_out("dropped unauthenticated to make room for newer connections"));
+        }
+    };
+    drop(pending);
+    match slot {
+        Some(slot) => Ok((ws, slot)),
+        None => Err(timed_out("upgraded without a slot")),
     }
-}
-
-/// Too many connections: refuse the upgrade (401 without the token, else 503).
-pub(crate) async fn refuse(stream: TcpStream, token: Arc<WsToken>) {
-    let _ = upgrade(stream, &token, false).await;
 }
 
 /// One WebSocket connection: the upgrade, then requests as on the Unix socket.
@@ -191,8 +203,10 @@ pub(crate) async fn connection(
     peer: SocketAddr,
     token: Arc<WsToken>,
     conn: CancellationToken,
+    admission: Arc<Admission>,
+    pending: Pending,
 ) {
-    let ws = match upgrade(stream, &token, true).await {
+    let (ws, _slot) = match upgrade(stream, &token, &admission, pending).await {
         Ok(ws) => ws,
         Err(WsError::Http(resp)) => {
             tracing::warn!(%peer, status = %resp.status(), "WebSocket upgrade refused");

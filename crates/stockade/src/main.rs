@@ -2,6 +2,23 @@
 //! printed as one plain sentence with what to do, and a closed stdout (`stockade read … | head`)
 //! is success, not an error.
 
+/// `eprintln!` that never panics: with stderr closed, a message is lost, not the exit code
+/// (std's panics, which would exit 101). Defined before the modules so they all use it.
+macro_rules! eprintln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+/// `eprint!` that never panics (see `eprintln!`).
+macro_rules! eprint {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod args;
 mod cli;
 mod cmd;
@@ -57,6 +74,8 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
+        // Colour only for a person at a terminal: not in daemon.log, pipes or agents' logs.
+        .with_ansi(out::colour_ok())
         .init();
     match cmd::dispatch(cli) {
         Ok(code) => code,

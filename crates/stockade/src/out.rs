@@ -11,9 +11,32 @@ use stockade_proto::OutputView;
 /// on a line of its own, saying how to read on from `label` (a session id; without one the
 /// notice names only the spool).
 pub fn view_text(view: &OutputView, label: Option<&str>) -> String {
-    answer::view_text(view, |after| {
+    let text = answer::view_text(view, |after| {
         label.map(|l| format!("stockade read {l} --after {after}, or stockade grep {l} REGEX"))
-    })
+    });
+    escape_controls(&text).into_owned()
+}
+
+/// Text that is safe to show on a terminal: control characters other than newline, tab and
+/// carriage return (ESC, NUL, BEL, DEL, the C1 controls such as CSI) are written as `\xNN` /
+/// `\u{NN}`, so a command's output cannot move the cursor, retitle the window or hide text.
+/// `--raw` gives the exact bytes.
+pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| c.is_control() && !matches!(c, '\n' | '\t' | '\r');
+    if !text.chars().any(unsafe_char) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        match c {
+            c if unsafe_char(c) && (c as u32) < 0x80 => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
+            c if unsafe_char(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// An error as the one sentence `main` prints; an unknown session id says how to list them.
@@ -21,7 +44,32 @@ pub fn error_text(e: &anyhow::Error) -> String {
     let unknown = e
         .chain()
         .any(|c| c.downcast_ref::<ClientError>().is_some_and(ClientError::is_no_such_session));
-    if unknown { format!("{e:#}; `stockade ps` lists the sessions") } else { format!("{e:#}") }
+    let text = chain_text(e);
+    if unknown { format!("{text}; `stockade ps` lists the sessions") } else { text }
+}
+
+/// The error and its causes joined with `: `, leaving out a cause its parent already says (many
+/// errors print their source in their own message).
+fn chain_text(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let part = cause.to_string();
+        if text.contains(part.as_str()) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&part);
+    }
+    text
+}
+
+/// Whether log lines may carry ANSI colour: only when stderr is a terminal and `NO_COLOR` is
+/// not set.
+pub fn colour_ok() -> bool {
+    use std::io::IsTerminal as _;
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
 /// Write `text` to stdout.
@@ -148,6 +196,23 @@ impl Utf8Stream {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn control_characters_are_shown_not_obeyed() {
+        assert_eq!(escape_controls("plain\ttext\r\n"), "plain\ttext\r\n");
+        assert_eq!(escape_controls("a\u{1b}[2Jb\0c\u{7}"), "a\\x1b[2Jb\\x00c\\x07");
+        assert_eq!(escape_controls("\u{9b}31m\u{7f}"), "\\u{9b}31m\\x7f");
+    }
+
+    #[test]
+    fn a_cause_already_said_is_not_repeated() {
+        let io = std::io::Error::from_raw_os_error(13);
+        let said = io.to_string();
+        let e = anyhow::Error::new(io).context(format!("cannot open x: {said}"));
+        assert_eq!(error_text(&e), format!("cannot open x: {said}"));
+        let e = anyhow::Error::new(std::io::Error::from_raw_os_error(13)).context("cannot open x");
+        assert_eq!(error_text(&e), format!("cannot open x: {said}"));
+    }
 
     #[test]
     fn characters_split_between_pieces_decode_whole() {

@@ -67,7 +67,7 @@ fn from_daemon(
         } else {
             // The content only: a reader that continues from `next_cursor` has no use for the
             // notice's "read more".
-            let mut text = answer.view.output.clone();
+            let mut text = out::escape_controls(&answer.view.output).into_owned();
             if !text.is_empty() && !text.ends_with('\n') {
                 text.push('\n');
             }
@@ -105,14 +105,14 @@ fn from_daemon(
             if args.raw {
                 out::print_bytes(&bytes)?;
             } else {
-                out::print(&utf8.push(&bytes))?;
+                out::print(&out::escape_controls(&utf8.push(&bytes)))?;
             }
         } else if args.json {
             if progressed || !args.follow {
                 out::print_json_line(&answer)?;
             }
         } else {
-            out::print(&answer.view.output)?;
+            out::print(&out::escape_controls(&answer.view.output))?;
         }
         cursor = next;
         let at_end = cursor >= answer.view.total_bytes;
@@ -126,7 +126,7 @@ fn from_daemon(
             std::thread::sleep(IDLE_PAUSE);
         }
     }
-    out::print(&utf8.finish())?;
+    out::print(&out::escape_controls(&utf8.finish()))?;
     Ok(ExitCode::SUCCESS)
 }
 

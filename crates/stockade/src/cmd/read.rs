@@ -56,13 +56,13 @@ pub(super) fn copy_raw(log: &OutputLog, after: u64, decode: bool) -> anyhow::Res
             break;
         }
         if decode {
-            out::print(&utf8.push(&bytes))?;
+            out::print(&out::escape_controls(&utf8.push(&bytes)))?;
         } else {
             out::print_bytes(&bytes)?;
         }
         cursor = next;
     }
-    out::print(&utf8.finish())
+    out::print(&out::escape_controls(&utf8.finish()))
 }
 
 pub fn grep(global: &super::Global, args: GrepArgs) -> anyhow::Result<ExitCode> {
@@ -110,7 +110,8 @@ fn print_grep(result: &GrepResult, json: bool) -> anyhow::Result<ExitCode> {
         let mut text = String::new();
         for line in &result.lines {
             let sep = if line.is_match { ':' } else { '-' };
-            text.push_str(&format!("{}{sep}{}{sep}{}\n", line.line_number, line.offset, line.text));
+            let shown = out::escape_controls(&line.text);
+            text.push_str(&format!("{}{sep}{}{sep}{shown}\n", line.line_number, line.offset));
         }
         if result.truncated {
             text.push_str(&format!(
