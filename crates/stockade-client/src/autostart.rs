@@ -43,6 +43,7 @@ pub(crate) fn start_and_connect(
         .mode(0o700)
         .create(&opts.home)
         .map_err(|e| fail(format!("cannot create {}: {e}", opts.home.display())))?;
+    crate::peer::check_home(&opts.home)?;
     let mut log_file = OpenOptions::new()
         .create(true)
         .append(true)

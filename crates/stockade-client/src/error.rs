@@ -44,6 +44,19 @@ pub enum ClientError {
         /// Our effective uid.
         euid: u32,
     },
+    /// The state directory belongs to another user: no daemon is started there.
+    #[error(
+        "{home} belongs to uid {owner}, not to this user (uid {euid}), so its owner could read the sessions' output or put their own daemon in its place; use a state directory of your own (set STOCKADE_HOME) or remove it",
+        home = .home.display()
+    )]
+    ForeignHome {
+        /// The state directory.
+        home: PathBuf,
+        /// Its owner.
+        owner: u32,
+        /// Our effective uid.
+        euid: u32,
+    },
     /// The daemon answered the call with a JSON-RPC error.
     #[error("{message}")]
     Rpc {

@@ -40,6 +40,19 @@ pub(crate) fn check(stream: &UnixStream, socket: &Path) -> Result<(), ClientErro
     Ok(())
 }
 
+/// Refuse to start a daemon in a state directory another user owns (they could replace its
+/// socket or read its logs).
+pub(crate) fn check_home(home: &Path) -> Result<(), ClientError> {
+    use std::os::unix::fs::MetadataExt as _;
+    let meta = std::fs::symlink_metadata(home)
+        .map_err(|source| ClientError::Connect { socket: home.to_path_buf(), source })?;
+    let euid = rustix::process::geteuid().as_raw();
+    if meta.uid() != euid {
+        return Err(ClientError::ForeignHome { home: home.to_path_buf(), owner: meta.uid(), euid });
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

@@ -25,7 +25,7 @@ use crate::config::MAX_CONNECTIONS;
 /// Connection slots only the Unix socket may use.
 pub const UNIX_RESERVE: usize = 64;
 /// Most network connections waiting to authenticate at once.
-pub const PENDING_CAP: usize = 64;
+pub const PENDING_CAP: usize = 128;
 
 /// The daemon's connection budget.
 #[derive(Debug)]

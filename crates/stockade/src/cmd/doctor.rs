@@ -17,7 +17,7 @@ pub fn doctor(home: Option<PathBuf>, args: DoctorArgs) -> anyhow::Result<ExitCod
         let value = serde_json::json!({
             "containment": info,
             "state_dir": state_dir.as_ref().map(|d| d.root().display().to_string()).ok(),
-            "state_dir_error": state_dir.as_ref().err().map(|e| e.to_string()),
+            "state_dir_error": state_dir.as_ref().err().map(out::error_text),
         });
         out::print_json(&value)?;
     } else {
@@ -43,7 +43,9 @@ pub fn doctor(home: Option<PathBuf>, args: DoctorArgs) -> anyhow::Result<ExitCod
         }
         match &state_dir {
             Ok(d) => text.push_str(&format!("state directory: {} (ok)\n", d.root().display())),
-            Err(e) => text.push_str(&format!("state directory: NOT usable: {e}\n")),
+            Err(e) => {
+                text.push_str(&format!("state directory: NOT usable: {}\n", out::error_text(e)))
+            }
         }
         out::print(&text)?;
     }
