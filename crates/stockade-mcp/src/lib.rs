@@ -31,6 +31,7 @@ mod backend;
 mod error;
 pub mod http;
 mod server;
+mod stdio;
 mod text;
 pub mod tools;
 
@@ -106,7 +107,7 @@ async fn serve_with(
         Transport::Stdio => {
             on_ready(None);
             let running = server
-                .serve_with_ct(rmcp::transport::io::stdio_pipes(), cancel)
+                .serve_with_ct(stdio::filtered(tokio::io::stdin(), tokio::io::stdout()), cancel)
                 .await
                 .map_err(|e| ServeError::Transport(e.to_string()))?;
             running.waiting().await.map_err(|e| ServeError::Transport(e.to_string()))?;

@@ -104,20 +104,19 @@ fn an_error_with_stderr_closed_is_no_panic() {
 #[test]
 fn logs_carry_no_colour_off_a_terminal() {
     let home = Home::new();
-    // Auto-started, the daemon logs to daemon.log; debug makes sure there are lines.
+    // Auto-started, the daemon logs to daemon.log (its stderr, not a terminal); info makes sure
+    // there are lines. NO_COLOR is not set: the daemon must see for itself.
     let out = home
         .cmd(&["run", "--bg", "true"])
-        .env("STOCKADE_LOG", "debug")
+        .env("STOCKADE_LOG", "info")
         .env_remove("NO_COLOR")
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let stderr = text(&out.stderr);
-    assert!(!stderr.is_empty(), "debug logging wrote nothing");
-    assert!(!stderr.contains('\u{1b}'), "colour on a pipe: {stderr:?}");
+    assert!(!out.stderr.contains(&0x1b), "colour on a pipe: {}", text(&out.stderr));
     stockade_testkit::eventually(stockade_testkit::PATIENCE, "the daemon logs", || {
         let log = std::fs::read_to_string(home.path().join("daemon.log")).ok()?;
-        log.contains("DEBUG").then_some(())
+        log.contains("INFO").then_some(())
     });
     home.ok(&["daemon", "stop"]);
     let log = std::fs::read_to_string(home.path().join("daemon.log")).unwrap();
@@ -147,6 +146,51 @@ fn text_views_show_control_characters_instead_of_obeying_them() {
     // The exact bytes stay one flag away.
     let raw = home.run(&["logs", "--raw", &id]);
     assert_eq!(raw.stdout, b"a\x1b[2Jb\x00c\x07d\n");
+}
+
+#[test]
+fn malformed_mcp_lines_on_stdio_get_their_json_rpc_codes() {
+    let home = Home::new();
+    let lines = [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"0"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        "this is not json",
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"list_sessions","arguments":"x"}}"#,
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#,
+    ];
+    let mut child = home
+        .stockade(&["mcp", "--embedded"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for line in lines {
+        stdin.write_all(format!("{line}\n").as_bytes()).unwrap();
+    }
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut answers = Vec::new();
+    let mut line = String::new();
+    while answers.len() < 4 {
+        line.clear();
+        if std::io::BufRead::read_line(&mut stdout, &mut line).unwrap_or(0) == 0 {
+            break;
+        }
+        answers.push(serde_json::from_str::<serde_json::Value>(&line).unwrap());
+    }
+    drop(stdin);
+    let status =
+        stockade_testkit::child::wait_bounded(&mut child, stockade_testkit::child::STOP_TIMEOUT);
+    if status.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let by_id = |id: serde_json::Value| answers.iter().find(|a| a["id"] == id).cloned();
+    let parse = by_id(json!(null)).expect("an answer to the non-JSON line");
+    assert_eq!(parse["error"]["code"], -32700, "{parse}");
+    let bad = by_id(json!(2)).expect("an answer to the bad arguments");
+    assert_eq!(bad["error"]["code"], -32602, "{bad}");
+    assert!(by_id(json!(3)).is_some_and(|a| a["result"]["tools"].is_array()), "{answers:?}");
 }
 
 /// The WebSocket door's 401 body for an upgrade with this `Authorization` line (or none).
