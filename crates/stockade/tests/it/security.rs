@@ -218,6 +218,11 @@ fn a_home_nobody_pre_created_is_refused_and_their_daemon_gets_nothing() {
     assert!(!out.status.success());
     let stderr = text(&out.stderr);
     assert!(stderr.contains(&format!("belongs to uid {NOBODY}")), "{stderr}");
+    // Nor run in the foreground: the daemon itself refuses the state directory.
+    let out = ours(&["daemon", "run"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains(&format!("belongs to uid {NOBODY}")), "{stderr}");
     let out = ours(&["doctor"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stdout).contains("NOT usable"), "{}", text(&out.stdout));
