@@ -28,6 +28,7 @@
 #![deny(missing_docs)]
 
 mod backend;
+mod budget;
 mod error;
 pub mod http;
 mod server;
@@ -44,6 +45,7 @@ use stockade_daemon::DaemonConfig;
 pub use backend::Backend;
 pub use error::{ServeError, ToolError};
 pub use server::StockadeMcp;
+pub use text::Answers;
 pub use tokio_util::sync::CancellationToken;
 
 /// Which daemon the tools use.
@@ -77,6 +79,7 @@ pub enum Transport {
 pub async fn serve(
     daemon: Daemon,
     transport: Transport,
+    answers: Answers,
     cancel: CancellationToken,
     on_ready: impl FnOnce(Option<SocketAddr>),
 ) -> Result<(), ServeError> {
@@ -85,12 +88,13 @@ pub async fn serve(
     }
     let embedded = match daemon {
         Daemon::Shared(opts) => {
-            let result = serve_with(Backend::new(opts), transport, cancel, on_ready).await;
+            let result =
+                serve_with(Backend::new(opts), transport, answers, cancel, on_ready).await;
             return result;
         }
         Daemon::Embedded => Embedded::start()?,
     };
-    let result = serve_with(embedded.backend(), transport, cancel, on_ready).await;
+    let result = serve_with(embedded.backend(), transport, answers, cancel, on_ready).await;
     embedded.stop().await;
     result
 }
@@ -98,10 +102,11 @@ pub async fn serve(
 async fn serve_with(
     backend: Backend,
     transport: Transport,
+    answers: Answers,
     cancel: CancellationToken,
     on_ready: impl FnOnce(Option<SocketAddr>),
 ) -> Result<(), ServeError> {
-    let server = StockadeMcp::new(backend);
+    let server = StockadeMcp::with_answers(backend, answers);
     match transport {
         Transport::Stdio => {
             on_ready(None);
