@@ -4,8 +4,9 @@ with a scripted stand-in model (standin.py) on loopback, and record what the age
 
 The agent is configured from README.md's own snippet for it (the fenced block under its name in
 "Use from an agent (MCP)"), so the tests prove the snippet users copy; the only additions are
-the stand-in model's provider settings. Each run gets its own HOME, config directories and
-STOCKADE_HOME under --out; nothing is read from the network and no credential is used.
+the stand-in model's provider settings. Each run gets its own HOME and config directories under
+--out, so Stockade's state directory is --out/home/.local/state/stockade; nothing is read from
+the network and no credential is used.
 
 Writes --out/record.jsonl (standin.py's record) and prints one JSON line: the agent's exit status,
 the stand-in's port, and the files it wrote. Exit 0 unless the driver itself failed.
@@ -118,7 +119,7 @@ def main():
     p.add_argument("--dump", action="store_true", help="keep every request the agent sent")
     a = p.parse_args()
     out = os.path.abspath(a.out)
-    for d in ("home", "work", "xdg/config", "xdg/data", "xdg/state", "xdg/cache"):
+    for d in ("home/.local/state", "work", "xdg/config", "xdg/data", "xdg/cache"):
         os.makedirs(os.path.join(out, d), exist_ok=True)
     record = os.path.join(out, "record.jsonl")
     open(record, "w").close()
@@ -138,12 +139,14 @@ def main():
         with open(port_file) as f:
             port = int(f.read())
         env = {k: v for k, v in os.environ.items()
-               if k in ("PATH", "LANG", "LC_ALL", "TERM", "STOCKADE_HOME", "CI")}
+               if k in ("PATH", "LANG", "LC_ALL", "TERM", "CI")}
         env.update(
             HOME=os.path.join(out, "home"),
             XDG_CONFIG_HOME=os.path.join(out, "xdg/config"),
             XDG_DATA_HOME=os.path.join(out, "xdg/data"),
-            XDG_STATE_HOME=os.path.join(out, "xdg/state"),
+            # Where `stockade` keeps its state when nobody says (Codex passes its MCP servers
+            # HOME but not XDG_*): out/home/.local/state/stockade either way.
+            XDG_STATE_HOME=os.path.join(out, "home/.local/state"),
             XDG_CACHE_HOME=os.path.join(out, "xdg/cache"),
             NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost",
         )

@@ -88,8 +88,7 @@ pub async fn serve(
     }
     let embedded = match daemon {
         Daemon::Shared(opts) => {
-            let result =
-                serve_with(Backend::new(opts), transport, answers, cancel, on_ready).await;
+            let result = serve_with(Backend::new(opts), transport, answers, cancel, on_ready).await;
             return result;
         }
         Daemon::Embedded => Embedded::start()?,

@@ -20,8 +20,8 @@ use stockade_proto::rpc::{
 use stockade_proto::{ReadMode, Stream};
 
 use crate::backend::Backend;
-use crate::error::ToolError;
 use crate::budget::Budget;
+use crate::error::ToolError;
 use crate::text::{self, Answers};
 use crate::tools::{
     self, BYTES_PER_TOKEN, DEFAULT_BACKGROUND_YIELD_MS, DEFAULT_EXEC_YIELD_MS,

@@ -32,7 +32,11 @@ pub struct Answers {
 
 /// The result as it goes out: without structured content unless asked for, with `note` (a
 /// bound held to what the client passes on) as the first line of the text.
-pub fn deliver(mut result: CallToolResult, answers: &Answers, note: Option<String>) -> CallToolResult {
+pub fn deliver(
+    mut result: CallToolResult,
+    answers: &Answers,
+    note: Option<String>,
+) -> CallToolResult {
     if !answers.structured {
         result.structured_content = None;
     }
@@ -136,7 +140,9 @@ fn notice_line(view: &OutputView, id: &str) -> Option<String> {
 
 /// How to read on from `after`, in this server's tools and arguments.
 fn read_more(id: &str, after: u64) -> String {
-    format!("read_output session_id={id} after={after}, or grep_output session_id={id} pattern=REGEX")
+    format!(
+        "read_output session_id={id} after={after}, or grep_output session_id={id} pattern=REGEX"
+    )
 }
 
 /// The view's text with its omission notice (when something was cut) naming this server's
