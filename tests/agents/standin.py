@@ -213,6 +213,11 @@ def next_action(api, body, results):
                     "payload": payload, "text": texts[i]})
     if not any("stockade" in n for n in names):
         return None, "ok"
+    with LOCK:
+        first = "tools" not in SEEN
+        SEEN.add("tools")
+    if first:
+        record({"kind": "tools", "api": api, "names": names})
     step = SCENARIOS[ARGS.scenario](texts)
     if step is None:
         return None, "done"

@@ -18,9 +18,12 @@
 //!   started on demand; with [`Daemon::Embedded`] a private one runs inside this process and
 //!   its sessions end with it.
 //! * Each answer carries the Codex-style text a model reads (`Exit code: 0` or `Process running
-//!   with session ID sh-3`, `Wall time`, `Output:`) and, as `structuredContent`, the daemon's
-//!   `*Result` (the omission facts in `notice`; the text's hint names these tools), described by each
-//!   tool's `outputSchema`. A failure the model can act on
+//!   with session ID sh-3`, `Wall time`, `Output:`; the notice of what was left out before and
+//!   after the output) and nothing else: agents hand their model `structuredContent` instead
+//!   of the text when it is there. With [`Answers::structured`] (`--structured`, for programs)
+//!   the daemon's `*Result` also goes out as `structuredContent`, described by each tool's
+//!   `outputSchema`. For an agent this server knows (`clientInfo.name`), the view is bounded to
+//!   fit what that agent passes on to its model (`budget.rs`). A failure the model can act on
 //!   (unknown session, bad regex, a limit, something not supported) is a tool result with
 //!   `isError: true` and one sentence saying what to do; only protocol problems (an unknown
 //!   tool) are JSON-RPC errors.

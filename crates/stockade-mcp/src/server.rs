@@ -1,6 +1,6 @@
 //! The MCP handler: `tools/list` answers with [`tools::all`]; `tools/call` decodes the arguments,
 //! translates them into one daemon call and the daemon's answer into a tool result (Codex-style
-//! text plus the daemon's `*Result` as `structuredContent`).
+//! text; with `--structured` also the daemon's `*Result` as `structuredContent`).
 
 use std::time::Instant;
 

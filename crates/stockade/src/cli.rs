@@ -121,10 +121,12 @@ pub enum Command {
     ///
     /// Tools: exec_command, write_stdin, read_output, grep_output, kill_session, list_sessions.
     /// They use the daemon of --home (started on demand), so sessions survive restarts of the
-    /// agent; --embedded runs a private daemon whose sessions end with this server.
+    /// agent; --embedded runs a private daemon whose sessions end with this server. Answers are
+    /// text only (what agents' models read); --structured adds structuredContent for programs.
     ///
     /// Examples:
     ///   claude mcp add stockade -- stockade mcp
+    ///   stockade mcp --structured          # for a program that reads the JSON results
     ///   stockade mcp --http 127.0.0.1:8765
     ///   stockade mcp --http 0.0.0.0:8765 --token-file ~/.config/stockade/token
     Mcp(crate::cmd::mcp::McpArgs),

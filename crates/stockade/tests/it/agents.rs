@@ -28,6 +28,8 @@ struct Run {
     texts: Vec<String>,
     /// Claude Code's token-count requests.
     counted: Vec<Value>,
+    /// Every tool name the agent offered its model.
+    tools: Vec<String>,
 }
 
 fn repo() -> &'static Path {
@@ -73,7 +75,13 @@ fn drive(agent: &str, bin: &str) -> Option<Run> {
     let of = |kind: &str| entries.iter().filter(|e| e["kind"] == kind).cloned().collect::<Vec<_>>();
     let texts = of("tool_result").iter().map(|e| e["text"].as_str().unwrap().to_owned()).collect();
     assert!(of("missing_tool").is_empty(), "{agent} did not offer a tool: {record}");
-    Some(Run { calls: of("call"), texts, counted: of("count_tokens"), home })
+    let tools = of("tools")
+        .first()
+        .map(|e| e["names"].as_array().unwrap().iter().map(|n| n.as_str().unwrap().to_owned()))
+        .into_iter()
+        .flatten()
+        .collect();
+    Some(Run { calls: of("call"), texts, counted: of("count_tokens"), tools, home })
 }
 
 /// The lines of `text` that are only a number: the `seq` output the model sees.
@@ -173,6 +181,15 @@ fn assert_round_trip(agent: &str, run: &Run, budget: impl Fn(&str)) {
 #[test]
 fn codex_reads_lines_once_within_its_limit_and_its_session_outlives_it() {
     let Some(run) = drive("codex", "codex") else { return };
+    // The README's set-up turns Codex's own shell tools off: only Stockade's carry these names.
+    for name in ["exec_command", "write_stdin"] {
+        assert!(
+            !run.tools.iter().any(|t| t == name),
+            "Codex's own {name} is offered: {:?}",
+            run.tools
+        );
+        assert!(run.tools.contains(&format!("mcp__stockade__{name}")), "{:?}", run.tools);
+    }
     assert_round_trip("codex", &run, |text| {
         // Codex cuts the middle out of a tool output over 10,000 bytes (its limit for a model
         // it has no metadata for, as here): the whole answer, with its own prefix, fits.
