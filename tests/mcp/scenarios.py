@@ -38,7 +38,7 @@ async def connect(args: argparse.Namespace):
                 yield session
     else:
         params = StdioServerParameters(
-            command=args.stockade, args=["--home", args.home, "mcp", *args.mcp_arg]
+            command=args.stockade, args=["--home", args.home, "mcp", "--structured", *args.mcp_arg]
         )
         async with stdio_client(params) as (read, write):
             async with ClientSession(read, write) as session:

@@ -18,9 +18,12 @@
 //!   started on demand; with [`Daemon::Embedded`] a private one runs inside this process and
 //!   its sessions end with it.
 //! * Each answer carries the Codex-style text a model reads (`Exit code: 0` or `Process running
-//!   with session ID sh-3`, `Wall time`, `Output:`) and, as `structuredContent`, the daemon's
-//!   `*Result` (the omission facts in `notice`; the text's hint names these tools), described by each
-//!   tool's `outputSchema`. A failure the model can act on
+//!   with session ID sh-3`, `Wall time`, `Output:`; the notice of what was left out before and
+//!   after the output) and nothing else: agents hand their model `structuredContent` instead
+//!   of the text when it is there. With [`Answers::structured`] (`--structured`, for programs)
+//!   the daemon's `*Result` also goes out as `structuredContent`, described by each tool's
+//!   `outputSchema`. For an agent this server knows (`clientInfo.name`), the view is bounded to
+//!   fit what that agent passes on to its model (`budget.rs`). A failure the model can act on
 //!   (unknown session, bad regex, a limit, something not supported) is a tool result with
 //!   `isError: true` and one sentence saying what to do; only protocol problems (an unknown
 //!   tool) are JSON-RPC errors.
@@ -28,6 +31,7 @@
 #![deny(missing_docs)]
 
 mod backend;
+mod budget;
 mod error;
 pub mod http;
 mod server;
@@ -45,6 +49,7 @@ use stockade_daemon::DaemonConfig;
 pub use backend::Backend;
 pub use error::{ServeError, ToolError};
 pub use server::StockadeMcp;
+pub use text::Answers;
 pub use tokio_util::sync::CancellationToken;
 
 /// Which daemon the tools use.
@@ -78,6 +83,7 @@ pub enum Transport {
 pub async fn serve(
     daemon: Daemon,
     transport: Transport,
+    answers: Answers,
     cancel: CancellationToken,
     on_ready: impl FnOnce(Option<SocketAddr>),
 ) -> Result<(), ServeError> {
@@ -86,12 +92,12 @@ pub async fn serve(
     }
     let embedded = match daemon {
         Daemon::Shared(opts) => {
-            let result = serve_with(Backend::new(opts), transport, cancel, on_ready).await;
+            let result = serve_with(Backend::new(opts), transport, answers, cancel, on_ready).await;
             return result;
         }
         Daemon::Embedded => Embedded::start()?,
     };
-    let result = serve_with(embedded.backend(), transport, cancel, on_ready).await;
+    let result = serve_with(embedded.backend(), transport, answers, cancel, on_ready).await;
     embedded.stop().await;
     result
 }
@@ -99,10 +105,11 @@ pub async fn serve(
 async fn serve_with(
     backend: Backend,
     transport: Transport,
+    answers: Answers,
     cancel: CancellationToken,
     on_ready: impl FnOnce(Option<SocketAddr>),
 ) -> Result<(), ServeError> {
-    let server = StockadeMcp::new(backend);
+    let server = StockadeMcp::with_answers(backend, answers);
     match transport {
         Transport::Stdio => {
             on_ready(None);

@@ -1,6 +1,6 @@
 //! The MCP handler: `tools/list` answers with [`tools::all`]; `tools/call` decodes the arguments,
 //! translates them into one daemon call and the daemon's answer into a tool result (Codex-style
-//! text plus the daemon's `*Result` as `structuredContent`).
+//! text; with `--structured` also the daemon's `*Result` as `structuredContent`).
 
 use std::time::Instant;
 
@@ -20,8 +20,9 @@ use stockade_proto::rpc::{
 use stockade_proto::{ReadMode, Stream};
 
 use crate::backend::Backend;
+use crate::budget::Budget;
 use crate::error::ToolError;
-use crate::text;
+use crate::text::{self, Answers};
 use crate::tools::{
     self, BYTES_PER_TOKEN, DEFAULT_BACKGROUND_YIELD_MS, DEFAULT_EXEC_YIELD_MS,
     DEFAULT_WRITE_YIELD_MS, ExecCommandArgs, GrepOutputArgs, KillSessionArgs, ListSessionsArgs,
@@ -41,12 +42,24 @@ process tree), find them with list_sessions.";
 pub struct StockadeMcp {
     backend: Backend,
     tools: std::sync::Arc<Vec<Tool>>,
+    answers: Answers,
 }
 
 impl StockadeMcp {
-    /// A server whose tools call the daemon behind `backend`.
+    /// A server whose tools call the daemon behind `backend`, answering in text only.
     pub fn new(backend: Backend) -> StockadeMcp {
-        StockadeMcp { backend, tools: std::sync::Arc::new(tools::all()) }
+        StockadeMcp::with_answers(backend, Answers::default())
+    }
+
+    /// A server whose answers carry what `answers` says.
+    pub fn with_answers(backend: Backend, answers: Answers) -> StockadeMcp {
+        let mut all = tools::all();
+        if !answers.structured {
+            for tool in &mut all {
+                tool.output_schema = None;
+            }
+        }
+        StockadeMcp { backend, tools: std::sync::Arc::new(all), answers }
     }
 
     /// Run one tool. `Err` is a tool-level error (shown to the model); unknown tools are caught
@@ -203,7 +216,7 @@ impl ServerHandler for StockadeMcp {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.as_ref();
         if !self.tools.iter().any(|t| t.name == name) {
@@ -213,7 +226,11 @@ impl ServerHandler for StockadeMcp {
                 None,
             ));
         }
-        let args = Value::Object(request.arguments.unwrap_or_default());
+        let mut args = Value::Object(request.arguments.unwrap_or_default());
+        let budget = context.peer.peer_info().and_then(|info| {
+            Budget::for_client(&info.client_info.name, text::claude_tokens_from_env())
+        });
+        let note = budget.and_then(|b| b.fit(name, &mut args));
         let result = match self.dispatch(name, args).await {
             Ok(result) => result,
             Err(e) => {
@@ -221,6 +238,6 @@ impl ServerHandler for StockadeMcp {
                 CallToolResult::error(vec![ContentBlock::text(e.to_string())])
             }
         };
-        Ok(result.into())
+        Ok(text::deliver(result, &self.answers, note).into())
     }
 }

@@ -1,13 +1,60 @@
-//! The text content of each answer: what the model reads. `exec_command`, `write_stdin` and
-//! `read_output` use the Codex layout every door shares (`stockade_core::answer`), plus one line
-//! with the cursor when there is more to read; the others are short, plain listings.
+//! The text content of each answer: what the model reads, and which content goes out.
+//! `exec_command`, `write_stdin` and `read_output` use the Codex layout every door shares
+//! (`stockade_core::answer`), plus one line with the cursor when there is more to read; the
+//! others are short, plain listings.
+//!
+//! **Text only, by default.** Codex and Claude Code hand their model `structuredContent` (as
+//! compact JSON, every newline escaped) instead of the text whenever it is there, and Codex's
+//! code mode hands it both, so the output would reach the model as one escaped string or
+//! twice. Without it every agent's model reads the text: the output as lines, once. Programs
+//! that want the daemon's result as JSON start the server with `--structured`
+//! ([`Answers::structured`]).
+//!
+//! **The notice stands first and last.** When anything was left out, the answer says so (with
+//! the session id and how to read more) on a line before `Output:` as well as after the
+//! output: opencode keeps the start of a long result, Codex its start and end.
 
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use stockade_core::answer::{cleanup_line, status_line, view_text};
+use rmcp::model::{CallToolResult, ContentBlock};
+
+use stockade_core::answer::{cleanup_line, notice, status_line, view_text};
 use stockade_proto::rpc::{GrepResultMsg, KillResult, ListResult, ReadResult};
 use stockade_proto::{OutputView, RunResult, SessionState};
+
+/// What each answer carries besides its text.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Answers {
+    /// Also send the daemon's result as `structuredContent` (and each tool's `outputSchema`).
+    pub structured: bool,
+}
+
+/// The result as it goes out: without structured content unless asked for, with `note` (a
+/// bound held to what the client passes on) as the first line of the text.
+pub fn deliver(
+    mut result: CallToolResult,
+    answers: &Answers,
+    note: Option<String>,
+) -> CallToolResult {
+    if !answers.structured {
+        result.structured_content = None;
+    }
+    if let Some(note) = note {
+        result.content.insert(0, ContentBlock::text(format!("{note}\n")));
+        // One text for clients that show only the first block.
+        let joined: String =
+            result.content.iter().filter_map(|c| c.as_text().map(|t| t.text.as_str())).collect();
+        result.content.retain(|c| c.as_text().is_none());
+        result.content.insert(0, ContentBlock::text(joined));
+    }
+    result
+}
+
+/// Claude Code's `MAX_MCP_OUTPUT_TOKENS`, which this server inherits from it when set.
+pub fn claude_tokens_from_env() -> Option<usize> {
+    std::env::var("MAX_MCP_OUTPUT_TOKENS").ok()?.trim().parse().ok().filter(|t| *t > 0)
+}
 
 /// `exec_command`'s answer.
 pub fn run(r: &RunResult) -> String {
@@ -54,6 +101,9 @@ fn codex(
     if let Some(line) = cursor_line(id, state, view) {
         let _ = writeln!(text, "{line}");
     }
+    if let Some(line) = notice_line(view, id) {
+        let _ = writeln!(text, "{line}");
+    }
     text.push_str("Output:\n");
     text.push_str(&output);
     if !output.is_empty() && !output.ends_with('\n') {
@@ -81,14 +131,24 @@ fn cursor_line(id: &str, state: &SessionState, view: &OutputView) -> Option<Stri
     Some(line)
 }
 
+/// The omission notice alone, for the line before `Output:`: the same words as after the
+/// output, so a client that keeps only the start (or only the end) still has them.
+fn notice_line(view: &OutputView, id: &str) -> Option<String> {
+    let o = view.notice.as_ref()?;
+    Some(notice(o, &view.spool_path, Some(read_more(id, o.after))))
+}
+
+/// How to read on from `after`, in this server's tools and arguments.
+fn read_more(id: &str, after: u64) -> String {
+    format!(
+        "read_output session_id={id} after={after}, or grep_output session_id={id} pattern=REGEX"
+    )
+}
+
 /// The view's text with its omission notice (when something was cut) naming this server's
 /// tools and their arguments.
 fn output_text(view: &OutputView, id: &str) -> String {
-    view_text(view, |after| {
-        Some(format!(
-            "read_output session_id={id} after={after}, or grep_output session_id={id} pattern=REGEX"
-        ))
-    })
+    view_text(view, |after| Some(read_more(id, after)))
 }
 
 /// `grep_output`'s answer: `line:offset:text` for matches, `line-offset-text` for context.

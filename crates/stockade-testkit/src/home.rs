@@ -15,6 +15,7 @@ use crate::{PATIENCE, stockade_bin, text};
 /// A temporary home with its daemon cleaned up on drop.
 pub struct Home {
     dir: tempfile::TempDir,
+    path: std::path::PathBuf,
     pgids: RefCell<Vec<i32>>,
 }
 
@@ -27,15 +28,25 @@ impl Default for Home {
 impl Home {
     /// A fresh, empty home.
     pub fn new() -> Home {
-        Home {
-            dir: tempfile::Builder::new().prefix("stockade-test-").tempdir().unwrap(),
-            pgids: RefCell::new(Vec::new()),
-        }
+        Home::nested("")
+    }
+
+    /// A home at `rel` inside a fresh temporary directory ([`Home::root`]), for programs that
+    /// find the state directory themselves (`$HOME/.local/state/stockade`).
+    pub fn nested(rel: &str) -> Home {
+        let dir = tempfile::Builder::new().prefix("stockade-test-").tempdir().unwrap();
+        let path = if rel.is_empty() { dir.path().to_owned() } else { dir.path().join(rel) };
+        Home { dir, path, pgids: RefCell::new(Vec::new()) }
+    }
+
+    /// The temporary directory it lives in (its own path unless [`Home::nested`]).
+    pub fn root(&self) -> &Path {
+        self.dir.path()
     }
 
     /// Its path.
     pub fn path(&self) -> &Path {
-        self.dir.path()
+        &self.path
     }
 
     /// Its path as text (for argument lists).

@@ -65,7 +65,7 @@ impl Home {
             .arg(inspector_prefix())
             .args(["mcp-inspector", "--cli"])
             .arg(stockade_bin())
-            .args(["--home", self.path_str(), "mcp"])
+            .args(["--home", self.path_str(), "mcp", "--structured"])
             .args(args)
             // Its catalog of servers goes here rather than into ~/.mcp-inspector.
             .env("MCP_CATALOG_PATH", self.path().join("inspector-catalog.json"))
@@ -88,7 +88,7 @@ pub struct HttpServer {
 impl HttpServer {
     /// Starts it for `home` with `extra` arguments and waits (bounded) for its address.
     pub fn start(home: &Home, extra: &[&str]) -> HttpServer {
-        let mut args = vec!["mcp", "--http", "127.0.0.1:0"];
+        let mut args = vec!["mcp", "--structured", "--http", "127.0.0.1:0"];
         args.extend_from_slice(extra);
         let mut child = home
             .stockade(&args)

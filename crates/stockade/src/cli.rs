@@ -121,7 +121,8 @@ pub enum Command {
     ///
     /// Tools: exec_command, write_stdin, read_output, grep_output, kill_session, list_sessions.
     /// They use the daemon of --home (started on demand), so sessions survive restarts of the
-    /// agent; --embedded runs a private daemon whose sessions end with this server.
+    /// agent; --embedded runs a private daemon whose sessions end with this server. Answers are
+    /// text only (what agents' models read); --structured adds structuredContent for programs.
     ///
     /// Over HTTP every request needs `Authorization: Bearer <token>`: without --token-file a
     /// token is generated into $STOCKADE_HOME/mcp-token (0600) and its path printed. Browser
@@ -129,6 +130,7 @@ pub enum Command {
     ///
     /// Examples:
     ///   claude mcp add stockade -- stockade mcp
+    ///   stockade mcp --structured          # for a program that reads the JSON results
     ///   stockade mcp --http 127.0.0.1:8765
     ///   stockade mcp --http 0.0.0.0:8765 --token-file ~/.config/stockade/token
     ///   stockade mcp --http 127.0.0.1:8765 --allow-origin http://localhost:6274

@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use stockade_mcp::http::HttpGuard;
-use stockade_mcp::{CancellationToken, Daemon, Transport};
+use stockade_mcp::{Answers, CancellationToken, Daemon, Transport};
 
 use super::Global;
 
@@ -43,6 +43,11 @@ pub struct McpArgs {
     /// when this server stops.
     #[arg(long)]
     pub embedded: bool,
+    /// Also send each answer as `structuredContent` (the daemon's result as JSON, described by
+    /// each tool's output schema), for programs. Off by default: Codex and Claude Code hand
+    /// their model the JSON instead of the text when it is there.
+    #[arg(long)]
+    pub structured: bool,
 }
 
 pub fn mcp(global: &Global, args: McpArgs) -> anyhow::Result<ExitCode> {
@@ -79,7 +84,8 @@ pub fn mcp(global: &Global, args: McpArgs) -> anyhow::Result<ExitCode> {
             }
             on_signal.cancel();
         });
-        stockade_mcp::serve(daemon, transport, cancel, |addr| {
+        let answers = Answers { structured: args.structured };
+        stockade_mcp::serve(daemon, transport, answers, cancel, |addr| {
             if let Some(addr) = addr {
                 let _ = writeln!(
                     std::io::stderr(),

@@ -29,6 +29,7 @@ impl McpServer {
             "--home".into(),
             home.path_str().into(),
             "mcp".into(),
+            "--structured".into(),
         ]);
         let mut child = Command::new(&argv[0])
             .args(&argv[1..])

@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
 
 mod agent_exit;
+mod agents;
 mod bench_edges;
 mod bench_growth;
 mod cli;

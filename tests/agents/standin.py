@@ -1,0 +1,397 @@
+#!/usr/bin/env python3
+"""A scripted stand-in for a model, on loopback, for driving real coding agents in tests.
+
+It speaks the three APIs the agents call (streaming SSE each):
+  * OpenAI Responses API  (POST /v1/responses)          - the Codex CLI
+  * Anthropic Messages API (POST /v1/messages, .../count_tokens, HEAD /) - Claude Code
+  * OpenAI Chat Completions (POST /v1/chat/completions) - opencode (openai-compatible provider)
+
+Whatever the agent sends, the stand-in answers with the next step of a fixed script of calls to
+Stockade's MCP tools, finding each tool under whatever name the agent gives it (it looks for a
+tool whose name ends with the Stockade tool's name and mentions "stockade"). Arguments it cannot
+know in advance (the session id, the cursor to read on from) are taken from the text the agent
+handed back for the previous call, as a model would.
+
+It records exactly what the agent hands back for every tool call (the whole tool-result payload
+as the agent sent it, and the text a model reads from it) into a JSON-lines file, plus every
+count_tokens request. Stdlib only; no network beyond the loopback socket it listens on.
+
+Usage: standin.py --scenario basic|poll --record FILE --port-file FILE
+"""
+
+import argparse
+import json
+import re
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+LOCK = threading.Lock()
+ARGS = None
+
+
+def record(entry):
+    with LOCK, open(ARGS.record, "a", encoding="utf-8") as f:
+        f.write(json.dumps(entry) + "\n")
+
+
+# ---------------------------------------------------------------- the script
+
+
+def last_id(text):
+    """The session id the previous answer named (first `session_id=sh-N` or `ID sh-N`)."""
+    m = re.search(r"session_id=(sh-\d+)", text) or re.search(r"\b(sh-\d+)\b", text)
+    return m.group(1) if m else "sh-1"
+
+
+def last_after(text):
+    m = re.search(r"after=(\d+)", text)
+    return int(m.group(1)) if m else 0
+
+
+def basic_step(results):
+    """exec (seq) -> cursor read -> grep -> PTY start -> PTY write -> kill -> background -> done."""
+    n = len(results)
+    prev = results[-1] if results else ""
+    if n == 0:
+        return ("exec_command", {"cmd": "seq 1 100000"})
+    if n == 1:
+        return ("read_output", {"session_id": last_id(prev), "after": last_after(prev)})
+    if n == 2:
+        first = results[0]
+        return ("grep_output", {"session_id": last_id(first), "pattern": "^99999$"})
+    if n == 3:
+        return (
+            "exec_command",
+            {
+                "cmd": "printf 'name? '; read line; echo \"got:$line\"; sleep 600",
+                "tty": True,
+                "yield_time_ms": 500,
+            },
+        )
+    if n == 4:
+        return ("write_stdin", {"session_id": last_id(prev), "chars": "hello\n", "yield_time_ms": 1000})
+    if n == 5:
+        return ("kill_session", {"session_id": last_id(results[3])})
+    if n == 6:
+        return (
+            "exec_command",
+            {"cmd": "echo survivor-started; sleep 600", "background": True, "source": "agent-survivor"},
+        )
+    return None
+
+
+# A build log: 20 MiB of compiler-like lines over a few seconds (24 crates of 12,000 lines, a
+# pause between crates), a warning per crate and an error at the end.
+POLL_CMD = (
+    "i=0; while [ $i -lt 24 ]; do i=$((i+1)); "
+    "seq 1 12000 | sed \"s|.*|   Compiling crate-$i-& v0.1.0 (/src/crates/crate-$i/module_&.rs) ok|\"; "
+    "echo \"warning: unused variable in crate-$i\"; sleep 0.25; done; "
+    "echo 'error[E0308]: mismatched types'; exit 101"
+)
+
+
+def poll_step(results):
+    """Start the build in the background, poll it (read_output with wait_ms) until it has
+    ended, then grep the whole log for what matters."""
+    n = len(results)
+    if n == 0:
+        return ("exec_command", {"cmd": POLL_CMD, "background": True, "yield_time_ms": 1000})
+    prev = results[-1]
+    sid = last_id(results[0])
+    if re.search(r"\d+ matching lines? in sh-", prev):
+        return None
+    if "Exit code: " in prev:  # (Codex puts its own "Output:" right before it)
+        return ("grep_output", {"session_id": sid, "pattern": "^(error|warning)", "max_matches": 50})
+    if n > 500:
+        return None
+    return ("read_output", {"session_id": sid, "wait_ms": 10000})
+
+
+SCENARIOS = {"basic": basic_step, "poll": poll_step}
+
+
+def find_tool(names, short):
+    for name in names:
+        if name.endswith(short) and "stockade" in name:
+            return name
+    return None
+
+
+# ---------------------------------------------------------------- reading a request
+
+
+def text_of(content):
+    """The text a model reads from a tool-result payload: a string as is; content parts joined."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, dict):
+                parts.append(part.get("text") or part.get("output") or "")
+            else:
+                parts.append(str(part))
+        return "".join(parts)
+    return json.dumps(content)
+
+
+NAMESPACED = {}
+
+
+def tool_names(tools):
+    """Every tool name in a request's tool list. Codex nests an MCP server's tools in a namespace
+    (`mcp__stockade` holding `exec_command`, …): those are named `mcp__stockade__exec_command`
+    here and remembered, so the call can name the namespace and the tool apart."""
+    out = []
+
+    def walk(t, ns):
+        if isinstance(t, dict):
+            name = t.get("name") or (t.get("function") or {}).get("name")
+            if t.get("type") == "namespace" and isinstance(t.get("tools"), list):
+                for sub in t["tools"]:
+                    walk(sub, name)
+                return
+            if isinstance(name, str):
+                if ns:
+                    full = f"{ns}__{name}"
+                    NAMESPACED[full] = (ns, name)
+                    out.append(full)
+                else:
+                    out.append(name)
+        elif isinstance(t, list):
+            for sub in t:
+                walk(sub, ns)
+
+    walk(tools or [], None)
+    return out
+
+
+def results_responses(body):
+    """(call_id, payload) of every tool output in a Responses API request, in order."""
+    out = []
+    for item in body.get("input") or []:
+        if isinstance(item, dict) and item.get("type") in ("function_call_output", "custom_tool_call_output"):
+            out.append((item.get("call_id"), item.get("output")))
+    return out
+
+
+def results_anthropic(body):
+    out = []
+    for msg in body.get("messages") or []:
+        content = msg.get("content")
+        if isinstance(content, list):
+            for block in content:
+                if isinstance(block, dict) and block.get("type") == "tool_result":
+                    out.append((block.get("tool_use_id"), block.get("content")))
+    return out
+
+
+def results_chat(body):
+    out = []
+    for msg in body.get("messages") or []:
+        if msg.get("role") == "tool":
+            out.append((msg.get("tool_call_id"), msg.get("content")))
+    return out
+
+
+SEEN = set()
+
+
+def next_action(api, body, results):
+    names = tool_names(body.get("tools"))
+    texts = [text_of(p) for _, p in results]
+    for i, (call_id, payload) in enumerate(results):
+        key = (api, call_id)
+        with LOCK:
+            new = key not in SEEN
+            SEEN.add(key)
+        if new:
+            record({"kind": "tool_result", "api": api, "index": i, "call_id": call_id,
+                    "payload": payload, "text": texts[i]})
+    if not any("stockade" in n for n in names):
+        return None, "ok"
+    with LOCK:
+        first = "tools" not in SEEN
+        SEEN.add("tools")
+    if first:
+        record({"kind": "tools", "api": api, "names": names})
+    step = SCENARIOS[ARGS.scenario](texts)
+    if step is None:
+        return None, "done"
+    short, args = step
+    name = find_tool(names, short)
+    if name is None:
+        record({"kind": "missing_tool", "api": api, "wanted": short, "names": names})
+        return None, "done"
+    record({"kind": "call", "api": api, "index": len(results), "tool": name, "arguments": args})
+    return (name, args, f"call_{len(results)}"), None
+
+
+# ---------------------------------------------------------------- answering
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *a):
+        pass
+
+    def do_HEAD(self):
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_GET(self):
+        body = b"{}"
+        if self.path.rstrip("/").endswith("/models"):
+            body = json.dumps({"object": "list", "data": [{"id": "stand-in", "object": "model"}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            body = {}
+        path = self.path.split("?")[0]
+        if ARGS.dump:
+            with LOCK, open(ARGS.dump, "a", encoding="utf-8") as f:
+                f.write(json.dumps({"path": path, "body": body}) + "\n")
+        if path.endswith("/messages/count_tokens"):
+            text = json.dumps(body.get("messages"))
+            # Pessimistic: 1 token per 3 bytes of what was sent (the real tokenizer is not here).
+            tokens = len(text) // 3 + 1
+            record({"kind": "count_tokens", "bytes": len(text), "answered_tokens": tokens})
+            return self.json({"input_tokens": tokens})
+        if path.endswith("/responses"):
+            return self.openai_responses(body)
+        if path.endswith("/messages"):
+            return self.anthropic(body)
+        if path.endswith("/chat/completions"):
+            return self.chat(body)
+        record({"kind": "unknown_path", "path": path})
+        self.json({"error": {"message": f"stand-in does not serve {path}"}}, 404)
+
+    def json(self, obj, status=200):
+        data = json.dumps(obj).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def sse(self, events):
+        """events: list of (event name or None, data object or string)."""
+        chunks = []
+        for name, data in events:
+            s = data if isinstance(data, str) else json.dumps(data)
+            chunks.append((f"event: {name}\n" if name else "") + f"data: {s}\n\n")
+        data = "".join(chunks).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    # -- OpenAI Responses API (Codex)
+    def openai_responses(self, body):
+        action, text = next_action("responses", body, results_responses(body))
+        rid = f"resp_{len(SEEN)}"
+        if action:
+            name, args, call_id = action
+            item = {"type": "function_call", "id": "fc_" + call_id, "call_id": call_id,
+                    "name": name, "arguments": json.dumps(args)}
+            if name in NAMESPACED:
+                item["namespace"], item["name"] = NAMESPACED[name]
+        else:
+            item = {"type": "message", "role": "assistant", "id": "msg_" + rid,
+                    "content": [{"type": "output_text", "text": text}]}
+        usage = {"input_tokens": 0, "input_tokens_details": None, "output_tokens": 0,
+                 "output_tokens_details": None, "total_tokens": 0}
+        self.sse([
+            ("response.created", {"type": "response.created", "response": {"id": rid}}),
+            ("response.output_item.done", {"type": "response.output_item.done", "item": item}),
+            ("response.completed", {"type": "response.completed", "response": {"id": rid, "usage": usage}}),
+        ])
+
+    # -- Anthropic Messages API (Claude Code)
+    def anthropic(self, body):
+        action, text = next_action("anthropic", body, results_anthropic(body))
+        mid = f"msg_{len(SEEN)}"
+        model = body.get("model", "stand-in")
+        usage = {"input_tokens": 1, "output_tokens": 1}
+        if action:
+            name, args, call_id = action
+            block = {"type": "tool_use", "id": "toolu_" + call_id, "name": name, "input": {}}
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(args)}
+            stop = "tool_use"
+        else:
+            block = {"type": "text", "text": ""}
+            delta = {"type": "text_delta", "text": text}
+            stop = "end_turn"
+        if not body.get("stream"):
+            content = [dict(block, input=args) if action else {"type": "text", "text": text}]
+            return self.json({"id": mid, "type": "message", "role": "assistant", "model": model,
+                              "content": content, "stop_reason": stop, "stop_sequence": None,
+                              "usage": usage})
+        self.sse([
+            ("message_start", {"type": "message_start", "message": {
+                "id": mid, "type": "message", "role": "assistant", "model": model, "content": [],
+                "stop_reason": None, "stop_sequence": None, "usage": usage}}),
+            ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": block}),
+            ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}),
+            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            ("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
+                               "usage": {"output_tokens": 1}}),
+            ("message_stop", {"type": "message_stop"}),
+        ])
+
+    # -- OpenAI Chat Completions (opencode)
+    def chat(self, body):
+        action, text = next_action("chat", body, results_chat(body))
+        cid = f"chatcmpl_{len(SEEN)}"
+        base = {"id": cid, "object": "chat.completion.chunk", "created": 0, "model": body.get("model", "m")}
+        if action:
+            name, args, call_id = action
+            delta = {"role": "assistant", "tool_calls": [{"index": 0, "id": call_id, "type": "function",
+                                                          "function": {"name": name, "arguments": json.dumps(args)}}]}
+            finish = "tool_calls"
+        else:
+            delta = {"role": "assistant", "content": text}
+            finish = "stop"
+        usage = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+        self.sse([
+            (None, dict(base, choices=[{"index": 0, "delta": delta, "finish_reason": None}])),
+            (None, dict(base, choices=[{"index": 0, "delta": {}, "finish_reason": finish}], usage=usage)),
+            (None, "[DONE]"),
+        ])
+
+
+def main():
+    global ARGS
+    p = argparse.ArgumentParser()
+    p.add_argument("--scenario", choices=sorted(SCENARIOS), default="basic")
+    p.add_argument("--record", required=True)
+    p.add_argument("--port-file", required=True)
+    p.add_argument("--dump", help="also append every request (path and body) to this file")
+    ARGS = p.parse_args()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    with open(ARGS.port_file + ".tmp", "w") as f:
+        f.write(str(server.server_address[1]))
+    import os
+    os.replace(ARGS.port_file + ".tmp", ARGS.port_file)
+    sys.stdout.flush()
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
