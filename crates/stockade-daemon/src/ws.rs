@@ -10,8 +10,9 @@
 //! the Unix socket.
 //!
 //! The token is taken from the header only, never from the URL: query strings end up in proxy
-//! and access logs. There is no TLS here; anything but loopback needs a TLS-terminating proxy or
-//! a tunnel in front.
+//! and access logs. TLS (`--tls-cert`/`--tls-key`) and the plain-HTTP probes and metrics on the
+//! same port come first, in `probes::front`; a non-loopback door without TLS is refused unless
+//! the operator asks for `--insecure-plaintext` (`tls`).
 
 use std::io::Read as _;
 use std::net::SocketAddr;
@@ -42,6 +43,7 @@ use crate::error::WsSetupError;
 use crate::framing::Frame;
 use crate::requests::{FrameSource, WRITE_QUEUE, encode, read_requests};
 use crate::state::Shared;
+use crate::tls::DoorStream;
 
 /// Longest token file read; a token is a short secret, not a document.
 const MAX_TOKEN_FILE_BYTES: u64 = 4096;
@@ -109,7 +111,7 @@ impl WsToken {
     }
 
     /// Whether the upgrade request carries `Authorization: Bearer <token>`.
-    fn authorizes(&self, request: &Request) -> bool {
+    pub(crate) fn authorizes(&self, request: &Request) -> bool {
         request.headers().get_all(header::AUTHORIZATION).iter().any(|value| {
             let value = value.as_bytes();
             let Some((scheme, rest)) = value.split_at_checked(b"Bearer ".len()) else {
@@ -125,23 +127,31 @@ pub(crate) struct WsListener {
     listener: TcpListener,
     token: Arc<WsToken>,
     addr: SocketAddr,
+    tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
 impl WsListener {
     /// Read the token and bind `config.addr`. Must be called inside a tokio runtime.
     pub(crate) fn bind(config: &WsConfig) -> Result<WsListener, WsSetupError> {
         let token = WsToken::load(&config.token_file)?;
+        crate::tls::check_plaintext(config.addr, config.tls.is_some(), config.insecure_plaintext)?;
+        let tls = config.tls.as_ref().map(crate::tls::acceptor).transpose()?;
         let bind_err = |source| WsSetupError::Bind { addr: config.addr, source };
         let std_listener = std::net::TcpListener::bind(config.addr).map_err(bind_err)?;
         std_listener.set_nonblocking(true).map_err(bind_err)?;
         let addr = std_listener.local_addr().map_err(bind_err)?;
         let listener = TcpListener::from_std(std_listener).map_err(bind_err)?;
-        Ok(WsListener { listener, token: Arc::new(token), addr })
+        Ok(WsListener { listener, token: Arc::new(token), addr, tls })
     }
 
     /// The address actually bound (the port is known even when 0 was asked for).
     pub(crate) fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The TLS acceptor, when the door has TLS.
+    pub(crate) fn tls(&self) -> Option<tokio_rustls::TlsAcceptor> {
+        self.tls.clone()
     }
 
     /// The token, for each connection.
@@ -183,10 +193,10 @@ fn unauthorized() -> ErrorResponse {
 /// Upgrade `stream` if it presents the token (and, with `admit` false, refuse it with 503 after
 /// all: the daemon serves as many connections as it can).
 async fn upgrade(
-    stream: TcpStream,
+    stream: DoorStream,
     token: &WsToken,
     admit: bool,
-) -> Result<WebSocketStream<TcpStream>, WsError> {
+) -> Result<WebSocketStream<DoorStream>, WsError> {
     #[allow(clippy::result_large_err, reason = "the callback's signature is tungstenite's")]
     let check = |request: &Request, response: Ok101| {
         if !token.authorizes(request) {
@@ -214,7 +224,7 @@ async fn upgrade(
 
 /// Too many connections: refuse the upgrade (401 without the token, else 503).
 pub(crate) async fn refuse(stream: TcpStream, token: Arc<WsToken>) {
-    let _ = upgrade(stream, &token, false).await;
+    let _ = upgrade(DoorStream::plain(stream), &token, false).await;
 }
 
 /// One WebSocket connection: the upgrade, then requests as on the Unix socket.
@@ -225,6 +235,11 @@ pub(crate) async fn connection(
     token: Arc<WsToken>,
     conn: CancellationToken,
 ) {
+    // TLS, then probes and metrics are answered there; only an upgrade comes back.
+    let tls = shared.door_tls.as_ref();
+    let Some(stream) = crate::probes::front(&shared, &token, stream, tls, peer).await else {
+        return;
+    };
     let ws = match upgrade(stream, &token, true).await {
         Ok(ws) => ws,
         Err(WsError::Http(resp)) => {
@@ -237,6 +252,7 @@ pub(crate) async fn connection(
         }
     };
     drop(token);
+    let _open = shared.metrics.connection();
     let (sink, stream) = ws.split();
     let (tx, rx) = mpsc::channel::<Vec<u8>>(WRITE_QUEUE);
     let writer = tokio::spawn(write_loop(sink, rx, conn.clone()));
@@ -277,8 +293,8 @@ async fn finish(mut sink: Sink, stream: Stream, close: Option<CloseFrame>) {
     while matches!(tcp.read(&mut discard).await, Ok(n) if n > 0) {}
 }
 
-type Sink = futures_util::stream::SplitSink<WebSocketStream<TcpStream>, Message>;
-type Stream = futures_util::stream::SplitStream<WebSocketStream<TcpStream>>;
+type Sink = futures_util::stream::SplitSink<WebSocketStream<DoorStream>, Message>;
+type Stream = futures_util::stream::SplitStream<WebSocketStream<DoorStream>>;
 
 fn close_frame(code: CloseCode, reason: &str) -> CloseFrame {
     CloseFrame { code, reason: reason.into() }

@@ -30,7 +30,8 @@ pub fn logs(global: &Global, args: LogsArgs) -> anyhow::Result<ExitCode> {
     if let Some(mut client) = global.connect_existing()? {
         let mut printed = false;
         match from_daemon(&mut client, &args, &mut printed) {
-            Err(e) if !printed && no_such_session(&e) => {}
+            // A remote daemon's sessions are not in this machine's state directory.
+            Err(e) if !printed && no_such_session(&e) && global.remote.is_none() => {}
             other => return other,
         }
     }

@@ -17,7 +17,8 @@ use crate::cli::{RunArgs, StdinArg};
 use crate::out;
 
 pub fn run(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
-    if args.bg || args.pty {
+    // A remote daemon runs a foreground command too (and ends it if this client goes away).
+    if args.bg || args.pty || global.remote.is_some() {
         return background(global, args);
     }
     let state_dir = super::state_dir(global.home.clone())?;
