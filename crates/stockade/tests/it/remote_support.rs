@@ -210,11 +210,6 @@ impl Sandbox {
         self.dir.path().join("root")
     }
 
-    /// The daemon's state directory, seen from the host.
-    pub fn state_dir(&self) -> PathBuf {
-        self.root_dir().join("state")
-    }
-
     pub fn token_file(&self) -> PathBuf {
         self.root_dir().join("token")
     }
