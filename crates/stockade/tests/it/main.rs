@@ -19,6 +19,7 @@ mod daemon_load;
 mod mcp_http;
 mod mcp_inspector;
 mod mcp_python;
+mod remote_deploy;
 mod remote_ns;
 mod remote_support;
 mod schedule_daemon;
