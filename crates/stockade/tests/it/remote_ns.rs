@@ -335,3 +335,55 @@ fn mcp_remote_passes_the_scenarios_against_a_daemon_in_another_namespace() {
     assert!(home.daemon_pid().is_none(), "no local daemon was started");
     assert!(!list(&mut sandbox.client()).is_empty());
 }
+
+#[test]
+fn remote_failures_are_one_plain_sentence() {
+    if !namespaces_usable() {
+        return;
+    }
+    let ca = Ca::new();
+    let mut sandbox = Sandbox::new(&ca, Root::Minimal);
+    sandbox.start();
+    let run = |c: &mut std::process::Command| {
+        let out = c.output().unwrap();
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    // A wrong token.
+    let wrong = sandbox.dir.path().join("wrong-token");
+    std::fs::write(&wrong, "not-the-token\n").unwrap();
+    std::fs::set_permissions(&wrong, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let mut c = std::process::Command::new(stockade_testkit::stockade_bin());
+    c.arg("--remote").arg(sandbox.url()).arg("--token-file").arg(&wrong);
+    c.arg("--ca-file").arg(sandbox.ca_file()).arg("ps");
+    let err = run(&mut c);
+    assert!(err.contains("token was not accepted"), "{err}");
+    // A CA that did not sign the daemon's certificate.
+    let mut c = std::process::Command::new(stockade_testkit::stockade_bin());
+    c.arg("--remote").arg(sandbox.url()).arg("--token-file").arg(sandbox.token_file());
+    c.arg("--ca-file").arg(Ca::new().pem()).arg("ps");
+    let err = run(&mut c);
+    assert!(err.contains("TLS with the daemon") && err.contains("--ca-file"), "{err}");
+    // No daemon there any more.
+    sandbox.sigkill();
+    let err = run(&mut sandbox.cli(&["ps"]));
+    assert!(err.contains("cannot reach the daemon at wss://"), "{err}");
+    // --remote without a token.
+    let mut c = std::process::Command::new(stockade_testkit::stockade_bin());
+    c.env_remove("STOCKADE_TOKEN_FILE").arg("--remote").arg(sandbox.url()).arg("ps");
+    let err = run(&mut c);
+    assert!(err.contains("needs the door's token"), "{err}");
+}
+
+#[test]
+fn a_clear_text_door_off_loopback_is_refused_unless_asked_for() {
+    let home = stockade_testkit::Home::new();
+    let token = home.path().join("token");
+    std::fs::write(&token, "t0ken\n").unwrap();
+    std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let t = token.to_str().unwrap();
+    let out = home.run(&["daemon", "run", "--ws", "0.0.0.0:0", "--token-file", t]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("without TLS") && err.contains("--insecure-plaintext"), "{err}");
+}
