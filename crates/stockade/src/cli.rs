@@ -169,6 +169,15 @@ pub struct DaemonArgs {
 #[allow(clippy::large_enum_variant, reason = "parsed once per process; boxing buys nothing")]
 pub enum DaemonAction {
     /// Serve JSON-RPC on the Unix socket in the foreground until SIGTERM/SIGINT or `daemon stop`.
+    ///
+    /// With `--ws` it also serves remote clients (`stockade --remote …`) and orchestrators'
+    /// probes (see docs/deploy.md).
+    ///
+    /// Examples:
+    ///   stockade daemon run
+    ///   stockade daemon run --ws 127.0.0.1:7433 --token-file ~/.stockade-token
+    ///   stockade daemon run --ws 0.0.0.0:7433 --token-file /etc/stockade/token \
+    ///       --tls-cert /etc/stockade/tls.crt --tls-key /etc/stockade/tls.key
     Run(Box<DaemonRunArgs>),
     /// Start the daemon in the background (if none is running) and wait until it answers.
     Start(DaemonCtlArgs),
