@@ -386,3 +386,45 @@ fn a_clear_text_door_off_loopback_is_refused_unless_asked_for() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("without TLS") && err.contains("--insecure-plaintext"), "{err}");
 }
+
+#[test]
+fn every_cli_command_drives_a_remote_daemon() {
+    if !namespaces_usable() {
+        return;
+    }
+    let ca = Ca::new();
+    let mut sandbox = Sandbox::new(&ca, Root::Minimal);
+    sandbox.start();
+    let ok = |args: &[&str]| {
+        let out = sandbox.cli(args).output().unwrap();
+        let (stdout, stderr) =
+            (stockade_testkit::text(&out.stdout), stockade_testkit::text(&out.stderr));
+        assert!(out.status.success(), "stockade --remote {args:?}: {stdout}{stderr}");
+        stdout
+    };
+    // A foreground run goes to the remote daemon too (its root has no /etc/hostname of ours).
+    let fg = ok(&["run", "echo from-the-sandbox; ls /"]);
+    assert!(fg.contains("from-the-sandbox") && fg.contains("stockade"), "{fg}");
+    let bg = ok(&["run", "--bg", "--json", "seq 1 5000; sleep 600"]);
+    let id =
+        serde_json::from_str::<serde_json::Value>(&bg).unwrap()["id"].as_str().unwrap().to_owned();
+    assert!(ok(&["ps"]).contains(&id));
+    eventually(Duration::from_secs(30), "the output", || {
+        ok(&["grep", &id, "^4999$"]).contains("4999").then_some(())
+    });
+    let pty = ok(&["run", "--pty", "--bg", "--json", "cat"]);
+    let pty_id =
+        serde_json::from_str::<serde_json::Value>(&pty).unwrap()["id"].as_str().unwrap().to_owned();
+    let echoed = ok(&["send", "--yield-ms", "1000", &pty_id, "typed-remotely\\n"]);
+    assert!(echoed.contains("typed-remotely"), "{echoed}");
+    ok(&["schedule", "add", "tick", "--every", "1h", "--", "echo tick"]);
+    assert!(ok(&["schedule", "list"]).contains("tick"));
+    ok(&["schedule", "rm", "tick"]);
+    for id in [&id, &pty_id] {
+        ok(&["kill", id]);
+    }
+    assert_eq!(sandbox.processes().len(), 1, "only the daemon is left");
+    let stats: serde_json::Value = serde_json::from_str(&ok(&["stats", "--json"])).unwrap();
+    // `seq 1 5000` alone printed 23893 bytes.
+    assert!(stats["output_bytes"].as_u64().unwrap() >= 23893, "{stats}");
+}
