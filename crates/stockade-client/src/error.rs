@@ -57,6 +57,52 @@ pub enum ClientError {
         /// Our effective uid.
         euid: u32,
     },
+    /// The `--remote` address is not a WebSocket URL this client can use.
+    #[error("the remote daemon address {url} is unusable: {problem}")]
+    BadRemote {
+        /// The address given.
+        url: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// The token file for a remote daemon cannot be used.
+    #[error("cannot use the token file {path}: {problem}", path = .path.display())]
+    TokenFile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// Nothing answered at the remote address (or the network failed before the upgrade).
+    #[error(
+        "cannot reach the daemon at {url}: {detail}; check the address and that the daemon runs with --ws"
+    )]
+    RemoteConnect {
+        /// The address.
+        url: String,
+        /// The network's answer.
+        detail: String,
+    },
+    /// The remote door answered the upgrade with an HTTP error (401: wrong token; 503: full).
+    #[error("the daemon at {url} refused the connection (HTTP {status}): {}", refused_hint(*.status, .body))]
+    RemoteRefused {
+        /// The address.
+        url: String,
+        /// The HTTP status.
+        status: u16,
+        /// The daemon's explanation.
+        body: String,
+    },
+    /// TLS with the remote door failed (untrusted certificate, wrong name, no TLS there, …).
+    #[error(
+        "TLS with the daemon at {url} failed: {detail}; pass --ca-file with the CA that signed its certificate, or use ws:// for a door without TLS"
+    )]
+    Tls {
+        /// The address.
+        url: String,
+        /// What rustls said.
+        detail: String,
+    },
     /// The daemon answered the call with a JSON-RPC error.
     #[error("{message}")]
     Rpc {
@@ -126,7 +172,31 @@ pub enum ClientError {
     },
 }
 
+/// What to do about a refused upgrade.
+fn refused_hint(status: u16, body: &str) -> String {
+    match status {
+        401 | 403 => "the token was not accepted; check --token-file (STOCKADE_TOKEN_FILE)".into(),
+        _ if !body.is_empty() => body.to_owned(),
+        _ => "is that a Stockade WebSocket door?".into(),
+    }
+}
+
 impl ClientError {
+    /// Whether the connection to the daemon is lost or could not be made (a retry on a new
+    /// connection may succeed): what `logs -f` and `attach` reconnect after.
+    pub fn is_connection_lost(&self) -> bool {
+        matches!(
+            self,
+            ClientError::Disconnected { .. }
+                | ClientError::Poisoned
+                | ClientError::Io { .. }
+                | ClientError::Timeout { .. }
+                | ClientError::RemoteConnect { .. }
+                | ClientError::NotRunning { .. }
+                | ClientError::Connect { .. }
+        ) || matches!(self, ClientError::RemoteRefused { status: 503, .. })
+    }
+
     /// The JSON-RPC error code, when the daemon answered with an error.
     pub fn rpc_code(&self) -> Option<i64> {
         match self {

@@ -14,6 +14,12 @@
 //!   to [`MAX_RESPONSE_BYTES`].
 //! - [`raw_bytes`] decodes the exact bytes of a `raw` read.
 //!
+//! - With [`ConnectOptions::remote`] set, the same calls go to a remote daemon's WebSocket door
+//!   (`ws://` or `wss://`, bearer token from a private file; see `remote`). Both ways share one
+//!   transport (`transport`): a line out, a line back.
+//! - [`reconnect`] connects again after a lost connection, for callers that resume from a
+//!   cursor (`logs -f`, `attach`).
+//!
 //! The client is blocking: one connection, one request at a time. Open several clients for
 //! concurrent calls (a long-poll `read` holds its connection until it answers).
 
@@ -22,9 +28,10 @@
 mod autostart;
 mod error;
 mod peer;
+mod remote;
+mod transport;
 mod wire;
 
-use std::io::{BufReader, Write as _};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -33,6 +40,9 @@ use serde_json::Value;
 use stockade_proto::rpc::{self, Method, ReadResult, Request, Response, method};
 
 pub use error::ClientError;
+pub use remote::RemoteOptions;
+
+use crate::transport::Transport;
 
 /// Name of the daemon's socket in the state directory.
 pub const SOCKET_FILE: &str = "stockade.sock";
@@ -99,6 +109,8 @@ pub struct ConnectOptions {
     pub start_timeout: Duration,
     /// Deadline for each answer, on top of the wait a call asks for.
     pub call_timeout: Duration,
+    /// A remote daemon's WebSocket door instead of the local socket (no auto-start then).
+    pub remote: Option<RemoteOptions>,
 }
 
 impl ConnectOptions {
@@ -111,6 +123,7 @@ impl ConnectOptions {
             daemon_program: None,
             start_timeout: DEFAULT_START_TIMEOUT,
             call_timeout: DEFAULT_CALL_TIMEOUT,
+            remote: None,
         }
     }
 
@@ -125,11 +138,29 @@ fn is_not_listening(e: &std::io::Error) -> bool {
     matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused)
 }
 
+/// How long [`reconnect`] waits between attempts.
+const RECONNECT_PAUSE: Duration = Duration::from_millis(200);
+
+/// Connect again after a lost connection, trying until `patience` has passed (a restarting
+/// daemon needs a moment). Auto-start stays as `opts` says. The last error is returned when
+/// no attempt succeeds, or at once when it is not a connection problem (a refused token).
+pub fn reconnect(opts: &ConnectOptions, patience: Duration) -> Result<Client, ClientError> {
+    let deadline = std::time::Instant::now() + patience;
+    loop {
+        match Client::connect(opts) {
+            Ok(c) => return Ok(c),
+            Err(e) if e.is_connection_lost() && std::time::Instant::now() < deadline => {
+                std::thread::sleep(RECONNECT_PAUSE);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// A connection to the daemon.
 #[derive(Debug)]
 pub struct Client {
-    writer: UnixStream,
-    reader: BufReader<UnixStream>,
+    transport: Transport,
     socket: PathBuf,
     next_id: u64,
     started_daemon: bool,
@@ -142,6 +173,15 @@ impl Client {
     /// Connect to the daemon of `opts.home`, starting one if none answers and
     /// `opts.autostart` is set.
     pub fn connect(opts: &ConnectOptions) -> Result<Client, ClientError> {
+        if let Some(remote) = &opts.remote {
+            let transport = remote::connect(remote, opts.start_timeout, MAX_RESPONSE_BYTES)?;
+            return Ok(Client::from_transport(
+                transport,
+                PathBuf::from(&remote.url),
+                false,
+                opts.call_timeout,
+            ));
+        }
         let socket = opts.socket_path();
         match UnixStream::connect(&socket) {
             Ok(stream) => Client::from_stream(stream, socket, false, opts.call_timeout),
@@ -174,19 +214,26 @@ impl Client {
     ) -> Result<Client, ClientError> {
         // Before anything is sent: the daemon must be our own user's.
         peer::check(&stream, &socket)?;
-        let reader = stream
-            .try_clone()
+        let transport = Transport::unix(stream)
             .map_err(|source| ClientError::Connect { socket: socket.clone(), source })?;
-        Ok(Client {
-            writer: stream,
-            reader: BufReader::with_capacity(64 * 1024, reader),
+        Ok(Client::from_transport(transport, socket, started_daemon, call_timeout))
+    }
+
+    fn from_transport(
+        transport: Transport,
+        socket: PathBuf,
+        started_daemon: bool,
+        call_timeout: Duration,
+    ) -> Client {
+        Client {
+            transport,
             socket,
             next_id: 1,
             started_daemon,
             call_timeout,
             poisoned: false,
             line: Vec::new(),
-        })
+        }
     }
 
     /// Whether connecting started the daemon.
@@ -194,7 +241,7 @@ impl Client {
         self.started_daemon
     }
 
-    /// The socket this client is connected to.
+    /// The socket this client is connected to (for a remote daemon: its URL).
     pub fn socket(&self) -> &Path {
         &self.socket
     }
@@ -254,30 +301,27 @@ impl Client {
             method: method.into(),
             params: Some(params),
         };
-        let mut line = serde_json::to_vec(&request).map_err(|e| ClientError::Protocol {
+        let line = serde_json::to_vec(&request).map_err(|e| ClientError::Protocol {
             method: method.into(),
             detail: format!("cannot encode the request: {e}"),
         })?;
-        line.push(b'\n');
-        if line.len() > rpc::MAX_REQUEST_BYTES {
+        if line.len() + 1 > rpc::MAX_REQUEST_BYTES {
             // The daemon would skip it unread; say so here, with nothing sent.
             return Err(ClientError::RequestTooLarge {
                 method: method.into(),
-                size: line.len(),
+                size: line.len() + 1,
                 limit: rpc::MAX_REQUEST_BYTES,
             });
         }
-        self.writer.set_write_timeout(Some(timeout)).map_err(io)?;
-        self.writer.write_all(&line).map_err(|e| match e.kind() {
+        // A zero timeout means "block forever" to the socket options; never ask for that.
+        let timeout = timeout.max(Duration::from_millis(1));
+        self.transport.send(&line, timeout).map_err(|e| match e.kind() {
             std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset => {
                 ClientError::Disconnected { method: method.into() }
             }
             _ => io(e),
         })?;
-        // A zero timeout means "block forever" to set_read_timeout; never ask for that.
-        let timeout = timeout.max(Duration::from_millis(1));
-        self.reader.get_ref().set_read_timeout(Some(timeout)).map_err(io)?;
-        let outcome = wire::read_line_bounded(&mut self.reader, &mut self.line, MAX_RESPONSE_BYTES);
+        let outcome = self.transport.recv(&mut self.line, MAX_RESPONSE_BYTES, timeout);
         match outcome {
             Ok(wire::Line::Complete) => {}
             Ok(wire::Line::Eof) => return Err(ClientError::Disconnected { method: method.into() }),

@@ -57,6 +57,17 @@ pub struct WsConfig {
     /// The file holding the token every connection must present (not readable by group or
     /// others, not empty; surrounding whitespace is ignored).
     pub token_file: PathBuf,
+    /// TLS certificate and key: the door serves `wss://` (and HTTPS probes) when set.
+    pub tls: Option<crate::tls::TlsFiles>,
+    /// Serve clear text on a non-loopback address (refused otherwise).
+    pub insecure_plaintext: bool,
+}
+
+impl WsConfig {
+    /// A clear-text door on `addr` (loopback, or refused at bind) behind the token in `token_file`.
+    pub fn new(addr: SocketAddr, token_file: impl Into<PathBuf>) -> WsConfig {
+        WsConfig { addr, token_file: token_file.into(), tls: None, insecure_plaintext: false }
+    }
 }
 
 impl DaemonConfig {

@@ -64,6 +64,22 @@ pub enum WsSetupError {
         /// What is wrong and what to do.
         problem: String,
     },
+    /// A clear-text door on an address other machines can reach.
+    #[error(
+        "refusing to serve WebSocket connections on {addr} without TLS: the token and all output would cross the network in clear; pass --tls-cert and --tls-key, bind a loopback address, or accept the risk with --insecure-plaintext"
+    )]
+    Plaintext {
+        /// The address asked for.
+        addr: SocketAddr,
+    },
+    /// The TLS certificate or key cannot be used.
+    #[error("TLS file {path}: {problem}; pass a PEM certificate chain with --tls-cert and its key with --tls-key", path = .path.display())]
+    Tls {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        problem: String,
+    },
     /// The listener could not be bound.
     #[error(
         "cannot listen for WebSocket connections on {addr}: {source}; choose another address or port with --ws"

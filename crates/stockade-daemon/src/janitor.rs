@@ -22,6 +22,7 @@ use crate::state::Shared;
 pub(crate) async fn start_up(shared: &Shared) {
     match shared.engine.recover().await {
         Ok(report) => {
+            shared.metrics.recovered(report.recovered.len());
             for r in &report.recovered {
                 tracing::warn!(id = %r.id, reason = %r.reason, "recovered a session whose daemon died");
             }

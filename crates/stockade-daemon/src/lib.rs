@@ -34,12 +34,15 @@ mod handlers;
 mod janitor;
 mod lockfile;
 mod memory;
+mod metrics;
+mod probes;
 mod requests;
 mod schedule;
 mod server;
 mod socket;
 mod state;
 pub mod token;
+mod tls;
 mod ws;
 
 pub use admission::{PENDING_CAP, UNIX_RESERVE};
@@ -50,6 +53,7 @@ pub use config::{
 pub use error::{DaemonError, WsSetupError};
 pub use schedule::{CRASH_AFTER_CLAIM_ENV, MIN_INTERVAL_ENV};
 pub use server::Daemon;
+pub use tls::TlsFiles;
 pub use tokio_util::sync::CancellationToken;
 
 /// Bind the daemon for `config` and serve until `token` is cancelled (or a `shutdown` request

@@ -86,6 +86,8 @@ impl Daemon {
             home,
             pid: std::process::id(),
             stop: CancellationToken::new(),
+            metrics: crate::metrics::Metrics::default(),
+            door_tls: ws.as_ref().and_then(WsListener::tls),
         });
         let janitor = (config.retention, config.sweep_interval);
         Ok(Daemon { shared, listener, socket_ino, lock, ws, janitor })
@@ -233,6 +235,7 @@ async fn refuse(mut stream: UnixStream) {
 
 /// One client connection on the Unix socket.
 async fn connection(shared: Arc<Shared>, stream: UnixStream, conn: CancellationToken) {
+    let _open = shared.metrics.connection();
     let (read_half, write_half) = stream.into_split();
     let (tx, rx) = mpsc::channel::<Vec<u8>>(WRITE_QUEUE);
     let writer = tokio::spawn(write_loop(write_half, rx, conn.clone()));

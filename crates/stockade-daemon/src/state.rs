@@ -20,4 +20,8 @@ pub(crate) struct Shared {
     pub(crate) stop: CancellationToken,
     /// The schedules, fired by the scheduler task.
     pub(crate) schedules: Arc<Scheduler>,
+    /// Counted events for `GET /metrics`.
+    pub(crate) metrics: crate::metrics::Metrics,
+    /// TLS for the WebSocket door, when it has TLS.
+    pub(crate) door_tls: Option<tokio_rustls::TlsAcceptor>,
 }

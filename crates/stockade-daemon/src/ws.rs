@@ -10,8 +10,9 @@
 //! the Unix socket.
 //!
 //! The token is taken from the header only, never from the URL: query strings end up in proxy
-//! and access logs. There is no TLS here; anything but loopback needs a TLS-terminating proxy or
-//! a tunnel in front.
+//! and access logs. TLS (`--tls-cert`/`--tls-key`) and the plain-HTTP probes and metrics on the
+//! same port come first, in `probes::front`; a non-loopback door without TLS is refused unless
+//! the operator asks for `--insecure-plaintext` (`tls`).
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -41,6 +42,7 @@ use crate::error::WsSetupError;
 use crate::framing::Frame;
 use crate::requests::{FrameSource, WRITE_QUEUE, encode, read_requests};
 use crate::state::Shared;
+use crate::tls::DoorStream;
 
 /// How long a client has to complete the HTTP upgrade before its connection is dropped (it
 /// holds one of the few pending places until then).
@@ -78,7 +80,7 @@ impl WsToken {
 
     /// Whether the upgrade request carries `Authorization: Bearer <token>` (any case of the
     /// scheme).
-    fn authorizes(&self, request: &Request) -> bool {
+    pub(crate) fn authorizes(&self, request: &Request) -> bool {
         request
             .headers()
             .get_all(header::AUTHORIZATION)
@@ -92,23 +94,31 @@ pub(crate) struct WsListener {
     listener: TcpListener,
     token: Arc<WsToken>,
     addr: SocketAddr,
+    tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
 impl WsListener {
     /// Read the token and bind `config.addr`. Must be called inside a tokio runtime.
     pub(crate) fn bind(config: &WsConfig) -> Result<WsListener, WsSetupError> {
         let token = WsToken::load(&config.token_file)?;
+        crate::tls::check_plaintext(config.addr, config.tls.is_some(), config.insecure_plaintext)?;
+        let tls = config.tls.as_ref().map(crate::tls::acceptor).transpose()?;
         let bind_err = |source| WsSetupError::Bind { addr: config.addr, source };
         let std_listener = std::net::TcpListener::bind(config.addr).map_err(bind_err)?;
         std_listener.set_nonblocking(true).map_err(bind_err)?;
         let addr = std_listener.local_addr().map_err(bind_err)?;
         let listener = TcpListener::from_std(std_listener).map_err(bind_err)?;
-        Ok(WsListener { listener, token: Arc::new(token), addr })
+        Ok(WsListener { listener, token: Arc::new(token), addr, tls })
     }
 
     /// The address actually bound (the port is known even when 0 was asked for).
     pub(crate) fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The TLS acceptor, when the door has TLS.
+    pub(crate) fn tls(&self) -> Option<tokio_rustls::TlsAcceptor> {
+        self.tls.clone()
     }
 
     /// The token, for each connection.
@@ -153,11 +163,11 @@ fn unauthorized(request: &Request) -> ErrorResponse {
 /// a slot of the connection budget (refused with 503 when there is none). Gives up when a newer
 /// connection needs the pending place (see [`crate::admission`]).
 async fn upgrade(
-    stream: TcpStream,
+    stream: DoorStream,
     token: &WsToken,
     admission: &Admission,
     pending: Pending,
-) -> Result<(WebSocketStream<TcpStream>, OwnedSemaphorePermit), WsError> {
+) -> Result<(WebSocketStream<DoorStream>, OwnedSemaphorePermit), WsError> {
     let mut slot = None;
     #[allow(clippy::result_large_err, reason = "the callback's signature is tungstenite's")]
     let check = |request: &Request, response: Ok101| {
@@ -206,6 +216,17 @@ pub(crate) async fn connection(
     admission: Arc<Admission>,
     pending: Pending,
 ) {
+    // TLS, then probes and metrics are answered there; only an upgrade comes back.
+    let tls = shared.door_tls.as_ref();
+    // Inside the pending place: a newer connection may take it back (see `crate::admission`).
+    let front = crate::probes::front(&shared, &token, stream, tls, peer);
+    let stream = tokio::select! {
+        front = front => match front {
+            Some(stream) => stream,
+            None => return,
+        },
+        () = pending.cancel.cancelled() => return,
+    };
     let (ws, _slot) = match upgrade(stream, &token, &admission, pending).await {
         Ok(ws) => ws,
         Err(WsError::Http(resp)) => {
@@ -218,6 +239,7 @@ pub(crate) async fn connection(
         }
     };
     drop(token);
+    let _open = shared.metrics.connection();
     let (sink, stream) = ws.split();
     let (tx, rx) = mpsc::channel::<Vec<u8>>(WRITE_QUEUE);
     let writer = tokio::spawn(write_loop(sink, rx, conn.clone()));
@@ -258,8 +280,8 @@ async fn finish(mut sink: Sink, stream: Stream, close: Option<CloseFrame>) {
     while matches!(tcp.read(&mut discard).await, Ok(n) if n > 0) {}
 }
 
-type Sink = futures_util::stream::SplitSink<WebSocketStream<TcpStream>, Message>;
-type Stream = futures_util::stream::SplitStream<WebSocketStream<TcpStream>>;
+type Sink = futures_util::stream::SplitSink<WebSocketStream<DoorStream>, Message>;
+type Stream = futures_util::stream::SplitStream<WebSocketStream<DoorStream>>;
 
 fn close_frame(code: CloseCode, reason: &str) -> CloseFrame {
     CloseFrame { code, reason: reason.into() }

@@ -28,6 +28,22 @@ pub struct Cli {
     )]
     pub no_autostart: bool,
 
+    /// Talk to a remote daemon's WebSocket door instead of this machine's daemon:
+    /// ws://HOST:PORT or wss://HOST:PORT (needs --token-file). E.g.
+    /// `stockade --remote wss://10.0.0.5:7433 --token-file tok ps`.
+    #[arg(long, global = true, env = "STOCKADE_REMOTE", value_name = "URL")]
+    pub remote: Option<String>,
+
+    /// With --remote: the file holding the door's token (mode 0600). Give it before the
+    /// subcommand (`stockade --token-file F logs …`) or set STOCKADE_TOKEN_FILE.
+    #[arg(long = "token-file", env = "STOCKADE_TOKEN_FILE", value_name = "FILE")]
+    pub remote_token_file: Option<PathBuf>,
+
+    /// With a wss:// --remote: PEM file of the CA that signed the daemon's certificate
+    /// (default: the system's trusted roots).
+    #[arg(long, global = true, env = "STOCKADE_CA_FILE", value_name = "FILE")]
+    pub ca_file: Option<PathBuf>,
+
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -160,6 +176,15 @@ pub struct DaemonArgs {
 #[allow(clippy::large_enum_variant, reason = "parsed once per process; boxing buys nothing")]
 pub enum DaemonAction {
     /// Serve JSON-RPC on the Unix socket in the foreground until SIGTERM/SIGINT or `daemon stop`.
+    ///
+    /// With `--ws` it also serves remote clients (`stockade --remote …`) and orchestrators'
+    /// probes (see docs/deploy.md).
+    ///
+    /// Examples:
+    ///   stockade daemon run
+    ///   stockade daemon run --ws 127.0.0.1:7433 --token-file ~/.stockade-token
+    ///   stockade daemon run --ws 0.0.0.0:7433 --token-file /etc/stockade/token \
+    ///       --tls-cert /etc/stockade/tls.crt --tls-key /etc/stockade/tls.key
     Run(Box<DaemonRunArgs>),
     /// Start the daemon in the background (if none is running) and wait until it answers.
     Start(DaemonCtlArgs),
@@ -210,14 +235,25 @@ pub struct DaemonRunArgs {
     /// Most bytes all kept spools may hold; new runs are refused beyond it [default: 64GiB].
     #[arg(long, value_name = "SIZE", value_parser = parse_size_u64)]
     pub disk_budget: Option<u64>,
-    /// Also serve the same JSON-RPC over WebSocket on ADDR (e.g. 127.0.0.1:8765) for a remote
-    /// gateway; every connection must send `Authorization: Bearer <token>`. Plain ws:// (no TLS):
-    /// keep it on loopback, or put a TLS proxy or an SSH tunnel in front.
+    /// Also serve the same JSON-RPC over WebSocket on ADDR (e.g. 127.0.0.1:8765) for remote
+    /// clients (`stockade --remote`); every connection must send `Authorization: Bearer <token>`.
+    /// The same port answers GET /healthz, /readyz (no token) and /metrics (token). A
+    /// non-loopback ADDR needs --tls-cert/--tls-key (wss://) or --insecure-plaintext.
     #[arg(long, value_name = "ADDR")]
     pub ws: Option<std::net::SocketAddr>,
     /// The file holding the WebSocket token (mode 0600 or stricter, not empty).
     #[arg(long, value_name = "FILE", requires = "ws")]
     pub token_file: Option<PathBuf>,
+    /// TLS certificate chain (PEM) for the WebSocket door: clients then use wss://.
+    #[arg(long, value_name = "FILE", requires_all = ["ws", "tls_key"])]
+    pub tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM) for --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Serve the WebSocket door without TLS on a non-loopback address (the token and all output
+    /// cross the network in clear: only inside a network you trust, e.g. a pod's own).
+    #[arg(long, requires = "ws")]
+    pub insecure_plaintext: bool,
     /// Delete finished sessions (record and spool) this long after they ended: a number with a
     /// unit, s, m, h or d (e.g. 12h, 7d) [default: 7d].
     #[arg(long, value_name = "AGE", value_parser = parse_age)]

@@ -22,6 +22,7 @@ pub(super) async fn handle(ctx: &Ctx, p: KillParams) -> Result<KillResult, RpcEr
     }
     let reason = format!("killed on request ({})", opts.signal.as_str());
     let report = session.kill(opts, &reason).await;
+    ctx.shared.metrics.killed(report.survivors.len());
     Ok(KillResult { id: session.id().to_owned(), state: session.state(), report })
 }
 

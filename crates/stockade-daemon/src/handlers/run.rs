@@ -18,10 +18,11 @@ pub(super) async fn handle(ctx: &Ctx, p: RunParams) -> Result<RunResult, RpcErro
     let spec = RunSpec::from(p);
     // Spawning forks and touches the disk: keep it off the async workers.
     let shared = Arc::clone(&ctx.shared);
-    let started = tokio::task::spawn_blocking(move || shared.engine.start(spec))
-        .await
-        .map_err(join_error)?
-        .map_err(from_engine)?;
+    let asked = std::time::Instant::now();
+    let started =
+        tokio::task::spawn_blocking(move || shared.engine.start(spec)).await.map_err(join_error)?;
+    ctx.shared.metrics.spawned(asked.elapsed(), started.is_ok());
+    let started = started.map_err(from_engine)?;
     let session = started.session;
     if !started.deduplicated {
         // Foreground: until the end (or `yield_ms`). Background: `yield_ms` (default 0), early

@@ -37,7 +37,7 @@ impl WsDaemon {
         std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
         std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
         let fixture = Fixture::with(|config| {
-            config.ws = Some(WsConfig { addr: "127.0.0.1:0".parse().unwrap(), token_file });
+            config.ws = Some(WsConfig::new("127.0.0.1:0".parse().unwrap(), token_file));
         });
         let ws = fixture.ws.expect("the WebSocket door is bound");
         assert!(ws.ip().is_loopback() && ws.port() != 0, "{ws}");

@@ -164,6 +164,9 @@ fn resize(client: &mut Client, id: &str, size: PtySize) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// How long attach keeps trying to reconnect after losing the daemon.
+const RECONNECT_PATIENCE: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// The output thread: exact bytes from `cursor` on, to stdout, until the session ends or `stop`.
 fn spawn_output(
     opts: &ConnectOptions,
@@ -173,7 +176,7 @@ fn spawn_output(
     tx: mpsc::Sender<Event>,
 ) -> anyhow::Result<std::thread::JoinHandle<()>> {
     let mut client = Client::connect(opts)?;
-    let (id, stop) = (id.to_owned(), Arc::clone(stop));
+    let (id, stop, opts) = (id.to_owned(), Arc::clone(stop), opts.clone());
     let mut run = move || -> anyhow::Result<Event> {
         let mut stdout = std::io::stdout();
         while !stop.load(Ordering::SeqCst) {
@@ -185,7 +188,15 @@ fn spawn_output(
                 wait_ms: Some(POLL_WAIT_MS),
                 raw: true,
                 ..ReadParams::default()
-            })?;
+            });
+            let r = match r {
+                // Resume from the cursor on a new connection: no byte lost or shown twice.
+                Err(e) if e.is_connection_lost() => {
+                    client = stockade_client::reconnect(&opts, RECONNECT_PATIENCE)?;
+                    continue;
+                }
+                other => other?,
+            };
             let bytes = raw_bytes(&r)?.unwrap_or_default();
             if !bytes.is_empty() && !stop.load(Ordering::SeqCst) {
                 stdout.write_all(&bytes)?;
@@ -215,7 +226,7 @@ fn spawn_input(
     tx: mpsc::Sender<Event>,
 ) -> anyhow::Result<std::thread::JoinHandle<()>> {
     let mut client = Client::connect(opts)?;
-    let (id, stop) = (id.to_owned(), Arc::clone(stop));
+    let (id, stop, opts) = (id.to_owned(), Arc::clone(stop), opts.clone());
     let mut run = move || -> anyhow::Result<Option<Event>> {
         let mut buf = [0u8; 4096];
         while !stop.load(Ordering::SeqCst) {
@@ -239,7 +250,13 @@ fn spawn_input(
                     max_bytes: Some(1),
                     ..WriteParams::default()
                 };
-                client.call::<method::Write>(params)?;
+                match client.call::<method::Write>(params) {
+                    // Whether those keys arrived is unknown; they are not sent twice.
+                    Err(e) if e.is_connection_lost() => {
+                        client = stockade_client::reconnect(&opts, RECONNECT_PATIENCE)?;
+                    }
+                    other => drop(other?),
+                }
             }
             if detach {
                 return Ok(Some(Event::Detach));

@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 use stockade_core::StateDir;
 use stockade_core::process::{CgroupMode, ContainmentConfig};
-use stockade_daemon::{CancellationToken, Daemon, DaemonConfig, WsConfig};
+use stockade_daemon::{CancellationToken, Daemon, DaemonConfig, TlsFiles, WsConfig};
 
 use crate::cli::DaemonRunArgs;
 
@@ -34,14 +34,15 @@ pub fn run(home: Option<PathBuf>, args: DaemonRunArgs) -> anyhow::Result<ExitCod
                 daemon.pid()
             ),
             Some(addr) => {
+                let scheme = if args.tls_cert.is_some() { "wss" } else { "ws" };
                 eprintln!(
-                    "stockade daemon: listening on {} and ws://{addr} (token required), pid {}",
+                    "stockade daemon: listening on {} and {scheme}://{addr} (token required), pid {}",
                     daemon.socket().display(),
                     daemon.pid()
                 );
-                if !addr.ip().is_loopback() {
+                if !addr.ip().is_loopback() && args.tls_cert.is_none() {
                     eprintln!(
-                        "stockade daemon: warning: ws://{addr} is not loopback and has no TLS: the token and all traffic cross the network in clear; put a TLS proxy or an SSH tunnel in front"
+                        "stockade daemon: warning: ws://{addr} is not loopback and has no TLS (--insecure-plaintext): the token and all traffic cross the network in clear; use --tls-cert/--tls-key unless this network is private to you"
                     );
                 }
             }
@@ -62,10 +63,16 @@ pub fn run(home: Option<PathBuf>, args: DaemonRunArgs) -> anyhow::Result<ExitCod
 fn config(home: PathBuf, args: &DaemonRunArgs) -> DaemonConfig {
     let mut config = DaemonConfig::new(home);
     config.socket = args.socket.clone();
-    config.ws = args
-        .ws
-        .zip(args.token_file.clone())
-        .map(|(addr, token_file)| WsConfig { addr, token_file });
+    config.ws = args.ws.zip(args.token_file.clone()).map(|(addr, token_file)| {
+        let mut ws = WsConfig::new(addr, token_file);
+        ws.tls = args
+            .tls_cert
+            .clone()
+            .zip(args.tls_key.clone())
+            .map(|(cert, key)| TlsFiles { cert, key });
+        ws.insecure_plaintext = args.insecure_plaintext;
+        ws
+    });
     if args.no_cgroup {
         config.containment =
             ContainmentConfig { cgroup: CgroupMode::Off, ..ContainmentConfig::default() };

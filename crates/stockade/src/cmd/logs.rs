@@ -25,12 +25,15 @@ const FOLLOW_WAIT_MS: u64 = 30_000;
 /// Pause after a follow read that returned early with nothing new, so a daemon that does not
 /// long-poll is not asked in a busy loop.
 const IDLE_PAUSE: Duration = Duration::from_millis(50);
+/// How long `-f` keeps trying to reconnect after losing the daemon.
+const RECONNECT_PATIENCE: Duration = Duration::from_secs(60);
 
 pub fn logs(global: &Global, args: LogsArgs) -> anyhow::Result<ExitCode> {
     if let Some(mut client) = global.connect_existing()? {
         let mut printed = false;
-        match from_daemon(&mut client, &args, &mut printed) {
-            Err(e) if !printed && no_such_session(&e) => {}
+        match from_daemon(global, &mut client, &args, &mut printed) {
+            // A remote daemon's sessions are not in this machine's state directory.
+            Err(e) if !printed && no_such_session(&e) && global.remote.is_none() => {}
             other => return other,
         }
     }
@@ -42,6 +45,7 @@ fn no_such_session(e: &anyhow::Error) -> bool {
 }
 
 fn from_daemon(
+    global: &Global,
     client: &mut Client,
     args: &LogsArgs,
     printed: &mut bool,
@@ -96,7 +100,18 @@ fn from_daemon(
             wait_ms: args.follow.then_some(FOLLOW_WAIT_MS),
             raw,
             ..ReadParams::default()
-        })?;
+        });
+        let answer = match answer {
+            // Following: a lost connection (a daemon restart, a network blip) is resumed from
+            // the cursor, so nothing printed is lost or repeated.
+            Err(e) if args.follow && e.is_connection_lost() => {
+                eprintln!("stockade: {e}; reconnecting and resuming at byte {cursor}");
+                *client =
+                    stockade_client::reconnect(&global.connect_options()?, RECONNECT_PATIENCE)?;
+                continue;
+            }
+            other => other?,
+        };
         *printed = true;
         let next = answer.view.next_cursor.max(cursor);
         let progressed = next > cursor;

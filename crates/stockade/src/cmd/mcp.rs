@@ -50,7 +50,16 @@ pub struct McpArgs {
     pub structured: bool,
 }
 
-pub fn mcp(global: &Global, args: McpArgs) -> anyhow::Result<ExitCode> {
+pub fn mcp(global: &Global, mut args: McpArgs) -> anyhow::Result<ExitCode> {
+    // `stockade mcp --remote URL --token-file F` over stdio: F is the remote door's token.
+    let mut global = global.clone();
+    if global.remote.is_some() && args.http.is_none() && global.remote_token_file.is_none() {
+        global.remote_token_file = args.token_file.take();
+    }
+    if global.remote.is_some() && args.embedded {
+        anyhow::bail!("--embedded runs a private daemon here; it cannot be combined with --remote");
+    }
+    let global = &global;
     if args.http.is_none()
         && (args.token.is_some() || args.token_file.is_some() || !args.allow_origin.is_empty())
     {

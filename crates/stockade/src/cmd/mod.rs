@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use stockade_client::{Client, ConnectOptions};
+use stockade_client::{Client, ConnectOptions, RemoteOptions};
 use stockade_core::StateDir;
 
 use crate::cli::{Cli, Command, DaemonAction};
@@ -27,7 +27,13 @@ use crate::cli::{Cli, Command, DaemonAction};
 /// Run the chosen subcommand.
 pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     let home = cli.home.clone();
-    let global = Global { home: cli.home, no_autostart: cli.no_autostart };
+    let global = Global {
+        home: cli.home,
+        no_autostart: cli.no_autostart,
+        remote: cli.remote.filter(|u| !u.is_empty()),
+        remote_token_file: cli.remote_token_file,
+        ca_file: cli.ca_file,
+    };
     match cli.command {
         Command::Run(args) => run::run(&global, args),
         Command::Send(args) => send::send(&global, args),
@@ -62,6 +68,12 @@ pub struct Global {
     pub home: Option<PathBuf>,
     /// `--no-autostart` / `STOCKADE_NO_AUTOSTART`.
     pub no_autostart: bool,
+    /// `--remote` / `STOCKADE_REMOTE`: a remote daemon's door URL.
+    pub remote: Option<String>,
+    /// `--token-file` / `STOCKADE_TOKEN_FILE`: the remote door's token.
+    pub remote_token_file: Option<PathBuf>,
+    /// `--ca-file` / `STOCKADE_CA_FILE`: the CA of a wss:// door.
+    pub ca_file: Option<PathBuf>,
 }
 
 impl Global {
@@ -76,7 +88,19 @@ impl Global {
             .with_context(|| format!("cannot resolve the state directory {}", home.display()))?;
         let mut opts = ConnectOptions::new(home);
         opts.autostart = !self.no_autostart;
+        opts.remote = self.remote_options()?;
         Ok(opts)
+    }
+
+    /// The remote daemon to use, if `--remote` names one.
+    pub fn remote_options(&self) -> anyhow::Result<Option<RemoteOptions>> {
+        let Some(url) = self.remote.clone() else { return Ok(None) };
+        let Some(token_file) = self.remote_token_file.clone() else {
+            anyhow::bail!(
+                "--remote {url} needs the door's token: pass --token-file FILE before the subcommand, or set STOCKADE_TOKEN_FILE"
+            );
+        };
+        Ok(Some(RemoteOptions { url, token_file, ca_file: self.ca_file.clone() }))
     }
 
     /// Connect to the daemon, starting it on demand unless `--no-autostart`.

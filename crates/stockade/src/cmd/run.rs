@@ -17,7 +17,8 @@ use crate::cli::{RunArgs, StdinArg};
 use crate::out;
 
 pub fn run(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
-    if args.bg || args.pty {
+    // A remote daemon runs a foreground command too (and ends it if this client goes away).
+    if args.bg || args.pty || global.remote.is_some() {
         return background(global, args);
     }
     let state_dir = super::state_dir(global.home.clone())?;
@@ -67,9 +68,15 @@ const FOREGROUND_WAIT: Duration = Duration::from_secs(7 * 24 * 3600);
 /// foreground `--pty` run is waited for; if this client goes away (Ctrl-C), the daemon
 /// terminates it.
 fn background(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
-    // The daemon has its own working directory: send ours (or an absolute --cwd).
-    let cwd = std::path::absolute(args.cwd.clone().unwrap_or_else(|| PathBuf::from(".")))?;
-    let params = params(&args, Some(cwd));
+    // The daemon has its own working directory: send ours (or an absolute --cwd). A remote
+    // daemon's file system is not ours: only an explicit --cwd (its path there) is sent.
+    let cwd = match (&global.remote, &args.cwd) {
+        (Some(_), cwd) => cwd.clone(),
+        (None, cwd) => {
+            Some(std::path::absolute(cwd.clone().unwrap_or_else(|| PathBuf::from(".")))?)
+        }
+    };
+    let params = params(&args, cwd);
     let mut client = global.connect()?;
     let result = if args.bg {
         client.call::<method::Run>(params)?

@@ -1,0 +1,239 @@
+//! Reaching a remote daemon through its WebSocket door: the URL (`ws://HOST:PORT` or
+//! `wss://HOST:PORT`), the bearer token read from a private file, TLS with rustls (the system's
+//! roots, or a private CA from `--ca-file`), and the HTTP upgrade.
+
+use std::io::Read as _;
+use std::net::{TcpStream, ToSocketAddrs as _};
+use std::os::unix::fs::MetadataExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls_pki_types::pem::PemObject as _;
+use rustls_pki_types::{CertificateDer, ServerName};
+use tungstenite::client::IntoClientRequest as _;
+use tungstenite::http::{HeaderValue, header};
+use tungstenite::protocol::WebSocketConfig;
+
+use crate::error::ClientError;
+use crate::transport::{NetStream, Transport};
+
+/// Longest token file read.
+const MAX_TOKEN_FILE_BYTES: u64 = 4096;
+
+/// Where a remote daemon is and how to prove who we are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteOptions {
+    /// `ws://HOST:PORT[/PATH]` or `wss://HOST:PORT[/PATH]`.
+    pub url: String,
+    /// The file holding the daemon's token (mode 0600 or stricter).
+    pub token_file: PathBuf,
+    /// PEM file of the CA that signed the daemon's certificate (default: the system's roots).
+    pub ca_file: Option<PathBuf>,
+}
+
+impl RemoteOptions {
+    /// Options for `url` with the token in `token_file`.
+    pub fn new(url: impl Into<String>, token_file: impl Into<PathBuf>) -> RemoteOptions {
+        RemoteOptions { url: url.into(), token_file: token_file.into(), ca_file: None }
+    }
+}
+
+/// Read the token: a regular file only its owner may read, holding a non-empty token.
+fn load_token(path: &Path) -> Result<String, ClientError> {
+    let problem = |problem: String| ClientError::TokenFile { path: path.to_owned(), problem };
+    let file = std::fs::File::open(path).map_err(|e| problem(format!("cannot open it: {e}")))?;
+    let meta = file.metadata().map_err(|e| problem(format!("cannot inspect it: {e}")))?;
+    if !meta.is_file() {
+        return Err(problem("it is not a regular file".into()));
+    }
+    if meta.mode() & 0o077 != 0 {
+        return Err(problem(format!(
+            "its mode is {:04o}, so other users may read the token; run `chmod 600 {}`",
+            meta.mode() & 0o777,
+            path.display()
+        )));
+    }
+    let mut raw = String::new();
+    file.take(MAX_TOKEN_FILE_BYTES)
+        .read_to_string(&mut raw)
+        .map_err(|e| problem(format!("cannot read it as text: {e}")))?;
+    let token = raw.trim();
+    if token.is_empty() {
+        return Err(problem("it is empty".into()));
+    }
+    Ok(token.to_owned())
+}
+
+/// The TLS settings for `wss://`: trust `ca_file` only, or else the system's roots.
+fn tls_config(ca_file: Option<&Path>, url: &str) -> Result<Arc<rustls::ClientConfig>, ClientError> {
+    let tls = |detail: String| ClientError::Tls { url: url.to_owned(), detail };
+    let mut roots = rustls::RootCertStore::empty();
+    match ca_file {
+        Some(path) => {
+            let certs = CertificateDer::pem_file_iter(path)
+                .map_err(|e| tls(format!("cannot read the CA file {}: {e}", path.display())))?;
+            for cert in certs {
+                let cert = cert.map_err(|e| {
+                    tls(format!("the CA file {} is not PEM certificates: {e}", path.display()))
+                })?;
+                roots.add(cert).map_err(|e| {
+                    tls(format!("a certificate in {} is unusable: {e}", path.display()))
+                })?;
+            }
+        }
+        None => {
+            let found = rustls_native_certs::load_native_certs();
+            let _ = roots.add_parsable_certificates(found.certs);
+        }
+    }
+    if roots.is_empty() {
+        return Err(tls("no trusted certificate authority; pass --ca-file".into()));
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| tls(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Arc::new(config))
+}
+
+/// Connect to the door at `remote.url`, present the token and upgrade. `max_message` bounds an
+/// answer; `timeout` bounds the TCP connect, the TLS handshake and the upgrade.
+pub(crate) fn connect(
+    remote: &RemoteOptions,
+    timeout: Duration,
+    max_message: usize,
+) -> Result<Transport, ClientError> {
+    let url = remote.url.as_str();
+    let bad =
+        |problem: &str| ClientError::BadRemote { url: url.to_owned(), problem: problem.into() };
+    let (tls, rest) = if let Some(rest) = url.strip_prefix("wss://") {
+        (true, rest)
+    } else if let Some(rest) = url.strip_prefix("ws://") {
+        (false, rest)
+    } else {
+        return Err(bad("it must start with ws:// or wss://"));
+    };
+    let authority = rest.split('/').next().unwrap_or_default();
+    if authority.is_empty() || authority.contains('@') {
+        return Err(bad("it must name a host and port, like ws://10.0.0.5:7433"));
+    }
+    let (host, port) = split_host_port(authority).ok_or_else(|| bad("it must name a port"))?;
+    let token = load_token(&remote.token_file)?;
+
+    let unreachable = |detail: String| ClientError::RemoteConnect { url: url.to_owned(), detail };
+    let addrs: Vec<_> = (host, port)
+        .to_socket_addrs()
+        .map_err(|e| unreachable(format!("cannot resolve {host}: {e}")))?
+        .collect();
+    let mut last = None;
+    let mut tcp = None;
+    for addr in addrs {
+        match TcpStream::connect_timeout(&addr, timeout) {
+            Ok(s) => {
+                tcp = Some(s);
+                break;
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    let tcp = tcp.ok_or_else(|| {
+        unreachable(last.map_or_else(|| format!("{host} has no address"), |e| e.to_string()))
+    })?;
+    let io = |e: std::io::Error| unreachable(e.to_string());
+    tcp.set_nodelay(true).map_err(io)?;
+    tcp.set_read_timeout(Some(timeout)).map_err(io)?;
+    tcp.set_write_timeout(Some(timeout)).map_err(io)?;
+    let stream = if tls {
+        let config = tls_config(remote.ca_file.as_deref(), url)?;
+        let name = ServerName::try_from(host.to_owned())
+            .map_err(|_| bad("its host is not a valid TLS server name"))?;
+        let conn = rustls::ClientConnection::new(config, name)
+            .map_err(|e| ClientError::Tls { url: url.to_owned(), detail: e.to_string() })?;
+        NetStream::Tls(Box::new(rustls::StreamOwned::new(conn, tcp)))
+    } else {
+        NetStream::Plain(tcp)
+    };
+    let mut request = url.into_client_request().map_err(|e| bad(&e.to_string()))?;
+    let bearer =
+        HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| ClientError::TokenFile {
+            path: remote.token_file.clone(),
+            problem: "the token has characters an HTTP header cannot carry".into(),
+        })?;
+    request.headers_mut().insert(header::AUTHORIZATION, bearer);
+    let config = WebSocketConfig::default()
+        .max_message_size(Some(max_message))
+        .max_frame_size(Some(max_message));
+    match tungstenite::client::client_with_config(request, stream, Some(config)) {
+        Ok((ws, _)) => Ok(Transport::Ws(Box::new(ws))),
+        Err(tungstenite::HandshakeError::Failure(e)) => Err(handshake_error(url, e)),
+        Err(tungstenite::HandshakeError::Interrupted(_)) => {
+            Err(unreachable("the upgrade did not finish in time".into()))
+        }
+    }
+}
+
+/// Word a failed upgrade: a refused token, a full daemon, TLS trouble or a network error.
+fn handshake_error(url: &str, e: tungstenite::Error) -> ClientError {
+    match e {
+        tungstenite::Error::Http(resp) => {
+            let body = resp
+                .body()
+                .as_deref()
+                .map(|b| String::from_utf8_lossy(b).trim().to_owned())
+                .unwrap_or_default();
+            ClientError::RemoteRefused { url: url.to_owned(), status: resp.status().as_u16(), body }
+        }
+        tungstenite::Error::Io(e) if e.get_ref().is_some_and(|i| i.is::<rustls::Error>()) => {
+            ClientError::Tls { url: url.to_owned(), detail: e.to_string() }
+        }
+        other => ClientError::RemoteConnect { url: url.to_owned(), detail: other.to_string() },
+    }
+}
+
+/// `host:port`, `[v6]:port`.
+fn split_host_port(authority: &str) -> Option<(&str, u16)> {
+    if let Some(rest) = authority.strip_prefix('[') {
+        let (host, port) = rest.split_once("]:")?;
+        return Some((host, port.parse().ok()?));
+    }
+    let (host, port) = authority.rsplit_once(':')?;
+    Some((host, port.parse().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn host_and_port_are_split() {
+        assert_eq!(split_host_port("10.0.0.5:7433"), Some(("10.0.0.5", 7433)));
+        assert_eq!(split_host_port("[::1]:80"), Some(("::1", 80)));
+        assert_eq!(split_host_port("host"), None);
+        assert_eq!(split_host_port("host:x"), None);
+    }
+
+    #[test]
+    fn a_bad_url_is_one_sentence() {
+        let dir = tempfile::tempdir().unwrap();
+        let remote = RemoteOptions::new("http://x:1", dir.path().join("t"));
+        let err = connect(&remote, Duration::from_secs(1), 1024).unwrap_err();
+        assert!(err.to_string().contains("ws:// or wss://"), "{err}");
+    }
+
+    #[test]
+    fn a_readable_token_file_is_refused() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t");
+        std::fs::write(&path, "tok\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let err = load_token(&path).unwrap_err();
+        assert!(err.to_string().contains("chmod 600"), "{err}");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(load_token(&path).unwrap(), "tok");
+    }
+}
