@@ -32,7 +32,7 @@ use std::time::SystemTime;
 
 use rustix::fs::{FlockOperation, flock};
 use stockade_procfs::Liveness;
-use stockade_proto::{SessionState, TerminateReport};
+use stockade_proto::{Capture, Gap, SessionState, TerminateReport};
 use tokio::task::JoinSet;
 
 use crate::engine::Engine;
@@ -48,6 +48,12 @@ use crate::state_dir::{StateDir, open_lock_file};
 pub(crate) const RECOVERY_LOCK_FILE: &str = "recovery.lock";
 /// How every recovered session's reason begins.
 pub(crate) const RECOVERY_REASON: &str = "owner daemon died";
+/// The gap reason of what a pipe's kernel buffer may have held when the owner died (bytes the
+/// command wrote that nobody read: they are gone, and how many is unknown).
+pub const PIPE_LOSS_REASON: &str = "unknown, <= 64 KiB per pipe, daemon died";
+/// A session directory without a record is recovered only once it is this old and its
+/// instance's process is gone (a live writer may be between creating it and recording it).
+const UNRECORDED_AGE_MS: u64 = 5_000;
 
 /// Recovery could not run at all.
 #[derive(Debug, thiserror::Error)]
@@ -93,12 +99,12 @@ pub struct RecoveryReport {
 }
 
 /// The held recovery lock (released when dropped).
-struct RecoveryLock {
+pub(crate) struct RecoveryLock {
     _file: File,
 }
 
 impl RecoveryLock {
-    fn acquire(state_dir: &StateDir) -> Result<RecoveryLock, RecoveryError> {
+    pub(crate) fn acquire(state_dir: &StateDir) -> Result<RecoveryLock, RecoveryError> {
         let path = state_dir.root().join(RECOVERY_LOCK_FILE);
         let lock_err = |source| RecoveryError::Lock { path: path.clone(), source };
         let file = open_lock_file(&path).map_err(lock_err)?;
@@ -119,6 +125,7 @@ impl Engine {
     /// Recovers the sessions earlier processes left running on disk, and loads the finished
     /// ones (see the module docs of `recovery`). Call once at start-up, before serving.
     pub async fn recover(&self) -> Result<RecoveryReport, RecoveryError> {
+        let _others = self.others.lock().await;
         let state_dir = self.config().state_dir.clone();
         let own = self.config().instance.clone();
         let (lock, entries) = blocking(move || {
@@ -177,8 +184,11 @@ fn classify(entry: RecordEntry, report: &mut RecoveryReport) -> Option<Plan> {
     let record = match entry.record {
         Ok(r) => r,
         Err(RecordError::Missing { path }) => {
+            if let Some(record) = unrecorded(&entry.instance, &entry.id, &entry.dir) {
+                return Some(Plan::Recover(record, entry.dir));
+            }
             report.warnings.push(format!(
-                "{} has no session record (its daemon died before writing it); left alone",
+                "{} has no session record yet and its process may be alive; left alone",
                 path.display()
             ));
             return None;
@@ -190,10 +200,8 @@ fn classify(entry: RecordEntry, report: &mut RecoveryReport) -> Option<Plan> {
     };
     let owner = record.owner.map(|o| (o, o.liveness()));
     if record.state.is_terminal() {
-        return match owner {
-            Some((_, Liveness::Alive)) => None, // its owner keeps (and prunes) it
-            _ => Some(Plan::Load(record, entry.dir)),
-        };
+        // Whoever ran it, a finished session is listed (exactly once: ids are unique).
+        return Some(Plan::Load(record, entry.dir));
     }
     match owner {
         None => {
@@ -213,7 +221,7 @@ fn classify(entry: RecordEntry, report: &mut RecoveryReport) -> Option<Plan> {
 }
 
 /// The adopt spec of a record's tree.
-fn adopt_spec(record: &SessionRecord) -> AdoptSpec {
+pub(crate) fn adopt_spec(record: &SessionRecord) -> AdoptSpec {
     AdoptSpec {
         root_pid: record.pid,
         root_start_time: record.root_start_time,
@@ -222,8 +230,31 @@ fn adopt_spec(record: &SessionRecord) -> AdoptSpec {
     }
 }
 
+/// A record for a session directory its owner never recorded (it died between making the
+/// directory and writing the record): `None` while that owner may still be alive or the
+/// directory is young.
+pub(crate) fn unrecorded(instance: &str, id: &str, dir: &Path) -> Option<SessionRecord> {
+    if crate::retention::instance_is_live(instance, &[]) {
+        return None;
+    }
+    let made = std::fs::metadata(dir).and_then(|m| m.modified()).map_or(0, unix_ms);
+    if unix_ms(SystemTime::now()).saturating_sub(made) < UNRECORDED_AGE_MS {
+        return None;
+    }
+    let record = serde_json::json!({
+        "version": RECORD_VERSION,
+        "id": id,
+        "instance": instance,
+        "command": "",
+        "state": "running",
+        "spool_path": dir.join("output.log"),
+        "started_at_ms": made,
+    });
+    serde_json::from_value(record).ok()
+}
+
 /// Terminates what is left of one session whose owner died and rewrites its record as failed.
-async fn recover_one(
+pub(crate) async fn recover_one(
     mut record: SessionRecord,
     dir: PathBuf,
     containment: Containment,
@@ -252,6 +283,9 @@ async fn recover_one(
     if !report.terminated {
         reason.push_str(&format!("; survivors: {:?}", report.survivors));
     }
+    if record.pid == 0 && record.owner.is_none() {
+        reason.push_str("; its owner died before recording it (command unknown)");
+    }
     record.version = RECORD_VERSION;
     record.state = SessionState::Failed { reason: reason.clone() };
     record.finished_at_ms = Some(unix_ms(SystemTime::now()));
@@ -262,12 +296,24 @@ async fn recover_one(
         move || {
             if let Ok(log) = OutputLog::open(&dir) {
                 let stats = log.stats();
+                let mut gaps = stats.gaps;
+                if record.capture == Capture::Pipe {
+                    // What the pipes held when the owner died was never read: record that
+                    // bytes may be missing here, how many nobody can know.
+                    let at = stats.total_bytes;
+                    gaps.push(Gap { start: at, end: at, reason: PIPE_LOSS_REASON.into() });
+                    if let SessionState::Failed { reason } = &mut record.state {
+                        reason.push_str(&format!(
+                            "; output after byte {at} may be missing (up to 64 KiB per pipe was unread when the owner died)"
+                        ));
+                    }
+                }
                 record.totals = Some(RecordTotals {
                     total_bytes: stats.total_bytes,
                     total_lines: stats.total_lines,
                     spooled_bytes: stats.spooled_bytes,
                     dropped_bytes: stats.dropped_bytes,
-                    gaps: stats.gaps,
+                    gaps,
                 });
             }
             let warning = registry::store(&dir, &record).err().map(|e| {
@@ -281,6 +327,10 @@ async fn recover_one(
         let warning = format!("session {}: cannot rewrite its record: {e}", fallback.id);
         (fallback, Some(warning))
     });
+    let reason = match &record.state {
+        SessionState::Failed { reason } => reason.clone(),
+        _ => reason,
+    };
     let recovered = RecoveredSession { id: record.id.clone(), reason, report };
     (recovered, record, dir, warning)
 }

@@ -6,6 +6,8 @@ use super::ctx::Ctx;
 use crate::error::join_error;
 
 pub(super) async fn handle(ctx: &Ctx, _: NoParams) -> Result<ListResult, RpcError> {
+    // Foreground runs of other processes, and owners that died, are seen before answering.
+    ctx.engine().sync_others().await;
     let sessions = ctx.engine().sessions();
     // Counting a running session's processes reads /proc: off the async workers.
     let infos = tokio::task::spawn_blocking(move || {
