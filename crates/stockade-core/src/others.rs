@@ -149,6 +149,11 @@ impl Engine {
         let mut sessions = Vec::new();
         for (record, dir) in finished {
             let id = record.id.clone();
+            if crate::recovery::never_started(&dir) {
+                // Its owner died while making its log: nothing ran, nothing to show.
+                let _ = std::fs::remove_dir_all(&dir);
+                continue;
+            }
             match self.open_other(record, dir).await {
                 Some(s) => {
                     if !report.recovered.contains(&id) {

@@ -51,9 +51,8 @@ pub(crate) const RECOVERY_REASON: &str = "owner daemon died";
 /// The gap reason of what a pipe's kernel buffer may have held when the owner died (bytes the
 /// command wrote that nobody read: they are gone, and how many is unknown).
 pub const PIPE_LOSS_REASON: &str = "unknown, <= 64 KiB per pipe, daemon died";
-/// A session directory without a record is recovered only once it is this old and its
-/// instance's process is gone (a live writer may be between creating it and recording it).
-const UNRECORDED_AGE_MS: u64 = 5_000;
+/// The spool and stream index `OutputLog::create` makes before anything is spawned.
+const LOG_FILES: [&str; 2] = ["output.log", "streams.idx"];
 
 /// Recovery could not run at all.
 #[derive(Debug, thiserror::Error)]
@@ -234,13 +233,11 @@ pub(crate) fn adopt_spec(record: &SessionRecord) -> AdoptSpec {
 /// directory and writing the record): `None` while that owner may still be alive or the
 /// directory is young.
 pub(crate) fn unrecorded(instance: &str, id: &str, dir: &Path) -> Option<SessionRecord> {
+    // While its process lives it may be between making the directory and recording it.
     if crate::retention::instance_is_live(instance, &[]) {
         return None;
     }
     let made = std::fs::metadata(dir).and_then(|m| m.modified()).map_or(0, unix_ms);
-    if unix_ms(SystemTime::now()).saturating_sub(made) < UNRECORDED_AGE_MS {
-        return None;
-    }
     let record = serde_json::json!({
         "version": RECORD_VERSION,
         "id": id,
@@ -295,6 +292,9 @@ pub(crate) async fn recover_one(
         let dir = dir.clone();
         move || {
             if let Ok(log) = OutputLog::open(&dir) {
+                // The writer died: keep the counts (rebuilt from the spool if `log.json` was
+                // missing or damaged) so no later start scans the spool again.
+                let _ = log.save_rebuilt_meta();
                 let stats = log.stats();
                 let mut gaps = stats.gaps;
                 if record.capture == Capture::Pipe {
@@ -366,6 +366,14 @@ fn load_sessions(
     }
     let mut sessions = Vec::with_capacity(keep.len());
     for (record, dir) in keep {
+        if never_started(&dir) {
+            // Its owner died while making its log: nothing was spawned, nothing to show.
+            match std::fs::remove_dir_all(&dir) {
+                Ok(()) => pruned.push(record.id),
+                Err(e) => warnings.push(format!("cannot delete {}: {e}", dir.display())),
+            }
+            continue;
+        }
         match OutputLog::open(&dir) {
             Ok(log) => {
                 // After termination: a cgroup that is gone is not adopted, the root not trusted.
@@ -386,4 +394,10 @@ async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, RecoveryError> + Send + 'static,
 ) -> Result<Result<T, RecoveryError>, RecoveryError> {
     tokio::task::spawn_blocking(f).await.map_err(|e| RecoveryError::Interrupted(e.to_string()))
+}
+
+/// Whether a session directory lacks the log files made before any spawn (its owner died
+/// while making them: nothing ran).
+pub(crate) fn never_started(dir: &Path) -> bool {
+    LOG_FILES.iter().any(|f| !dir.join(f).exists())
 }

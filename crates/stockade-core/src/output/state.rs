@@ -180,6 +180,13 @@ impl super::OutputLog {
         crate::atomic_write::replace_file(&path, &bytes).map_err(|e| meta_err(e.to_string()))
     }
 
+    /// Writes `log.json` for a log rebuilt from its spool (its writer died), so the next open
+    /// reads it instead of scanning the spool again.
+    pub fn save_rebuilt_meta(&self) -> Result<(), super::OutputError> {
+        let meta = self.meta(&super::lock(&self.state));
+        self.write_meta(&meta)
+    }
+
     /// Writes `log.json` of a finished log again (after [`OutputLog::finish`] could not, e.g.
     /// on a full disk). Does nothing for a log that is not finished or not this process's.
     pub fn rewrite_meta(&self) -> Result<(), super::OutputError> {
