@@ -14,9 +14,15 @@ pub(super) async fn handle(ctx: &Ctx, _: NoParams) -> Result<ListResult, RpcErro
         sessions
             .iter()
             .map(|s| {
-                let record = s.record();
-                let stats = s.log().stats();
+                let mut record = s.record();
+                // The published state: a terminal one is on disk by then, so what `list` said
+                // survives a crash right after.
+                record.state = s.state();
                 let running = !record.state.is_terminal();
+                if running {
+                    record.finished_at_ms = None;
+                }
+                let stats = s.log().stats();
                 SessionInfo {
                     id: record.id,
                     processes: if running { s.tree().members().len() } else { 0 },

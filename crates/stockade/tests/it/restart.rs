@@ -12,7 +12,7 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use stockade_testkit::procs::{instance_of, kill_marked, marked_processes};
+use stockade_testkit::procs::{instance_of, kill_marked, marked_processes, read_stat};
 use stockade_testkit::{DaemonProc, Home, Rpc, eventually};
 
 /// Kills (by pid, on drop) whatever still carries the marker of a daemon or run this test saw.
@@ -73,10 +73,15 @@ fn assert_unique(list: &[Value]) {
     }
 }
 
-/// SIGKILL a process that is not this test's child (a daemon started as users start it).
+/// SIGKILL a process that is not this test's child (a daemon started as users start it), and
+/// wait until it is dead (a zombie nobody here reaps, or gone): until then its socket still
+/// accepts connections it will never answer.
 pub(crate) fn sigkill(pid: u32) {
     // SAFETY: kill(2) of a pid a daemon of this test's own home wrote into its lock file.
     assert_eq!(unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) }, 0);
+    eventually(Duration::from_secs(10), "the SIGKILLed daemon dead", || {
+        (!read_stat(pid).is_some_and(|s| !s.is_zombie())).then_some(())
+    });
 }
 
 /// The socket of `home`'s daemon, for raw reads.
