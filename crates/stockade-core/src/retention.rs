@@ -39,7 +39,11 @@ impl Engine {
         let mut report = SweepReport::default();
         for session in self.sessions() {
             let record = session.record();
+            // Another live process's session (a foreground run still printing it) is its own.
+            let live_owner = session.is_foreign()
+                && record.owner.is_some_and(|o| o.liveness() == Liveness::Alive);
             let expired = record.state.is_terminal()
+                && !live_owner
                 && record.finished_at_ms.unwrap_or(record.started_at_ms) <= cutoff;
             if expired && self.forget(session.id()).await.is_ok() {
                 report.forgotten.push(record.id);
