@@ -406,11 +406,9 @@ impl Session {
         let running_for =
             Duration::from_millis(unix_ms(SystemTime::now()).saturating_sub(record.started_at_ms));
         let started = Instant::now().checked_sub(running_for).unwrap_or_else(Instant::now);
-        let end = record.state.is_terminal().then(|| SessionEnd {
-            state: record.state,
-            wall_time,
-            cleanup: record.cleanup,
-        });
+        let terminal = record.state.is_terminal();
+        let end = SessionEnd { state: record.state, wall_time, cleanup: record.cleanup };
+        let end = terminal.then_some(end);
         Arc::new(Session {
             id: record.id,
             instance: record.instance,

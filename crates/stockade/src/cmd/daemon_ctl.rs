@@ -91,22 +91,6 @@ fn stop_sentence(pid: u32, terminated: Option<&[String]>) -> String {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::stop_sentence;
-
-    #[test]
-    fn stop_says_what_it_terminated() {
-        let ids = ["sh-3".to_owned(), "sh-4".to_owned()];
-        assert_eq!(
-            stop_sentence(7, Some(&ids)),
-            "Daemon stopped (pid 7); terminated 2 running sessions: sh-3, sh-4"
-        );
-        assert_eq!(stop_sentence(7, Some(&[])), "Daemon stopped (pid 7); no session was running");
-        assert_eq!(stop_sentence(7, None), "Daemon stopped (pid 7)");
-    }
-}
-
 pub fn status(global: &Global, args: DaemonCtlArgs) -> anyhow::Result<ExitCode> {
     let opts = global.connect_options()?;
     let Some(mut client) = Client::connect_existing(&opts)? else {
@@ -148,4 +132,20 @@ fn status_json(status: &StatusResult, started: Option<bool>) -> serde_json::Valu
         }
     }
     value
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stop_sentence;
+
+    #[test]
+    fn stop_says_what_it_terminated() {
+        let ids = ["sh-3".to_owned(), "sh-4".to_owned()];
+        assert_eq!(
+            stop_sentence(7, Some(&ids)),
+            "Daemon stopped (pid 7); terminated 2 running sessions: sh-3, sh-4"
+        );
+        assert_eq!(stop_sentence(7, Some(&[])), "Daemon stopped (pid 7); no session was running");
+        assert_eq!(stop_sentence(7, None), "Daemon stopped (pid 7)");
+    }
 }

@@ -131,11 +131,10 @@ fn try_run(socket: &Path, params: Value) -> Option<Result<Value, Value>> {
 fn fifty_rounds_of_sigkill_lose_no_session_no_process_no_byte() {
     let rounds: u32 =
         std::env::var("STOCKADE_CHAOS_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(50);
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64
-        | 1;
+    let seed =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
+            as u64
+            | 1;
     eprintln!("chaos seed {seed}");
     let mut rng = Rng(seed);
     let home = Home::new();
@@ -173,7 +172,14 @@ fn fifty_rounds_of_sigkill_lose_no_session_no_process_no_byte() {
         killer.join().unwrap();
 
         // Restart at once: the next `ps` auto-starts a daemon that recovers before answering.
-        let list = home.json(&["ps"]);
+        let out = home.run(&["ps", "--json"]);
+        let log = std::fs::read_to_string(home.path().join("daemon.log")).unwrap_or_default();
+        assert!(
+            out.status.success(),
+            "round {round}: ps failed: {}\ndaemon.log:\n{log}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let list: Value = serde_json::from_slice(&out.stdout).unwrap();
         markers.daemon(home.daemon_pid().unwrap());
         let prefix = format!("STOCKADE_SESSION=daemon-{pid}-");
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -189,8 +195,7 @@ fn fifty_rounds_of_sigkill_lose_no_session_no_process_no_byte() {
             assert!(ids.insert(id.clone()), "round {round}: {id} listed twice");
             let state = s["state"].as_str().unwrap();
             assert!(
-                ["running", "exited", "signaled", "failed", "killed", "timed_out"]
-                    .contains(&state),
+                ["running", "exited", "signaled", "failed", "killed", "timed_out"].contains(&state),
                 "round {round}: {s}"
             );
             if !this_round.contains(&id) {

@@ -139,7 +139,8 @@ fn a_daemon_that_stays_a_zombie_for_good_is_recovered_all_the_same() {
     let prefix = format!("STOCKADE_SESSION={instance}:");
     assert!(marked_processes(&prefix).len() >= 5);
     // The daemon's pid inside the namespace, from its lock; SIGKILL it there.
-    let inner: u32 = std::fs::read_to_string(home.join("daemon.lock")).unwrap().trim().parse().unwrap();
+    let inner: u32 =
+        std::fs::read_to_string(home.join("daemon.lock")).unwrap().trim().parse().unwrap();
     let killed = Command::new("nsenter")
         .arg("-t")
         .arg(ns.init.to_string())
@@ -150,8 +151,9 @@ fn a_daemon_that_stays_a_zombie_for_good_is_recovered_all_the_same() {
     let host_daemon = eventually(Duration::from_secs(5), "the daemon a zombie", || {
         children(ns.init).into_iter().find(|&p| {
             read_stat(p).is_some_and(|s| s.is_zombie())
-                && std::fs::read_to_string(format!("/proc/{p}/status"))
-                    .is_ok_and(|t| t.lines().any(|l| l.starts_with("NSpid:") && l.ends_with(&format!("\t{inner}"))))
+                && std::fs::read_to_string(format!("/proc/{p}/status")).is_ok_and(|t| {
+                    t.lines().any(|l| l.starts_with("NSpid:") && l.ends_with(&format!("\t{inner}")))
+                })
         })
     });
 
