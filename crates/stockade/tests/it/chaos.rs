@@ -104,6 +104,9 @@ struct Figures {
     by_shape: HashMap<String, u32>,
     /// Sessions that ended by themselves (`exit 0`) before the kill.
     completed: u32,
+    /// `ps` connected while a child of the dead daemon, forked but not yet `exec`ed, still held
+    /// its socket, and got "the daemon closed the connection".
+    refused_once: u32,
     leaked: u32,
     lost_sessions: u32,
     /// Bytes a session that ended by itself printed but its spool lacks.
@@ -172,13 +175,25 @@ fn fifty_rounds_of_sigkill_lose_no_session_no_process_no_byte() {
         killer.join().unwrap();
 
         // Restart at once: the next `ps` auto-starts a daemon that recovers before answering.
-        let out = home.run(&["ps", "--json"]);
-        let log = std::fs::read_to_string(home.path().join("daemon.log")).unwrap_or_default();
-        assert!(
-            out.status.success(),
-            "round {round}: ps failed: {}\ndaemon.log:\n{log}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let mut out = home.run(&["ps", "--json"]);
+        if !out.status.success()
+            && String::from_utf8_lossy(&out.stderr).contains("closed the connection")
+        {
+            // A child the dead daemon forked for a spawn still held its listening socket until
+            // its `exec`: the kernel took this connection and nobody could answer it. Counted,
+            // reported, and asked again (see docs/reliability.md, crash windows).
+            figures.refused_once += 1;
+            out = home.run(&["ps", "--json"]);
+        }
+        if !out.status.success() {
+            let log = std::fs::read_to_string(home.path().join("daemon.log")).unwrap_or_default();
+            let daemon = home.daemon_pid();
+            let stat = daemon.and_then(|p| std::fs::read_to_string(format!("/proc/{p}/stat")).ok());
+            panic!(
+                "round {round}: ps failed: {}\nkilled {pid}, daemon now {daemon:?}: {stat:?}\ndaemon.log:\n{log}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
         let list: Value = serde_json::from_slice(&out.stdout).unwrap();
         markers.daemon(home.daemon_pid().unwrap());
         let prefix = format!("STOCKADE_SESSION=daemon-{pid}-");
@@ -229,11 +244,12 @@ fn fifty_rounds_of_sigkill_lose_no_session_no_process_no_byte() {
         figures.rounds += 1;
     }
     eprintln!(
-        "chaos: {} rounds, {} sessions {:?}, {} completed before the kill; leaked processes {}, lost sessions {}, spools not a prefix {}, bytes lost by completed sessions {} ({:?})",
+        "chaos: {} rounds, {} sessions {:?}, {} completed before the kill, {} first ps refused; leaked processes {}, lost sessions {}, spools not a prefix {}, bytes lost by completed sessions {} ({:?})",
         figures.rounds,
         figures.sessions,
         figures.by_shape,
         figures.completed,
+        figures.refused_once,
         figures.leaked,
         figures.lost_sessions,
         figures.not_prefix,
