@@ -1,5 +1,8 @@
 //! The one atomic, durable file writer: session records and the daemon's schedule store both
 //! go through [`atomic_write`], so every file Stockade replaces survives a crash the same way.
+//! [`replace_file`] is the same without the flushes to disk (a log's `log.json`, which can be
+//! rebuilt from the spool): a crash or a full disk leaves the old file or the new one, never a
+//! torn or empty one.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -23,6 +26,17 @@ use std::path::{Path, PathBuf};
 /// One writer per path at a time: two concurrent writers of the same path share the temporary
 /// name, and the second fails with `AlreadyExists` rather than interleaving.
 pub fn atomic_write(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_then_rename(path, bytes, true)
+}
+
+/// Replaces the file at `path` with `bytes` atomically (temporary file, every write checked,
+/// rename), without `fsync`: for files that can be rebuilt after an OS crash. A failed write
+/// (a full disk) leaves `path` as it was and returns the error.
+pub fn replace_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_then_rename(path, bytes, false)
+}
+
+fn write_then_rename(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
     let tmp = temp_path(path)?;
     let _ = std::fs::remove_file(&tmp);
     let mut file = OpenOptions::new()
@@ -31,7 +45,9 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> io::Result<()> {
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW)
         .open(&tmp)?;
-    if let Err(e) = file.write_all(bytes).and_then(|()| file.sync_all()) {
+    let written =
+        file.write_all(bytes).and_then(|()| if durable { file.sync_all() } else { Ok(()) });
+    if let Err(e) = written {
         // A full disk must not leave a half-written temporary file behind.
         let _ = std::fs::remove_file(&tmp);
         return Err(e);
@@ -40,6 +56,9 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> io::Result<()> {
     if let Err(e) = std::fs::rename(&tmp, path) {
         let _ = std::fs::remove_file(&tmp);
         return Err(e);
+    }
+    if !durable {
+        return Ok(());
     }
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,

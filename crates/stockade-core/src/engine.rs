@@ -70,6 +70,11 @@ pub enum EngineError {
     /// The engine is shutting down and starts nothing new.
     #[error("the engine is shutting down and starts no new command")]
     ShuttingDown,
+    /// The command was spawned but could not be supervised (no output reader, no cancel pipe):
+    /// its tree was terminated through the one terminate routine. The request was valid; the
+    /// machine is short of a resource (threads, file descriptors, memory).
+    #[error("{0}")]
+    Resource(String),
 }
 
 /// The engine's limits. Hitting one is [`EngineError::LimitReached`].
@@ -207,6 +212,8 @@ pub struct Engine {
     registry: Mutex<Registry>,
     /// Serialises runs that carry a `source`, so two of them cannot both start a copy.
     source_lock: Mutex<()>,
+    /// Serialises looks at other owners' sessions (start-up recovery, the owner watch).
+    pub(crate) others: tokio::sync::Mutex<crate::others::OthersState>,
 }
 
 impl Engine {
@@ -220,6 +227,7 @@ impl Engine {
             containment,
             registry: Mutex::new(Registry::default()),
             source_lock: Mutex::new(()),
+            others: tokio::sync::Mutex::new(crate::others::OthersState::default()),
         })
     }
 
@@ -257,6 +265,18 @@ impl Engine {
             }
         }
         self.prune_finished()
+    }
+
+    /// Registers (or replaces) a session by its id: one another owner runs, or its final state.
+    pub(crate) fn put_session(&self, session: Arc<Session>) {
+        self.registry().sessions.insert(id_number(session.id()), session);
+    }
+
+    /// Root pids of every session kept, and whether a spawn is in progress (whose root is not
+    /// registered yet).
+    pub(crate) fn roots(&self) -> (std::collections::HashSet<u32>, bool) {
+        let reg = self.registry();
+        (reg.sessions.values().map(|s| s.pid()).collect(), reg.pending > 0)
     }
 
     /// Start a command. Returns once it is spawned; wait on the session for its end. A run whose
@@ -309,7 +329,8 @@ impl Engine {
         let mut spooled = 0u64;
         for s in reg.sessions.values() {
             spooled = spooled.saturating_add(s.log().stats().spooled_bytes);
-            if !s.state().is_terminal() {
+            // Another live process's run counts against its own limits, not this engine's.
+            if !s.state().is_terminal() && !s.is_foreign() {
                 running += 1;
                 tail = tail.saturating_add(s.log().config().retained_cap as u64);
             }
@@ -362,7 +383,13 @@ impl Engine {
             disk_policy: spec.disk_policy.unwrap_or(self.config.disk_policy),
             capture: spec.capture,
         };
-        let log = Arc::new(OutputLog::create(&dir, output)?);
+        let log = match OutputLog::create(&dir, output) {
+            Ok(log) => Arc::new(log),
+            Err(e) => {
+                remove_unstarted(&dir);
+                return Err(e.into());
+            }
+        };
 
         let shell = spec.shell.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_SHELL));
         let flag = if spec.login { "-lc" } else { "-c" };
@@ -371,11 +398,20 @@ impl Engine {
             _ if spec.pty.is_some() => (StdioSpec::Null, StdioSpec::Null),
             Capture::Pipe => (StdioSpec::Pipe, StdioSpec::Pipe),
             Capture::File => {
-                let fd = log.child_fd()?;
-                let fd2 = fd.try_clone().map_err(|e| {
-                    EngineError::Invalid(format!("cannot duplicate the spool fd: {e}"))
-                })?;
-                (StdioSpec::Fd(fd), StdioSpec::Fd(fd2))
+                let fds = log.child_fd().map_err(EngineError::from).and_then(|fd| {
+                    let fd2 = fd.try_clone().map_err(|e| {
+                        EngineError::Resource(format!("cannot duplicate the spool fd: {e}"))
+                    })?;
+                    Ok((fd, fd2))
+                });
+                match fds {
+                    Ok((fd, fd2)) => (StdioSpec::Fd(fd), StdioSpec::Fd(fd2)),
+                    Err(e) => {
+                        drop(log);
+                        remove_unstarted(&dir);
+                        return Err(e);
+                    }
+                }
             }
         };
         let spawn_spec = SpawnSpec {
@@ -398,7 +434,9 @@ impl Engine {
         let mut spawned = match spawned {
             Ok(s) => s,
             Err(e) => {
-                let _ = log.finish();
+                // Nothing was started: leave no directory that no record describes.
+                drop(log);
+                remove_unstarted(&dir);
                 return Err(e.into());
             }
         };
@@ -420,23 +458,13 @@ impl Engine {
         if let Some(fd) = spawned.stderr {
             sources.push((Stream::Stderr, fd));
         }
-        let (drain_handle, drain_cancel) = if sources.is_empty() {
-            (None, None)
-        } else {
-            let cancel = Arc::new(DrainCancel::new()?);
-            let log2 = Arc::clone(&log);
-            let cancel2 = Arc::clone(&cancel);
-            let handle = std::thread::Builder::new()
-                .name(format!("drain-{id}"))
-                .spawn(move || {
-                    if let Err(e) = drain(&log2, sources, &cancel2) {
-                        tracing::warn!(error = %e, "output drain stopped early");
-                    }
-                })
-                .map_err(|e| {
-                    EngineError::Invalid(format!("cannot start the output reader thread: {e}"))
-                })?;
-            (Some(handle), Some(cancel))
+        let drained =
+            if sources.is_empty() { Ok((None, None)) } else { start_drain(&id, &log, sources) };
+        // From here on the tree runs: an error ends it through the supervisor and the one
+        // terminate routine, never leaves it unsupervised.
+        let (drain_handle, drain_cancel, failure) = match drained {
+            Ok((handle, cancel)) => (handle, cancel, None),
+            Err(why) => (None, None, Some(why)),
         };
         let session = Session::start(SessionParts {
             id: id.clone(),
@@ -457,6 +485,15 @@ impl Engine {
         let key = id_number(&id);
         self.registry().sessions.insert(key, Arc::clone(&session));
         drop(admission);
+        if let Some(why) = failure {
+            let opts = self.terminate_options();
+            let reason = format!("not supervised: {why}");
+            let s = Arc::clone(&session);
+            tokio::spawn(async move { s.kill(opts, &reason).await });
+            return Err(EngineError::Resource(format!(
+                "{id} was started but could not be supervised ({why}); its processes were terminated. The machine is short of threads or file descriptors: retry later"
+            )));
+        }
         Ok(session)
     }
 
@@ -499,8 +536,12 @@ impl Engine {
     /// Forget every finished session, or every session (terminating the running ones) with
     /// `all`. Returns what was forgotten, oldest first.
     pub async fn cleanup(&self, all: bool) -> Vec<Forgotten> {
-        let targets: Vec<Arc<Session>> =
-            self.sessions().into_iter().filter(|s| all || s.state().is_terminal()).collect();
+        // Another live process's running session is its owner's to end, not ours to delete.
+        let targets: Vec<Arc<Session>> = self
+            .sessions()
+            .into_iter()
+            .filter(|s| s.state().is_terminal() || (all && !s.is_foreign()))
+            .collect();
         let running: Vec<Arc<Session>> =
             targets.iter().filter(|s| !s.state().is_terminal()).cloned().collect();
         let mut reports = self.kill_all(running, "cleaned up").await;
@@ -553,14 +594,34 @@ impl Engine {
         stats
     }
 
+    /// The running sessions this engine started (not another live process's runs it shows).
+    pub fn running_own(&self) -> Vec<Arc<Session>> {
+        self.sessions()
+            .into_iter()
+            .filter(|s| !s.state().is_terminal() && !s.is_foreign())
+            .collect()
+    }
+
+    /// Writes again the records (and `log.json`) a full disk kept from being written; returns
+    /// how many are still not written.
+    pub async fn retry_records(&self) -> usize {
+        let pending: Vec<Arc<Session>> =
+            self.sessions().into_iter().filter(|s| s.record_pending()).collect();
+        if pending.is_empty() {
+            return 0;
+        }
+        tokio::task::spawn_blocking(move || pending.iter().filter(|s| !s.retry_record()).count())
+            .await
+            .unwrap_or(0)
+    }
+
     /// Terminate every running session (shutdown) through the one routine, concurrently, and
     /// start nothing new from now on. Runs whose spawn was in progress are waited for and
     /// terminated too.
     pub async fn shutdown(&self) {
         self.registry().closed = true;
         loop {
-            let running: Vec<Arc<Session>> =
-                self.sessions().into_iter().filter(|s| !s.state().is_terminal()).collect();
+            let running = self.running_own();
             let pending = self.registry().pending;
             if running.is_empty() && pending == 0 {
                 return;
@@ -595,6 +656,47 @@ impl Engine {
             }
         }
         reports
+    }
+}
+
+/// Starts the thread that reads the session's pipes into its log (and the pipe that cancels it).
+/// A test build can be told to fail here (`STOCKADE_TEST_FAIL_AFTER_SPAWN=1`, feature
+/// `test-hooks`), to show that a tree whose supervision failed is terminated.
+type DrainParts = (Option<std::thread::JoinHandle<()>>, Option<Arc<DrainCancel>>);
+fn start_drain(
+    id: &str,
+    log: &Arc<OutputLog>,
+    sources: Vec<(Stream, std::os::fd::OwnedFd)>,
+) -> Result<DrainParts, String> {
+    #[cfg(feature = "test-hooks")]
+    if std::env::var(FAIL_AFTER_SPAWN_ENV).is_ok_and(|v| v == "1") {
+        return Err(format!("{FAIL_AFTER_SPAWN_ENV}=1: failing after the spawn"));
+    }
+    let cancel =
+        Arc::new(DrainCancel::new().map_err(|e| format!("cannot make the cancel pipe: {e}"))?);
+    let log2 = Arc::clone(log);
+    let cancel2 = Arc::clone(&cancel);
+    let handle = std::thread::Builder::new()
+        .name(format!("drain-{id}"))
+        .spawn(move || {
+            if let Err(e) = drain(&log2, sources, &cancel2) {
+                tracing::warn!(error = %e, "output drain stopped early");
+            }
+        })
+        .map_err(|e| format!("cannot start the output reader thread: {e}"))?;
+    Ok((Some(handle), Some(cancel)))
+}
+
+/// The test hook that makes every run fail right after its spawn (feature `test-hooks` only).
+#[cfg(feature = "test-hooks")]
+pub const FAIL_AFTER_SPAWN_ENV: &str = "STOCKADE_TEST_FAIL_AFTER_SPAWN";
+
+/// Deletes the directory of a run that never started (its spool is empty, it has no record).
+fn remove_unstarted(dir: &std::path::Path) {
+    if let Err(e) = std::fs::remove_dir_all(dir)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        tracing::warn!(dir = %dir.display(), error = %e, "cannot delete the directory of a run that did not start");
     }
 }
 

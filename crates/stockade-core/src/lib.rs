@@ -36,8 +36,10 @@ mod atomic_write;
 mod engine;
 mod input;
 pub mod limits;
+mod others;
 pub mod output;
 pub mod process;
+mod reaper;
 mod recovery;
 mod registry;
 mod retention;
@@ -51,7 +53,8 @@ pub use engine::{
     Engine, EngineConfig, EngineError, EngineLimits, EngineStats, Forgotten, Started,
 };
 pub use input::{InputKind, InputRefused};
-pub use recovery::{RecoveredSession, RecoveryError, RecoveryReport};
+pub use others::{OWNER_WATCH_INTERVAL, OthersReport};
+pub use recovery::{PIPE_LOSS_REASON, RecoveredSession, RecoveryError, RecoveryReport};
 pub use registry::{Owner, RecordTotals, SessionRecord, read_record};
 pub use retention::{DEFAULT_RETENTION, SweepReport};
 pub use run_spec::RunSpec;

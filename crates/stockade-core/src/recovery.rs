@@ -32,7 +32,7 @@ use std::time::SystemTime;
 
 use rustix::fs::{FlockOperation, flock};
 use stockade_procfs::Liveness;
-use stockade_proto::{SessionState, TerminateReport};
+use stockade_proto::{Capture, Gap, SessionState, TerminateReport};
 use tokio::task::JoinSet;
 
 use crate::engine::Engine;
@@ -48,6 +48,11 @@ use crate::state_dir::{StateDir, open_lock_file};
 pub(crate) const RECOVERY_LOCK_FILE: &str = "recovery.lock";
 /// How every recovered session's reason begins.
 pub(crate) const RECOVERY_REASON: &str = "owner daemon died";
+/// The gap reason of what a pipe's kernel buffer may have held when the owner died (bytes the
+/// command wrote that nobody read: they are gone, and how many is unknown).
+pub const PIPE_LOSS_REASON: &str = "unknown, <= 64 KiB per pipe, daemon died";
+/// The spool and stream index `OutputLog::create` makes before anything is spawned.
+const LOG_FILES: [&str; 2] = ["output.log", "streams.idx"];
 
 /// Recovery could not run at all.
 #[derive(Debug, thiserror::Error)]
@@ -93,12 +98,12 @@ pub struct RecoveryReport {
 }
 
 /// The held recovery lock (released when dropped).
-struct RecoveryLock {
+pub(crate) struct RecoveryLock {
     _file: File,
 }
 
 impl RecoveryLock {
-    fn acquire(state_dir: &StateDir) -> Result<RecoveryLock, RecoveryError> {
+    pub(crate) fn acquire(state_dir: &StateDir) -> Result<RecoveryLock, RecoveryError> {
         let path = state_dir.root().join(RECOVERY_LOCK_FILE);
         let lock_err = |source| RecoveryError::Lock { path: path.clone(), source };
         let file = open_lock_file(&path).map_err(lock_err)?;
@@ -119,6 +124,7 @@ impl Engine {
     /// Recovers the sessions earlier processes left running on disk, and loads the finished
     /// ones (see the module docs of `recovery`). Call once at start-up, before serving.
     pub async fn recover(&self) -> Result<RecoveryReport, RecoveryError> {
+        let _others = self.others.lock().await;
         let state_dir = self.config().state_dir.clone();
         let own = self.config().instance.clone();
         let (lock, entries) = blocking(move || {
@@ -177,8 +183,11 @@ fn classify(entry: RecordEntry, report: &mut RecoveryReport) -> Option<Plan> {
     let record = match entry.record {
         Ok(r) => r,
         Err(RecordError::Missing { path }) => {
+            if let Some(record) = unrecorded(&entry.instance, &entry.id, &entry.dir) {
+                return Some(Plan::Recover(record, entry.dir));
+            }
             report.warnings.push(format!(
-                "{} has no session record (its daemon died before writing it); left alone",
+                "{} has no session record yet and its process may be alive; left alone",
                 path.display()
             ));
             return None;
@@ -190,10 +199,8 @@ fn classify(entry: RecordEntry, report: &mut RecoveryReport) -> Option<Plan> {
     };
     let owner = record.owner.map(|o| (o, o.liveness()));
     if record.state.is_terminal() {
-        return match owner {
-            Some((_, Liveness::Alive)) => None, // its owner keeps (and prunes) it
-            _ => Some(Plan::Load(record, entry.dir)),
-        };
+        // Whoever ran it, a finished session is listed (exactly once: ids are unique).
+        return Some(Plan::Load(record, entry.dir));
     }
     match owner {
         None => {
@@ -213,7 +220,7 @@ fn classify(entry: RecordEntry, report: &mut RecoveryReport) -> Option<Plan> {
 }
 
 /// The adopt spec of a record's tree.
-fn adopt_spec(record: &SessionRecord) -> AdoptSpec {
+pub(crate) fn adopt_spec(record: &SessionRecord) -> AdoptSpec {
     AdoptSpec {
         root_pid: record.pid,
         root_start_time: record.root_start_time,
@@ -222,8 +229,29 @@ fn adopt_spec(record: &SessionRecord) -> AdoptSpec {
     }
 }
 
+/// A record for a session directory its owner never recorded (it died between making the
+/// directory and writing the record): `None` while that owner may still be alive or the
+/// directory is young.
+pub(crate) fn unrecorded(instance: &str, id: &str, dir: &Path) -> Option<SessionRecord> {
+    // While its process lives it may be between making the directory and recording it.
+    if crate::retention::instance_is_live(instance, &[]) {
+        return None;
+    }
+    let made = std::fs::metadata(dir).and_then(|m| m.modified()).map_or(0, unix_ms);
+    let record = serde_json::json!({
+        "version": RECORD_VERSION,
+        "id": id,
+        "instance": instance,
+        "command": "",
+        "state": "running",
+        "spool_path": dir.join("output.log"),
+        "started_at_ms": made,
+    });
+    serde_json::from_value(record).ok()
+}
+
 /// Terminates what is left of one session whose owner died and rewrites its record as failed.
-async fn recover_one(
+pub(crate) async fn recover_one(
     mut record: SessionRecord,
     dir: PathBuf,
     containment: Containment,
@@ -252,6 +280,9 @@ async fn recover_one(
     if !report.terminated {
         reason.push_str(&format!("; survivors: {:?}", report.survivors));
     }
+    if record.pid == 0 && record.owner.is_none() {
+        reason.push_str("; its owner died before recording it (command unknown)");
+    }
     record.version = RECORD_VERSION;
     record.state = SessionState::Failed { reason: reason.clone() };
     record.finished_at_ms = Some(unix_ms(SystemTime::now()));
@@ -261,13 +292,28 @@ async fn recover_one(
         let dir = dir.clone();
         move || {
             if let Ok(log) = OutputLog::open(&dir) {
+                // The writer died: keep the counts (rebuilt from the spool if `log.json` was
+                // missing or damaged) so no later start scans the spool again.
+                let _ = log.save_rebuilt_meta();
                 let stats = log.stats();
+                let mut gaps = stats.gaps;
+                if record.capture == Capture::Pipe {
+                    // What the pipes held when the owner died was never read: record that
+                    // bytes may be missing here, how many nobody can know.
+                    let at = stats.total_bytes;
+                    gaps.push(Gap { start: at, end: at, reason: PIPE_LOSS_REASON.into() });
+                    if let SessionState::Failed { reason } = &mut record.state {
+                        reason.push_str(&format!(
+                            "; output after byte {at} may be missing (up to 64 KiB per pipe was unread when the owner died)"
+                        ));
+                    }
+                }
                 record.totals = Some(RecordTotals {
                     total_bytes: stats.total_bytes,
                     total_lines: stats.total_lines,
                     spooled_bytes: stats.spooled_bytes,
                     dropped_bytes: stats.dropped_bytes,
-                    gaps: stats.gaps,
+                    gaps,
                 });
             }
             let warning = registry::store(&dir, &record).err().map(|e| {
@@ -281,6 +327,10 @@ async fn recover_one(
         let warning = format!("session {}: cannot rewrite its record: {e}", fallback.id);
         (fallback, Some(warning))
     });
+    let reason = match &record.state {
+        SessionState::Failed { reason } => reason.clone(),
+        _ => reason,
+    };
     let recovered = RecoveredSession { id: record.id.clone(), reason, report };
     (recovered, record, dir, warning)
 }
@@ -316,6 +366,14 @@ fn load_sessions(
     }
     let mut sessions = Vec::with_capacity(keep.len());
     for (record, dir) in keep {
+        if never_started(&dir) {
+            // Its owner died while making its log: nothing was spawned, nothing to show.
+            match std::fs::remove_dir_all(&dir) {
+                Ok(()) => pruned.push(record.id),
+                Err(e) => warnings.push(format!("cannot delete {}: {e}", dir.display())),
+            }
+            continue;
+        }
         match OutputLog::open(&dir) {
             Ok(log) => {
                 // After termination: a cgroup that is gone is not adopted, the root not trusted.
@@ -336,4 +394,10 @@ async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, RecoveryError> + Send + 'static,
 ) -> Result<Result<T, RecoveryError>, RecoveryError> {
     tokio::task::spawn_blocking(f).await.map_err(|e| RecoveryError::Interrupted(e.to_string()))
+}
+
+/// Whether a session directory lacks the log files made before any spawn (its owner died
+/// while making them: nothing ran).
+pub(crate) fn never_started(dir: &Path) -> bool {
+    LOG_FILES.iter().any(|f| !dir.join(f).exists())
 }

@@ -39,7 +39,11 @@ impl Engine {
         let mut report = SweepReport::default();
         for session in self.sessions() {
             let record = session.record();
+            // Another live process's session (a foreground run still printing it) is its own.
+            let live_owner = session.is_foreign()
+                && record.owner.is_some_and(|o| o.liveness() == Liveness::Alive);
             let expired = record.state.is_terminal()
+                && !live_owner
                 && record.finished_at_ms.unwrap_or(record.started_at_ms) <= cutoff;
             if expired && self.forget(session.id()).await.is_ok() {
                 report.forgotten.push(record.id);
@@ -116,7 +120,7 @@ fn sweep_dirs(
 /// Whether a live process may still use this instance folder: one of its records names a live
 /// owner, or the pid in its name (`daemon-<pid>-<ms>`, `run-<secs>-<pid>`) is running (which
 /// may be a recycled pid: then the folder is only kept longer than needed).
-fn instance_is_live(instance: &str, entries: &[RecordEntry]) -> bool {
+pub(crate) fn instance_is_live(instance: &str, entries: &[RecordEntry]) -> bool {
     let owner_alive = entries.iter().any(|e| {
         e.record
             .as_ref()
@@ -125,7 +129,8 @@ fn instance_is_live(instance: &str, entries: &[RecordEntry]) -> bool {
             .is_some_and(|o| o.liveness() == Liveness::Alive)
     });
     owner_alive
-        || instance_pid(instance).is_some_and(|pid| stockade_procfs::start_time(pid).is_some())
+        || instance_pid(instance)
+            .is_some_and(|pid| stockade_procfs::liveness(pid, None) == Liveness::Alive)
 }
 
 /// The pid in an instance name, for the names Stockade gives.

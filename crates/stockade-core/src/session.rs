@@ -10,6 +10,7 @@
 //! path.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -75,6 +76,10 @@ pub struct Session {
     input: Option<SessionInput>,
     /// The process whose engine started it (this one, unless recovered from a record).
     owner: Option<Owner>,
+    /// Its record (or `log.json`) could not be written (a full disk): the engine retries.
+    record_pending: AtomicBool,
+    /// Started by this engine (not loaded from another process's record).
+    own: bool,
 }
 
 impl std::fmt::Debug for Session {
@@ -123,6 +128,8 @@ impl Session {
             dir: parts.dir,
             input: parts.input,
             owner: Owner::current(),
+            record_pending: AtomicBool::new(false),
+            own: true,
         });
         session.write_record(None);
         let supervisor = Supervisor {
@@ -309,7 +316,38 @@ impl Session {
     fn write_record(&self, _end: Option<&SessionEnd>) {
         let record = self.record();
         if let Err(e) = registry::store(&self.dir, &record) {
-            tracing::warn!(id = %self.id, error = %e, "could not write the session record");
+            self.record_pending.store(true, Ordering::Relaxed);
+            tracing::warn!(id = %self.id, error = %e, "could not write the session record; will retry");
+        }
+    }
+
+    /// Whether another process owns it (a foreground `stockade run`, or a dead owner's
+    /// session loaded from its record): this engine shows it but does not run it.
+    pub fn is_foreign(&self) -> bool {
+        !self.own
+    }
+
+    /// Whether its record or `log.json` still waits to be written (a full disk).
+    pub fn record_pending(&self) -> bool {
+        self.record_pending.load(Ordering::Relaxed)
+    }
+
+    /// Writes the record (and, once finished, `log.json`) again; `true` once both are on disk.
+    /// Blocking.
+    pub(crate) fn retry_record(&self) -> bool {
+        if self.state().is_terminal()
+            && let Err(e) = self.log.rewrite_meta()
+        {
+            tracing::debug!(id = %self.id, error = %e, "log.json still cannot be written");
+            return false;
+        }
+        match registry::store(&self.dir, &self.record()) {
+            Ok(()) => {
+                self.record_pending.store(false, Ordering::Relaxed);
+                tracing::info!(id = %self.id, "wrote the session record a full disk had held back");
+                true
+            }
+            Err(_) => false,
         }
     }
 
@@ -336,7 +374,8 @@ impl Session {
             Err(_) => registry::store(&self.dir, &record),
         };
         if let Err(e) = stored {
-            tracing::warn!(id = %self.id, error = %e, "could not write the final session record");
+            self.record_pending.store(true, Ordering::Relaxed);
+            tracing::warn!(id = %self.id, error = %e, "could not write the final session record; will retry");
         }
         // Terminal states are terminal: `send_if_modified` refuses to leave one.
         self.state.send_if_modified(|s| {
@@ -349,9 +388,11 @@ impl Session {
         });
     }
 
-    /// A finished session loaded from its record at start-up (crash recovery or a previous
-    /// daemon's retained sessions): readable by id, never running again. It has no supervisor;
-    /// `kill` on it only verifies, through the same routine, that nothing of it is left.
+    /// A session loaded from its record: a finished one (crash recovery, a previous daemon's or
+    /// a foreground run's), readable by id and never running again, or one another live
+    /// process runs (a foreground `stockade run`), shown as running until its record says
+    /// otherwise. It has no supervisor here; `kill` on it goes through the same terminate
+    /// routine (and on a finished one only verifies that nothing of it is left).
     pub(crate) fn recovered(
         record: SessionRecord,
         dir: PathBuf,
@@ -362,7 +403,12 @@ impl Session {
         let (state, _) = watch::channel(record.state.clone());
         let finished_ms = record.finished_at_ms.unwrap_or(record.started_at_ms);
         let wall_time = Duration::from_millis(finished_ms.saturating_sub(record.started_at_ms));
+        let running_for =
+            Duration::from_millis(unix_ms(SystemTime::now()).saturating_sub(record.started_at_ms));
+        let started = Instant::now().checked_sub(running_for).unwrap_or_else(Instant::now);
+        let terminal = record.state.is_terminal();
         let end = SessionEnd { state: record.state, wall_time, cleanup: record.cleanup };
+        let end = terminal.then_some(end);
         Arc::new(Session {
             id: record.id,
             instance: record.instance,
@@ -371,15 +417,17 @@ impl Session {
             source: record.source,
             capture: record.capture,
             started_at: UNIX_EPOCH + Duration::from_millis(record.started_at_ms),
-            started: Instant::now(),
+            started,
             log,
             tree,
             state,
-            end: Mutex::new(Some(end)),
+            end: Mutex::new(end),
             kill_tx,
             dir,
             input: None,
             owner: record.owner,
+            record_pending: AtomicBool::new(false),
+            own: false,
         })
     }
 }
@@ -434,6 +482,7 @@ impl Supervisor {
             sync_file_capture(&session);
         }
         if let Err(e) = session.log.finish() {
+            session.record_pending.store(true, Ordering::Relaxed);
             tracing::warn!(id = %session.id, error = %e, "could not finish the output log");
         }
         let cleanup =

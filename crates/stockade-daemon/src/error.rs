@@ -113,6 +113,7 @@ pub(crate) fn from_engine(e: EngineError) -> RpcError {
         EngineError::Invalid(_) => code::INVALID_PARAMS,
         EngineError::NotSupported(_) => code::NOT_SUPPORTED,
         EngineError::ShuttingDown => code::SHUTTING_DOWN,
+        EngineError::Resource(_) => code::RESOURCE,
         EngineError::StateDir(_) => code::STORAGE,
         EngineError::Output(o) => return from_output(o),
     };

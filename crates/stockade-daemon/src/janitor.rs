@@ -1,4 +1,4 @@
-//! Start-up recovery and the retention janitor.
+//! Start-up recovery, the owner watch, the retention janitor and, as PID 1, the orphan reaper.
 //!
 //! Before the daemon serves its first request, [`start_up`] recovers what earlier daemons left
 //! running (their owner died: terminate what is left, mark them `failed`) and loads the finished
@@ -7,10 +7,17 @@
 //! every sweep interval (`DaemonConfig::sweep_interval`) after, until the daemon stops. Neither ever touches a running
 //! session, nor another live process's sessions (see `stockade_core`'s `recovery` and
 //! `retention`).
+//!
+//! [`watch_owners`] runs every second: it lists the runs of other live processes (a foreground
+//! `stockade run`) and recovers at once a session whose owner died while this daemon runs (see
+//! `stockade_core`'s `others`), and writes again the records a full disk held back. When the
+//! daemon is PID 1 of its PID namespace (a container's init), [`reap_orphans`] reaps every
+//! orphan that lands on it (Linux-only).
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use stockade_core::OWNER_WATCH_INTERVAL;
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
@@ -70,6 +77,58 @@ pub(crate) async fn run(
                 removed_dirs = report.removed_dirs.len(),
                 "retention sweep"
             );
+        }
+    }
+}
+
+/// Every [`OWNER_WATCH_INTERVAL`]: other owners' sessions, dead owners, held-back records.
+pub(crate) async fn watch_owners(shared: Arc<Shared>, stop: CancellationToken) {
+    let mut tick = tokio::time::interval(OWNER_WATCH_INTERVAL);
+    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = stop.cancelled() => return,
+        }
+        let report = shared.engine.sync_others().await;
+        for w in &report.warnings {
+            tracing::warn!("owner watch: {w}");
+        }
+        shared.engine.retry_records().await;
+    }
+}
+
+/// How often PID 1 looks for orphans to reap (and at once on `SIGCHLD`).
+const REAP_INTERVAL: Duration = Duration::from_millis(500);
+
+/// As PID 1 of a PID namespace, reaps every orphan that lands on this process until `stop`.
+/// Does nothing otherwise.
+pub(crate) async fn reap_orphans(shared: Arc<Shared>, stop: CancellationToken) {
+    if std::process::id() != 1 {
+        return;
+    }
+    tracing::info!("running as PID 1: reaping orphans");
+    let mut sigchld = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child()).ok();
+    let mut tick = tokio::time::interval(REAP_INTERVAL);
+    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        let child = async {
+            match sigchld.as_mut() {
+                Some(s) => {
+                    s.recv().await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = child => {}
+            () = stop.cancelled() => {}
+        }
+        let engine = Arc::clone(&shared.engine);
+        let _ = tokio::task::spawn_blocking(move || engine.reap_orphans()).await;
+        if stop.is_cancelled() {
+            return;
         }
     }
 }

@@ -136,6 +136,11 @@ impl Daemon {
             interval,
             shared.stop.clone(),
         ));
+        let watcher =
+            tokio::spawn(crate::janitor::watch_owners(Arc::clone(&shared), shared.stop.clone()));
+        let reap_stop = CancellationToken::new();
+        let reaper =
+            tokio::spawn(crate::janitor::reap_orphans(Arc::clone(&shared), reap_stop.clone()));
         // After recovery, so a run of a dead daemon is `failed` and blocks no tick.
         let scheduler = tokio::spawn(crate::schedule::run(
             Arc::clone(&shared.schedules),
@@ -195,7 +200,19 @@ impl Daemon {
         drop(listener);
         drop(ws);
         janitor.abort();
+        watcher.abort();
         shared.engine.shutdown().await;
+        // Records a full disk held back get one more try before the daemon is gone.
+        let unwritten = shared.engine.retry_records().await;
+        if unwritten > 0 {
+            tracing::warn!(
+                sessions = unwritten,
+                "session records still not written (disk full?); the next daemon recovers them"
+            );
+        }
+        // As PID 1: the sessions' orphans are reaped before the namespace's init exits.
+        reap_stop.cancel();
+        let _ = reaper.await;
         conn_root.cancel();
         connections.close();
         let _ = tokio::time::timeout(CONNECTION_DRAIN, connections.wait()).await;

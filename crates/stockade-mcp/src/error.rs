@@ -64,6 +64,7 @@ fn daemon_sentence(code: &i64, message: &str) -> String {
         }
         code::SPAWN_FAILED => "Check cmd, workdir and shell, then try again.",
         code::INVALID_PARAMS => "Fix the arguments and call again.",
+        code::RESOURCE => "The machine is short of resources; try again in a moment.",
         code::SHUTTING_DOWN => "The daemon is stopping; call again in a moment to start a new one.",
         _ => "",
     };

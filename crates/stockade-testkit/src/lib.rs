@@ -47,16 +47,20 @@ pub fn stockade_bin() -> PathBuf {
     bin
 }
 
+/// Set by `.ci/run`: a test that cannot run fails instead of skipping.
+pub const STRICT_ENV: &str = "STOCKADE_TEST_STRICT";
+
 /// The workspace root (`tests/mcp/` and `target/mcp-*` live there).
 pub(crate) fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
 }
 
-/// A test that cannot run on this machine: says why on stderr, and fails under CI (`CI` set and
-/// not `false`), where the machine is set up to run it (root, a usable cgroup v2, tmpfs), so a
-/// skip can never pass for a run there.
+/// A test that cannot run on this machine: says why on stderr, and fails under CI (`CI` or
+/// [`STRICT_ENV`] set and not `false`/`0`; `.ci/run` sets both), where the machine is set up to
+/// run it (root, a usable cgroup v2, tmpfs), so a skip can never pass for a run there.
 pub fn cannot_run(why: &str) {
-    let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
+    let set = |k: &str| std::env::var(k).is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
+    let ci = set("CI") || set(STRICT_ENV);
     assert!(!ci, "this test cannot run here ({why}), and CI must run it");
     eprintln!("skipped: {why}");
 }

@@ -178,7 +178,8 @@ pub enum DaemonAction {
     /// Serve JSON-RPC on the Unix socket in the foreground until SIGTERM/SIGINT or `daemon stop`.
     ///
     /// With `--ws` it also serves remote clients (`stockade --remote …`) and orchestrators'
-    /// probes (see docs/deploy.md).
+    /// probes (see docs/deploy.md). As a container's PID 1 it also reaps every orphan (Linux),
+    /// e.g. `docker run IMAGE stockade daemon run`.
     ///
     /// Examples:
     ///   stockade daemon run
@@ -188,7 +189,8 @@ pub enum DaemonAction {
     Run(Box<DaemonRunArgs>),
     /// Start the daemon in the background (if none is running) and wait until it answers.
     Start(DaemonCtlArgs),
-    /// Ask the daemon to terminate every session and exit; wait until it is gone.
+    /// Ask the daemon to terminate every session and exit; wait until it is gone. Says which
+    /// sessions it terminated: `Daemon stopped (pid 7); terminated 2 running sessions: sh-3, sh-4`.
     Stop(DaemonCtlArgs),
     /// Say whether a daemon is running: pid, socket, version, sessions. Exit status 1 if not.
     Status(DaemonCtlArgs),

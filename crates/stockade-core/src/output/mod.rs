@@ -56,6 +56,7 @@ mod collect;
 mod cut;
 mod drain;
 mod error;
+mod full_tail;
 mod grep;
 mod hot_tail;
 mod index;
@@ -70,6 +71,7 @@ mod write;
 pub use cut::{amount, dropped_phrase, thousands};
 pub use drain::{DrainCancel, DrainSummary, drain};
 pub use error::OutputError;
+pub use full_tail::FULL_TAIL_BYTES;
 pub use screen::{MAX_SCREEN_COLS, MAX_SCREEN_ROWS, SCREEN_TAIL_BYTES, render_screen, strip_ansi};
 
 use std::fs::File;

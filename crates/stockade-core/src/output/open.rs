@@ -63,8 +63,8 @@ impl OutputLog {
     }
 
     /// Opens the log in `dir` read-only (for `stockade read`/`grep` from another process).
-    /// Without `log.json` (the writer died) the counters are rebuilt by scanning the spool and
-    /// the stream index; gap information is then unknown.
+    /// Without a readable `log.json` (the writer died, or it is empty or damaged) the counters
+    /// are rebuilt by scanning the spool and the stream index; gap information is then unknown.
     pub fn open(dir: impl AsRef<Path>) -> Result<OutputLog, OutputError> {
         let dir = dir.as_ref();
         let dir_fd = spool::open_session_dir(dir)?;
@@ -72,7 +72,15 @@ impl OutputLog {
         let index_file =
             File::from(spool::open_file(&dir_fd, dir, index::INDEX_FILE, OFlags::RDONLY)?);
         let meta = match spool::open_file(&dir_fd, dir, META_FILE, OFlags::RDONLY) {
-            Ok(fd) => Some(Self::read_meta(fd, &dir.join(META_FILE))?),
+            // An empty or damaged `log.json` (a full disk, an OS crash before it reached the
+            // disk) is rebuilt from the spool like a missing one.
+            Ok(fd) => match Self::read_meta(fd, &dir.join(META_FILE)) {
+                Ok(meta) => Some(meta),
+                Err(e) => {
+                    tracing::warn!(error = %e, "rebuilding the log's counters from its spool");
+                    None
+                }
+            },
             Err(OutputError::NotFound { .. }) => None,
             Err(e) => return Err(e),
         };

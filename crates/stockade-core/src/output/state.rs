@@ -148,3 +148,58 @@ impl Snap {
         }
     }
 }
+
+impl super::OutputLog {
+    /// `log.json` for the state `st` (taken under the lock).
+    pub(super) fn meta(&self, st: &State) -> Meta {
+        Meta {
+            version: META_VERSION,
+            spool_path: self.spool_path.clone(),
+            total_bytes: st.total,
+            stream_bytes: super::StreamBytes::from_slots(st.stream_bytes),
+            newlines: st.newlines,
+            last_line_incomplete: st.last_byte.is_some_and(|b| b != b'\n'),
+            last_byte: st.last_byte,
+            spooled_bytes: st.spooled,
+            stop: st.stop.clone(),
+            tail: st.tail,
+            gaps: st.gap(self.config.disk_policy).into_iter().collect(),
+            index_records: st.index.durable,
+            index_error: st.index_error.clone(),
+            config: self.config.clone(),
+        }
+    }
+
+    /// Writes `log.json`: temporary file, every write checked, rename. A full disk leaves no
+    /// empty or torn `log.json` (and [`OutputLog::open`] rebuilds one that is).
+    pub(super) fn write_meta(&self, meta: &Meta) -> Result<(), super::OutputError> {
+        let path = self.dir.join(super::META_FILE);
+        let meta_err = |message: String| super::OutputError::Meta { path: path.clone(), message };
+        let mut bytes = serde_json::to_vec_pretty(meta).map_err(|e| meta_err(e.to_string()))?;
+        bytes.push(b'\n');
+        crate::atomic_write::replace_file(&path, &bytes).map_err(|e| meta_err(e.to_string()))
+    }
+
+    /// Writes `log.json` for a log rebuilt from its spool (its writer died), so the next open
+    /// reads it instead of scanning the spool again.
+    pub fn save_rebuilt_meta(&self) -> Result<(), super::OutputError> {
+        let meta = self.meta(&super::lock(&self.state));
+        self.write_meta(&meta)
+    }
+
+    /// Writes `log.json` of a finished log again (after [`OutputLog::finish`] could not, e.g.
+    /// on a full disk). Does nothing for a log that is not finished or not this process's.
+    pub fn rewrite_meta(&self) -> Result<(), super::OutputError> {
+        if !self.writable {
+            return Ok(());
+        }
+        let meta = {
+            let st = super::lock(&self.state);
+            if !st.finished {
+                return Ok(());
+            }
+            self.meta(&st)
+        };
+        self.write_meta(&meta)
+    }
+}

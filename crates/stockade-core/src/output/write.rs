@@ -7,12 +7,11 @@ use std::os::unix::fs::FileExt;
 use rustix::fs::OFlags;
 use stockade_proto::{Capture, DiskPolicy, Stream};
 
-use super::hot_tail::HotTail;
 use super::index::{self, Transition, stream_slot};
-use super::state::{META_VERSION, Meta, Stop, TailSegment};
+use super::state::{Stop, TailSegment};
 use super::{
-    AppendOutcome, CHUNK_BYTES, CapHit, META_FILE, OutputError, OutputLog, REASON_DISK_CAP,
-    REASON_DISK_FULL, StreamBytes, count_newlines, lock, spool,
+    AppendOutcome, CHUNK_BYTES, CapHit, OutputError, OutputLog, REASON_DISK_CAP, REASON_DISK_FULL,
+    count_newlines, lock, spool,
 };
 
 /// Chunk size for `file`-capture sync: it only counts newlines in the new bytes, so a small,
@@ -234,36 +233,14 @@ impl OutputLog {
         let meta = {
             let mut st = lock(&self.state);
             st.finished = true;
-            let end = st.total;
-            // Frees the buffer: reads now go to the spool.
-            st.ring = HotTail::empty_at(0, end);
-            Meta {
-                version: META_VERSION,
-                spool_path: self.spool_path.clone(),
-                total_bytes: st.total,
-                stream_bytes: StreamBytes::from_slots(st.stream_bytes),
-                newlines: st.newlines,
-                last_line_incomplete: st.last_byte.is_some_and(|b| b != b'\n'),
-                last_byte: st.last_byte,
-                spooled_bytes: st.spooled,
-                stop: st.stop.clone(),
-                tail: st.tail,
-                gaps: st.gap(self.config.disk_policy).into_iter().collect(),
-                index_records: st.index.durable,
-                index_error: st.index_error.clone(),
-                config: self.config.clone(),
-            }
+            // Frees the buffer (reads now go to the spool), except the newest bytes a full disk
+            // kept off it.
+            super::full_tail::release_ring(&mut st);
+            self.meta(&st)
         };
         let written = self.write_meta(&meta);
         self.progress.send_replace(lock(&self.state).progress());
         written
-    }
-
-    fn write_meta(&self, meta: &Meta) -> Result<(), OutputError> {
-        let file = spool::create_file(&self.dir_fd, &self.dir, META_FILE)?;
-        serde_json::to_writer_pretty(std::io::BufWriter::new(file), meta).map_err(|e| {
-            OutputError::Meta { path: self.dir.join(META_FILE), message: e.to_string() }
-        })
     }
 
     /// `keep-head-tail` after a stop: copy the ring (in bounded chunks, the lock released during

@@ -34,8 +34,10 @@ pub struct TerminateOptions {
     pub grace: Duration,
     /// How long to wait after `SIGKILL` for the tree to be verified gone.
     pub verify_timeout: Duration,
-    /// Test hook: pids never to be signalled. Group-wide signals (`killpg`, `cgroup.kill`) are
-    /// then not used, and a spared process that stays alive is reported as a survivor.
+    /// Test hook (feature `test-hooks` only): pids never to be signalled. Group-wide signals
+    /// (`killpg`, `cgroup.kill`) are then not used, and a spared process that stays alive is
+    /// reported as a survivor.
+    #[cfg(feature = "test-hooks")]
     pub spare: Vec<u32>,
 }
 
@@ -45,6 +47,7 @@ impl Default for TerminateOptions {
             signal: Signal::SIGTERM,
             grace: Duration::from_millis(DEFAULT_GRACE_MS),
             verify_timeout: DEFAULT_VERIFY_TIMEOUT,
+            #[cfg(feature = "test-hooks")]
             spare: Vec::new(),
         }
     }
@@ -57,7 +60,10 @@ impl ProcessTree {
     pub async fn terminate(&self, opts: &TerminateOptions) -> TerminateReport {
         let mut run = Run {
             tree: self,
+            #[cfg(feature = "test-hooks")]
             spare: opts.spare.iter().copied().collect(),
+            #[cfg(not(feature = "test-hooks"))]
+            spare: HashSet::new(),
             handles: HashMap::new(),
             signalled: BTreeSet::new(),
         };

@@ -6,15 +6,23 @@ use super::ctx::Ctx;
 use crate::error::join_error;
 
 pub(super) async fn handle(ctx: &Ctx, _: NoParams) -> Result<ListResult, RpcError> {
+    // Foreground runs of other processes, and owners that died, are seen before answering.
+    ctx.engine().sync_others().await;
     let sessions = ctx.engine().sessions();
     // Counting a running session's processes reads /proc: off the async workers.
     let infos = tokio::task::spawn_blocking(move || {
         sessions
             .iter()
             .map(|s| {
-                let record = s.record();
-                let stats = s.log().stats();
+                let mut record = s.record();
+                // The published state: a terminal one is on disk by then, so what `list` said
+                // survives a crash right after.
+                record.state = s.state();
                 let running = !record.state.is_terminal();
+                if running {
+                    record.finished_at_ms = None;
+                }
+                let stats = s.log().stats();
                 SessionInfo {
                     id: record.id,
                     processes: if running { s.tree().members().len() } else { 0 },

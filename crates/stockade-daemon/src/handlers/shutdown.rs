@@ -6,7 +6,13 @@ use stockade_proto::rpc::{NoParams, RpcError, ShutdownResult};
 use super::ctx::Ctx;
 
 pub(super) async fn handle(ctx: &Ctx, _: NoParams) -> Result<ShutdownResult, RpcError> {
-    let running = ctx.engine().sessions().iter().filter(|s| !s.state().is_terminal()).count();
+    let terminated: Vec<String> =
+        ctx.engine().running_own().iter().map(|s| s.id().to_owned()).collect();
     ctx.shared.stop.cancel();
-    Ok(ShutdownResult { stopping: true, pid: ctx.shared.pid, running })
+    Ok(ShutdownResult {
+        stopping: true,
+        pid: ctx.shared.pid,
+        running: terminated.len(),
+        terminated,
+    })
 }

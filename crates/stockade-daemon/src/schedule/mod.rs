@@ -56,10 +56,10 @@ use timing::{Timing, now_ms};
 
 /// Longest the task sleeps without looking at the clock again.
 pub(crate) const MAX_SLEEP: Duration = Duration::from_secs(60);
-/// Test hook: when set to `1`, the daemon aborts right after a fire's session record is
+/// Test hook (read only with the `test-hooks` feature): when set to `1`, the daemon aborts right after a fire's session record is
 /// persisted and before the schedule advances (the crash window `reconcile` closes).
 pub const CRASH_AFTER_CLAIM_ENV: &str = "STOCKADE_TEST_CRASH_AFTER_CLAIM";
-/// Test hook: the smallest interval allowed, in milliseconds, instead of
+/// Test hook (read only with the `test-hooks` feature): the smallest interval allowed, in milliseconds, instead of
 /// [`MIN_SCHEDULE_INTERVAL_MS`] (for tests that need many fires quickly).
 pub const MIN_INTERVAL_ENV: &str = "STOCKADE_TEST_MIN_SCHEDULE_INTERVAL_MS";
 /// Longest schedule name.
@@ -140,11 +140,18 @@ impl Scheduler {
                 }
             })
             .collect();
-        let min_interval = std::env::var(MIN_INTERVAL_ENV)
-            .ok()
-            .and_then(|v| v.parse::<u64>().ok())
-            .map_or(Duration::from_millis(MIN_SCHEDULE_INTERVAL_MS), Duration::from_millis);
-        let crash_after_claim = std::env::var(CRASH_AFTER_CLAIM_ENV).is_ok_and(|v| v == "1");
+        // The test hooks are read only in a build with the `test-hooks` feature (the tests').
+        #[cfg(feature = "test-hooks")]
+        let (min_interval, crash_after_claim) = (
+            std::env::var(MIN_INTERVAL_ENV)
+                .ok()
+                .and_then(|v| v.parse::<u64>().ok())
+                .map_or(Duration::from_millis(MIN_SCHEDULE_INTERVAL_MS), Duration::from_millis),
+            std::env::var(CRASH_AFTER_CLAIM_ENV).is_ok_and(|v| v == "1"),
+        );
+        #[cfg(not(feature = "test-hooks"))]
+        let (min_interval, crash_after_claim) =
+            (Duration::from_millis(MIN_SCHEDULE_INTERVAL_MS), false);
         Scheduler {
             path,
             entries: Mutex::new(entries),

@@ -55,4 +55,8 @@ pub struct ShutdownResult {
     pub pid: u32,
     /// Sessions running now, which will be terminated.
     pub running: usize,
+    /// Their ids, oldest first (runs of another live process, such as a foreground
+    /// `stockade run`, are not the daemon's to end and are not among them).
+    #[serde(default)]
+    pub terminated: Vec<String>,
 }

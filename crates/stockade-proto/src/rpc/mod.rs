@@ -62,6 +62,9 @@ pub mod code {
     pub const INPUT_FAILED: i64 = -32007;
     /// No schedule with that name.
     pub const NO_SUCH_SCHEDULE: i64 = -32008;
+    /// The command was started but the daemon ran short of a resource (threads, file
+    /// descriptors) to supervise it; its processes were terminated. The request was valid.
+    pub const RESOURCE: i64 = -32009;
 }
 
 /// A request (with an `id`) or a notification (without).

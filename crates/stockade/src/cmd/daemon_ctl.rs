@@ -47,11 +47,12 @@ pub fn stop(global: &Global, args: DaemonCtlArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     };
     let pid = client.call::<method::Status>(NoParams {})?.pid;
-    match client.call::<method::Shutdown>(NoParams {}) {
+    let terminated = match client.call::<method::Shutdown>(NoParams {}) {
+        Ok(result) => Some(result.terminated),
         // Closing the connection as it exits is an answer too.
-        Ok(_) | Err(ClientError::Disconnected { .. }) => {}
+        Err(ClientError::Disconnected { .. }) => None,
         Err(e) => return Err(e.into()),
-    }
+    };
     let deadline = Instant::now() + STOP_WAIT;
     while pid_alive(pid) {
         if Instant::now() >= deadline {
@@ -64,11 +65,30 @@ pub fn stop(global: &Global, args: DaemonCtlArgs) -> anyhow::Result<ExitCode> {
         std::thread::sleep(STOP_POLL);
     }
     if args.json {
-        out::print_json(&serde_json::json!({"running": false, "pid": pid, "stopped": true}))?;
+        out::print_json(&serde_json::json!({
+            "running": false,
+            "pid": pid,
+            "stopped": true,
+            "terminated": terminated,
+        }))?;
     } else {
-        out::print(&format!("Daemon stopped (pid {pid})\n"))?;
+        out::print(&format!("{}\n", stop_sentence(pid, terminated.as_deref())))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `Daemon stopped (pid 7); terminated 2 running sessions: sh-3, sh-4`.
+fn stop_sentence(pid: u32, terminated: Option<&[String]>) -> String {
+    match terminated {
+        None => format!("Daemon stopped (pid {pid})"),
+        Some([]) => format!("Daemon stopped (pid {pid}); no session was running"),
+        Some([one]) => format!("Daemon stopped (pid {pid}); terminated 1 running session: {one}"),
+        Some(ids) => format!(
+            "Daemon stopped (pid {pid}); terminated {} running sessions: {}",
+            ids.len(),
+            ids.join(", ")
+        ),
+    }
 }
 
 pub fn status(global: &Global, args: DaemonCtlArgs) -> anyhow::Result<ExitCode> {
@@ -112,4 +132,20 @@ fn status_json(status: &StatusResult, started: Option<bool>) -> serde_json::Valu
         }
     }
     value
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stop_sentence;
+
+    #[test]
+    fn stop_says_what_it_terminated() {
+        let ids = ["sh-3".to_owned(), "sh-4".to_owned()];
+        assert_eq!(
+            stop_sentence(7, Some(&ids)),
+            "Daemon stopped (pid 7); terminated 2 running sessions: sh-3, sh-4"
+        );
+        assert_eq!(stop_sentence(7, Some(&[])), "Daemon stopped (pid 7); no session was running");
+        assert_eq!(stop_sentence(7, None), "Daemon stopped (pid 7)");
+    }
 }

@@ -16,13 +16,13 @@ const FLOOD_BYTES: u64 = 16 * 1024 * 1024;
 const CHUNK: u64 = 1024 * 1024;
 
 /// A tmpfs mounted for the test; unmounted (lazily, so a busy mount never blocks) on drop.
-struct Tmpfs {
-    dir: PathBuf,
+pub(crate) struct Tmpfs {
+    pub(crate) dir: PathBuf,
     _tmp: tempfile::TempDir,
 }
 
 impl Tmpfs {
-    fn mount() -> Result<Tmpfs, String> {
+    pub(crate) fn mount() -> Result<Tmpfs, String> {
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
             return Err("not root: cannot mount a tmpfs".into());

@@ -164,7 +164,8 @@ fn the_janitor_deletes_expired_sessions_and_never_a_running_or_live_owned_one() 
             .iter()
             .map(|s| s["id"].as_str().unwrap())
             .collect();
-        (ids == [running_id.as_str()] && !dead.exists()).then_some(())
+        // A live owner's finished session is listed (history of every owner), never swept.
+        (ids == [running_id.as_str(), "sh-801"] && !dead.exists()).then_some(())
     });
     for id in &done {
         assert!(rpc.call("read", json!({"id": id})).is_err(), "{id} was forgotten");
@@ -173,6 +174,7 @@ fn the_janitor_deletes_expired_sessions_and_never_a_running_or_live_owned_one() 
     std::thread::sleep(Duration::from_millis(1_500));
     let list = rpc.ok("list", json!({}));
     assert_eq!(list["sessions"][0]["state"], "running", "{list}");
+    assert_eq!(list["sessions"][1]["id"], "sh-801", "{list}");
     assert!(live.join("session.json").exists(), "a live owner's session is never swept");
     let killed = rpc.ok("kill", json!({"id": running_id}));
     assert_eq!(killed["report"]["terminated"], true);

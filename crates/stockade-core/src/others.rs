@@ -1,0 +1,211 @@
+//! Sessions this engine did not start but must show: a foreground `stockade run` (its own
+//! one-shot engine) that runs while a daemon is up, a finished session of an earlier owner that
+//! appeared after start-up, and a session whose owner died while this engine runs.
+//!
+//! [`Engine::sync_others`] looks at the state directory (one `readdir` per instance folder; a
+//! record is read only for a session the engine does not yet know as finished) and:
+//!
+//! * a **finished** record is loaded as a finished session (once; its id is unique in the
+//!   state directory, so `list` shows it exactly once);
+//! * a **running** record whose owner is alive is shown as running, with its pid, re-read as
+//!   its spool grows and replaced by its final record when its owner writes one;
+//! * a **running** record whose owner is dead (gone, a zombie, or its pid reused) is recovered
+//!   at once, exactly as at start-up: what is left of its tree is terminated through the one
+//!   terminate routine and the record rewritten as `failed` (see `recovery`);
+//! * a directory without a record whose instance's process is gone is recovered the same way.
+//!
+//! It holds the recovery lock while it does so, so it never races another engine's recovery.
+//! The daemon calls it every [`OWNER_WATCH_INTERVAL`] and before every `list`.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use stockade_procfs::Liveness;
+
+use crate::engine::Engine;
+use crate::output::OutputLog;
+use crate::process::ProcessTree;
+use crate::recovery::{RecoveryLock, adopt_spec, recover_one, unrecorded};
+use crate::registry::{self, RecordError, SessionRecord};
+use crate::session::Session;
+use crate::state_dir::{StateDir, is_session_id};
+
+/// How often the daemon looks for other owners' sessions (and owners that died).
+pub const OWNER_WATCH_INTERVAL: Duration = Duration::from_secs(1);
+/// A running foreign session's spool above this size is re-read at most every
+/// [`LARGE_REOPEN_INTERVAL`] (re-reading counts its newlines).
+const LARGE_SPOOL: u64 = 16 * 1024 * 1024;
+const LARGE_REOPEN_INTERVAL: Duration = Duration::from_secs(10);
+
+/// What the engine remembers between looks.
+#[derive(Debug, Default)]
+pub(crate) struct OthersState {
+    /// When each running foreign session's log was last opened.
+    opened: HashMap<String, Instant>,
+}
+
+/// What one look did.
+#[derive(Debug, Default, Clone)]
+pub struct OthersReport {
+    /// Sessions newly listed (finished, or running under a live owner).
+    pub listed: Vec<String>,
+    /// Sessions whose owner died: terminated and marked `failed`.
+    pub recovered: Vec<String>,
+    /// Problems seen.
+    pub warnings: Vec<String>,
+}
+
+/// One session directory of another instance, as a look found it.
+struct Found {
+    id: String,
+    dir: PathBuf,
+    record: Result<SessionRecord, RecordError>,
+    instance: String,
+    spool_len: u64,
+}
+
+impl Engine {
+    /// Lists the sessions other processes own or left, and recovers those whose owner died
+    /// (see the module docs of `others`).
+    pub async fn sync_others(&self) -> OthersReport {
+        let mut memo = self.others.lock().await;
+        let mut report = OthersReport::default();
+        let known: HashMap<String, bool> =
+            self.sessions().iter().map(|s| (s.id().to_owned(), s.state().is_terminal())).collect();
+        let state_dir = self.config().state_dir.clone();
+        let own = self.config().instance.clone();
+        let looked = tokio::task::spawn_blocking(move || {
+            let lock = RecoveryLock::acquire(&state_dir).map_err(|e| e.to_string())?;
+            Ok::<_, String>((lock, look(&state_dir, &own, &known)))
+        })
+        .await;
+        let (lock, found) = match looked {
+            Ok(Ok(v)) => v,
+            Ok(Err(e)) => {
+                report.warnings.push(e);
+                return report;
+            }
+            Err(e) => {
+                report.warnings.push(format!("the owner watch did not run: {e}"));
+                return report;
+            }
+        };
+        let mut finished = Vec::new();
+        for f in found {
+            let record = match f.record {
+                Ok(r) => r,
+                Err(RecordError::Missing { .. }) => {
+                    match unrecorded(&f.instance, &f.id, &f.dir) {
+                        Some(r) => r,
+                        None => continue, // its writer may be about to record it
+                    }
+                }
+                Err(_) => continue, // reported by start-up recovery; not guessed at
+            };
+            if record.state.is_terminal() {
+                memo.opened.remove(&record.id);
+                finished.push((record, f.dir));
+                continue;
+            }
+            let alive = record.owner.map(|o| o.liveness());
+            match alive {
+                Some(Liveness::Alive) => {
+                    let current = self.session(&record.id).ok();
+                    let seen = current.as_ref().map(|s| s.log().stats().total_bytes);
+                    let due = memo.opened.get(&record.id).is_none_or(|t| {
+                        f.spool_len < LARGE_SPOOL || t.elapsed() >= LARGE_REOPEN_INTERVAL
+                    });
+                    if seen == Some(f.spool_len) || (seen.is_some() && !due) {
+                        continue;
+                    }
+                    memo.opened.insert(record.id.clone(), Instant::now());
+                    if current.is_none() {
+                        report.listed.push(record.id.clone());
+                    }
+                    if let Some(s) = self.open_other(record, f.dir).await {
+                        self.put_session(s);
+                    }
+                }
+                None if record.pid != 0 => {} // no owner stamped: never guessed at
+                _ => {
+                    memo.opened.remove(&record.id);
+                    let (done, record, dir, warning) = recover_one(
+                        record,
+                        f.dir,
+                        self.containment_handle().clone(),
+                        self.terminate_options(),
+                    )
+                    .await;
+                    tracing::warn!(id = %done.id, reason = %done.reason, "recovered a session whose owner died");
+                    report.warnings.extend(warning);
+                    report.recovered.push(done.id);
+                    finished.push((record, dir));
+                }
+            }
+        }
+        drop(lock);
+        let mut sessions = Vec::new();
+        for (record, dir) in finished {
+            let id = record.id.clone();
+            if crate::recovery::never_started(&dir) {
+                // Its owner died while making its log: nothing ran, nothing to show.
+                let _ = std::fs::remove_dir_all(&dir);
+                continue;
+            }
+            match self.open_other(record, dir).await {
+                Some(s) => {
+                    if !report.recovered.contains(&id) {
+                        report.listed.push(id);
+                    }
+                    sessions.push(s);
+                }
+                None => {
+                    report.warnings.push(format!("session {id}: its output log cannot be opened"))
+                }
+            }
+        }
+        if !sessions.is_empty() {
+            self.insert_finished(sessions);
+        }
+        report
+    }
+
+    /// A session of another owner, over its log opened read-only.
+    async fn open_other(&self, record: SessionRecord, dir: PathBuf) -> Option<Arc<Session>> {
+        let containment = self.containment_handle().clone();
+        tokio::task::spawn_blocking(move || {
+            let log = OutputLog::open(&dir).ok()?;
+            let tree = ProcessTree::adopt(adopt_spec(&record), &containment);
+            Some(Session::recovered(record, dir, Arc::new(log), Arc::new(tree)))
+        })
+        .await
+        .ok()
+        .flatten()
+    }
+}
+
+/// Session directories of other instances that are not known as finished, with their records.
+fn look(state_dir: &StateDir, own: &str, known: &HashMap<String, bool>) -> Vec<Found> {
+    let mut found = Vec::new();
+    let Ok(instances) = std::fs::read_dir(state_dir.spool_root()) else { return found };
+    for inst in instances.flatten() {
+        let Some(instance) = inst.file_name().to_str().map(str::to_owned) else { continue };
+        if instance == own || !inst.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let Ok(sessions) = std::fs::read_dir(inst.path()) else { continue };
+        for s in sessions.flatten() {
+            let Some(id) = s.file_name().to_str().map(str::to_owned) else { continue };
+            if !is_session_id(&id) || known.get(&id).copied().unwrap_or(false) {
+                continue;
+            }
+            let dir = s.path();
+            let record = registry::load(&dir);
+            let spool_len = std::fs::metadata(dir.join("output.log")).map_or(0, |m| m.len());
+            found.push(Found { id, dir, record, instance: instance.clone(), spool_len });
+        }
+    }
+    found
+}

@@ -1,0 +1,48 @@
+//! Reaping orphans when this process is PID 1 of a PID namespace (a container's init): every
+//! orphaned process in the namespace becomes its child, and nobody else will ever reap it.
+//! Linux-only.
+//!
+//! The engine reaps each session's root through its pidfd, so a blanket `waitpid(-1)` would
+//! steal their exit statuses. [`Engine::reap_orphans`] instead lists this process's children
+//! that are zombies, then — under the registry lock — drops every pid that is the root of a
+//! session it keeps, and skips the round while a spawn is in progress (its root is not yet
+//! registered). What is left is an orphan nobody waits for: it is reaped by pid.
+
+use crate::engine::Engine;
+
+impl Engine {
+    /// Reaps this process's zombie children that are no session's root; returns how many.
+    pub fn reap_orphans(&self) -> usize {
+        let zombies = zombie_children();
+        if zombies.is_empty() {
+            return 0;
+        }
+        let (roots, spawning) = self.roots();
+        if spawning {
+            return 0;
+        }
+        let mut reaped = 0;
+        for pid in zombies.into_iter().filter(|p| !roots.contains(p)) {
+            let mut status = 0;
+            // SAFETY: waitpid(2) on one pid, non-blocking; `status` is a valid out-pointer.
+            let r = unsafe { libc::waitpid(pid as libc::pid_t, &mut status, libc::WNOHANG) };
+            if r == pid as libc::pid_t {
+                reaped += 1;
+            }
+        }
+        reaped
+    }
+}
+
+/// This process's children that are zombies (a scan of `/proc` by parent pid).
+fn zombie_children() -> Vec<u32> {
+    let me = std::process::id();
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| {
+            stockade_procfs::read_stat(pid).is_some_and(|s| s.ppid == me && s.is_zombie())
+        })
+        .collect()
+}

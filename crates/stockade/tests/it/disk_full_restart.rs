@@ -1,0 +1,107 @@
+//! A full disk, then a restart (tmpfs, root only): a command run while the disk is full still
+//! shows its output; once space is freed, the records the full disk held back are written, so
+//! after `daemon stop` and the next start the flooded session is listed with its `disk full`
+//! gap (not as an owner that died) and its spool reads back byte-exact to its on-disk length.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use stockade_testkit::{Rpc, eventually, stockade_bin};
+
+use crate::crash_disk_full::Tmpfs;
+use crate::restart::Markers;
+
+/// `stockade ARGS` on `home`, as a user runs it (auto-start on).
+fn stockade(home: &Path, args: &[&str]) -> Output {
+    Command::new(stockade_bin())
+        .args(args)
+        .env("STOCKADE_HOME", home)
+        .env_remove("STOCKADE_NO_AUTOSTART")
+        .env("STOCKADE_LOG", "error")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn ok(home: &Path, args: &[&str]) -> String {
+    let out = stockade(home, args);
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn pid(home: &Path) -> u32 {
+    std::fs::read_to_string(home.join("daemon.lock")).unwrap().trim().parse().unwrap()
+}
+
+/// The session `id` once it has ended.
+fn ended(rpc: &mut Rpc, id: &str) -> Value {
+    eventually(Duration::from_secs(30), "the session to end", || {
+        let list = rpc.ok("list", json!({}));
+        let s = list["sessions"].as_array().unwrap().iter().find(|s| s["id"] == id)?.clone();
+        (s["state"] != "running").then_some(s)
+    })
+}
+
+#[test]
+fn after_a_full_disk_and_a_restart_nothing_is_lost_or_mislabelled() {
+    let tmpfs = match Tmpfs::mount() {
+        Ok(t) => t,
+        Err(why) => {
+            stockade_testkit::cannot_run(&why);
+            return;
+        }
+    };
+    let home = tmpfs.dir.join("state");
+    let mut markers = Markers::default();
+    ok(&home, &["daemon", "start"]);
+    markers.daemon(pid(&home));
+    // Leave about 1 MiB of the 8 MiB free.
+    let fill = tmpfs.dir.join("fill");
+    let mut f = std::fs::File::create(&fill).unwrap();
+    let chunk = vec![0u8; 256 * 1024];
+    for _ in 0..26 {
+        if f.write_all(&chunk).is_err() {
+            break;
+        }
+    }
+    drop(f);
+    let mut rpc = Rpc::connect(&home.join("stockade.sock"));
+    let flood = rpc.ok("run", json!({"command": "yes X | head -c 4194304", "background": true}));
+    let flood_id = flood["id"].as_str().unwrap().to_owned();
+    let s = ended(&mut rpc, &flood_id);
+    let dropped = s["dropped_bytes"].as_u64().unwrap();
+    assert!(dropped > 0, "the disk filled up: {s}");
+
+    // The disk is full now: a command's output still reaches the reader.
+    let full = rpc.ok("run", json!({"command": "echo while-full", "background": true}));
+    let full_id = full["id"].as_str().unwrap().to_owned();
+    ended(&mut rpc, &full_id);
+    let view = rpc.ok("read", json!({"id": full_id, "mode": "tail"}));
+    assert!(view["output"].as_str().unwrap().contains("while-full"), "{view}");
+
+    // Free the space, stop (held-back records are written), start again.
+    std::fs::remove_file(&fill).unwrap();
+    drop(rpc);
+    ok(&home, &["daemon", "stop"]);
+    let list: Value = serde_json::from_str(&ok(&home, &["ps", "--json"])).unwrap();
+    markers.daemon(pid(&home));
+    let s = list["sessions"].as_array().unwrap().iter().find(|s| s["id"] == flood_id).unwrap();
+    let reason = s["reason"].as_str().unwrap_or_default();
+    assert!(!reason.contains("owner daemon died"), "{s}");
+    assert!(s["state"] == "exited" || reason == "disk full", "{s}");
+    let mut rpc = Rpc::connect(&home.join("stockade.sock"));
+    let read = rpc.ok("read", json!({"id": flood_id, "mode": "tail"}));
+    assert_eq!(read["gaps"][0]["reason"], "disk full", "{read}");
+    let spool = Path::new(s["spool_path"].as_str().unwrap());
+    let on_disk = std::fs::metadata(spool).unwrap().len();
+    let (bytes, _) = rpc.read_all_raw(&flood_id, 1 << 20);
+    assert_eq!(bytes.len() as u64, on_disk);
+    assert!(bytes.iter().enumerate().all(|(i, &b)| b == if i % 2 == 0 { b'X' } else { b'\n' }));
+    let s = list["sessions"].as_array().unwrap().iter().find(|s| s["id"] == full_id).unwrap();
+    assert_eq!(s["state"], "exited", "listed with its true end: {s}");
+    drop(rpc);
+    ok(&home, &["daemon", "stop"]);
+}
