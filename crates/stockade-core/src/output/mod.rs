@@ -266,15 +266,23 @@ pub struct Progress {
     pub finished: bool,
 }
 
+/// The files of a session directory, open together.
+#[derive(Debug)]
+pub(crate) struct Files {
+    dir_fd: OwnedFd,
+    spool: File,
+    index: Arc<File>,
+}
+
 /// One session's output log. `Send + Sync`; share it as `Arc<OutputLog>`.
 #[derive(Debug)]
 pub struct OutputLog {
     dir: PathBuf,
     spool_path: PathBuf,
     config: OutputConfig,
-    dir_fd: OwnedFd,
-    spool: File,
-    index_file: Arc<File>,
+    /// The open files while the log is written; `None` once finished (a finished log holds no
+    /// descriptor: each read opens what it needs, see [`OutputLog::files`]).
+    files: Mutex<Option<Arc<Files>>>,
     /// Serialises writers (append, sync, finish); never taken by readers.
     append_lock: Mutex<()>,
     state: Mutex<State>,
@@ -306,6 +314,39 @@ impl OutputLog {
         ring + std::mem::size_of::<Self>()
             + self.dir.as_os_str().len()
             + self.spool_path.as_os_str().len()
+    }
+
+    /// The log's files: the ones held while it is written, else opened afresh for this one
+    /// operation (never through a symlink) and closed when the caller drops them, so a
+    /// thousand finished sessions cost no descriptor.
+    pub(crate) fn files(&self) -> Result<Arc<Files>, OutputError> {
+        if let Some(f) = lock(&self.files).as_ref() {
+            return Ok(Arc::clone(f));
+        }
+        let dir_fd = spool::open_session_dir(&self.dir)?;
+        let spool = File::from(spool::open_file(
+            &dir_fd,
+            &self.dir,
+            spool::SPOOL_FILE,
+            rustix::fs::OFlags::RDONLY,
+        )?);
+        let index = File::from(spool::open_file(
+            &dir_fd,
+            &self.dir,
+            index::INDEX_FILE,
+            rustix::fs::OFlags::RDONLY,
+        )?);
+        Ok(Arc::new(Files { dir_fd, spool, index: Arc::new(index) }))
+    }
+
+    /// The files a writer uses: only while the log is written.
+    pub(crate) fn writer_files(&self) -> Result<Arc<Files>, OutputError> {
+        lock(&self.files).as_ref().map(Arc::clone).ok_or(OutputError::Finished)
+    }
+
+    /// Whether the log holds open descriptors (only while it is written).
+    pub fn holds_files(&self) -> bool {
+        lock(&self.files).is_some()
     }
 
     /// Counters (no I/O).
