@@ -15,7 +15,7 @@ use stockade_proto::{
 };
 
 use crate::input::SessionInput;
-use crate::output::{DrainCancel, OutputConfig, OutputError, OutputLog, drain};
+use crate::output::{Drainer, OutputConfig, OutputError, OutputLog};
 use crate::process::{
     Containment, ContainmentConfig, ContainmentInfo, SessionMarker, SpawnError, SpawnSpec,
     StdioSpec, TerminateOptions, pty, spawn, spawn_pty, try_clone_master,
@@ -419,23 +419,11 @@ impl Engine {
         if let Some(fd) = spawned.stderr {
             sources.push((Stream::Stderr, fd));
         }
-        let (drain_handle, drain_cancel) = if sources.is_empty() {
-            (None, None)
+        // Every session's pipes are read by the one shared drain thread, straight into the spool.
+        let drain_handle = if sources.is_empty() {
+            None
         } else {
-            let cancel = Arc::new(DrainCancel::new()?);
-            let log2 = Arc::clone(&log);
-            let cancel2 = Arc::clone(&cancel);
-            let handle = std::thread::Builder::new()
-                .name(format!("drain-{id}"))
-                .spawn(move || {
-                    if let Err(e) = drain(&log2, sources, &cancel2) {
-                        tracing::warn!(error = %e, "output drain stopped early");
-                    }
-                })
-                .map_err(|e| {
-                    EngineError::Invalid(format!("cannot start the output reader thread: {e}"))
-                })?;
-            (Some(handle), Some(cancel))
+            Some(Drainer::global()?.add(Arc::clone(&log), sources)?)
         };
         let session = Session::start(SessionParts {
             id: id.clone(),
@@ -448,7 +436,6 @@ impl Engine {
             log,
             tree: Arc::new(spawned.tree),
             drain: drain_handle,
-            drain_cancel,
             timeout: spec.timeout,
             grace: self.config.grace,
             input,

@@ -94,8 +94,7 @@ pub(crate) struct SessionParts {
     pub dir: PathBuf,
     pub log: Arc<OutputLog>,
     pub tree: Arc<ProcessTree>,
-    pub drain: Option<std::thread::JoinHandle<()>>,
-    pub drain_cancel: Option<Arc<crate::output::DrainCancel>>,
+    pub drain: Option<crate::output::DrainHandle>,
     pub timeout: Option<Duration>,
     pub grace: Duration,
     pub input: Option<SessionInput>,
@@ -129,7 +128,6 @@ impl Session {
             session: Arc::clone(&session),
             kill_rx,
             drain: parts.drain,
-            drain_cancel: parts.drain_cancel,
             timeout: parts.timeout,
             grace: parts.grace,
         };
@@ -391,8 +389,7 @@ pub(crate) fn unix_ms(t: SystemTime) -> u64 {
 struct Supervisor {
     session: Arc<Session>,
     kill_rx: mpsc::Receiver<KillRequest>,
-    drain: Option<std::thread::JoinHandle<()>>,
-    drain_cancel: Option<Arc<crate::output::DrainCancel>>,
+    drain: Option<crate::output::DrainHandle>,
     timeout: Option<Duration>,
     grace: Duration,
 }
@@ -495,11 +492,9 @@ impl Supervisor {
         while !handle.is_finished() && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        if !handle.is_finished()
-            && let Some(cancel) = &self.drain_cancel
-        {
+        if !handle.is_finished() {
             tracing::warn!(id = %self.session.id, "output pipe still held open after terminate; stopped reading it");
-            cancel.cancel();
+            handle.cancel();
         }
         let _ = tokio::task::spawn_blocking(move || handle.join()).await;
     }

@@ -55,6 +55,7 @@
 mod collect;
 mod cut;
 mod drain;
+mod drainer;
 mod error;
 mod grep;
 mod hot_tail;
@@ -69,6 +70,7 @@ mod write;
 
 pub use cut::{amount, dropped_phrase, thousands};
 pub use drain::{DrainCancel, DrainSummary, drain};
+pub use drainer::{DrainHandle, Drainer};
 pub use error::OutputError;
 pub use screen::{MAX_SCREEN_COLS, MAX_SCREEN_ROWS, SCREEN_TAIL_BYTES, render_screen, strip_ansi};
 
