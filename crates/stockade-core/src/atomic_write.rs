@@ -1,5 +1,6 @@
-//! The one atomic, durable file writer: session records and the daemon's schedule store both
-//! go through [`atomic_write`], so every file Stockade replaces survives a crash the same way.
+//! The one atomic file writer: every file Stockade replaces goes through [`atomic_write`]
+//! (durable: the daemon's schedule store) or [`atomic_replace`] (atomic, not forced to disk:
+//! session records, written twice per run, where an `fsync` would cost more than the command).
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -23,6 +24,19 @@ use std::path::{Path, PathBuf};
 /// One writer per path at a time: two concurrent writers of the same path share the temporary
 /// name, and the second fails with `AlreadyExists` rather than interleaving.
 pub fn atomic_write(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_and_rename(path, bytes, true)
+}
+
+/// [`atomic_write`] without the two `fsync`s: a reader, or a crash of the writing process, sees
+/// the old contents or the new ones (what reached `write(2)` is in the page cache, which
+/// outlives the process). Only a crash of the machine can lose the new contents — or leave an
+/// empty file, which readers must treat as corrupt — and such a crash also ends every process
+/// the file describes.
+pub fn atomic_replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_and_rename(path, bytes, false)
+}
+
+fn write_and_rename(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
     let tmp = temp_path(path)?;
     let _ = std::fs::remove_file(&tmp);
     let mut file = OpenOptions::new()
@@ -31,7 +45,9 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> io::Result<()> {
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW)
         .open(&tmp)?;
-    if let Err(e) = file.write_all(bytes).and_then(|()| file.sync_all()) {
+    let written =
+        file.write_all(bytes).and_then(|()| if durable { file.sync_all() } else { Ok(()) });
+    if let Err(e) = written {
         // A full disk must not leave a half-written temporary file behind.
         let _ = std::fs::remove_file(&tmp);
         return Err(e);
@@ -40,6 +56,9 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> io::Result<()> {
     if let Err(e) = std::fs::rename(&tmp, path) {
         let _ = std::fs::remove_file(&tmp);
         return Err(e);
+    }
+    if !durable {
+        return Ok(());
     }
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
@@ -86,6 +105,16 @@ mod tests {
         atomic_write(&p, b"new").unwrap();
         assert_eq!(std::fs::read(&target).unwrap(), b"keep");
         assert_eq!(std::fs::read(&p).unwrap(), b"new");
+    }
+
+    #[test]
+    fn replace_without_fsync_is_still_atomic_and_tidy() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("session.json");
+        atomic_replace(&p, b"start").unwrap();
+        atomic_replace(&p, b"end").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"end");
+        assert!(!dir.path().join("session.json.tmp").exists());
     }
 
     #[test]

@@ -30,11 +30,10 @@ pub const DEFAULT_SHELL: &str = "/bin/sh";
 pub const MAX_RETAINED_CAP: usize = 64 * 1024 * 1024;
 /// Smallest retained cap: the tail of a view must fit in it.
 pub const MIN_RETAINED_CAP: usize = 4 * 1024;
-/// Default bound on sessions running at once.
-pub const DEFAULT_MAX_RUNNING: usize = 256;
 /// Default bound on finished sessions kept (records and spools); the oldest are forgotten first.
 pub const DEFAULT_MAX_FINISHED: usize = 1_000;
-/// Default bound on the sum of the retained caps (hot tails) of running sessions.
+/// Default bound on the bytes the hot tails of running sessions hold (a hot tail holds bytes only
+/// after its spool stopped: disk cap or disk full).
 pub const DEFAULT_HOT_TAIL_BUDGET: u64 = 512 * 1024 * 1024;
 /// Default largest disk cap one session may ask for.
 pub const DEFAULT_MAX_DISK_CAP: u64 = 16 * 1024 * 1024 * 1024;
@@ -80,7 +79,9 @@ pub struct EngineLimits {
     /// Most finished sessions kept; beyond it the oldest finished are forgotten (never a
     /// running one).
     pub max_finished: usize,
-    /// Most bytes the hot tails of running sessions may reserve together (sum of retained caps).
+    /// Most bytes the hot tails of running sessions may hold together. A hot tail holds bytes
+    /// only once its spool stopped (disk cap or disk full); a new run is refused when what they
+    /// hold plus its own retained cap would pass this.
     pub hot_tail_budget: u64,
     /// Largest disk cap one session may ask for.
     pub max_disk_cap: u64,
@@ -91,7 +92,7 @@ pub struct EngineLimits {
 impl Default for EngineLimits {
     fn default() -> Self {
         EngineLimits {
-            max_running: DEFAULT_MAX_RUNNING,
+            max_running: crate::fd_budget::default_max_running(),
             max_finished: DEFAULT_MAX_FINISHED,
             hot_tail_budget: DEFAULT_HOT_TAIL_BUDGET,
             max_disk_cap: DEFAULT_MAX_DISK_CAP,
@@ -308,10 +309,11 @@ impl Engine {
         let mut tail = reg.pending_tail;
         let mut spooled = 0u64;
         for s in reg.sessions.values() {
-            spooled = spooled.saturating_add(s.log().stats().spooled_bytes);
+            let stats = s.log().stats();
+            spooled = spooled.saturating_add(stats.spooled_bytes);
             if !s.state().is_terminal() {
                 running += 1;
-                tail = tail.saturating_add(s.log().config().retained_cap as u64);
+                tail = tail.saturating_add(stats.hot_tail_bytes);
             }
         }
         if running >= limits.max_running {
@@ -320,10 +322,17 @@ impl Engine {
                 limits.max_running
             )));
         }
+        let soft = crate::fd_budget::nofile_soft();
+        if running as u64 >= crate::fd_budget::running_allowed(soft) {
+            return Err(EngineError::LimitReached(format!(
+                "{running} sessions are running and each may hold {} file descriptors; the open-file limit (RLIMIT_NOFILE) of {soft} leaves room for no more; raise it (ulimit -n) or wait for a session to finish",
+                crate::fd_budget::FDS_PER_RUNNING_SESSION
+            )));
+        }
         let wanted = tail.saturating_add(retained_cap as u64);
         if wanted > limits.hot_tail_budget {
             return Err(EngineError::LimitReached(format!(
-                "the hot tails of running sessions would hold {wanted} bytes, the budget is {} bytes; ask for a smaller retained_cap or wait for sessions to finish",
+                "the hot tails of running sessions (kept once a spool stops) could hold {wanted} bytes, the budget is {} bytes; ask for a smaller retained_cap or wait for sessions to finish",
                 limits.hot_tail_budget
             )));
         }

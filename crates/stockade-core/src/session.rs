@@ -488,10 +488,7 @@ impl Supervisor {
     /// Let the drain reach EOF; cancel it if a writer nobody could kill still holds a pipe.
     async fn finish_drain(&mut self) {
         let Some(handle) = self.drain.take() else { return };
-        let deadline = Instant::now() + DRAIN_GRACE;
-        while !handle.is_finished() && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        let _ = tokio::time::timeout(DRAIN_GRACE, handle.finished()).await;
         if !handle.is_finished() {
             tracing::warn!(id = %self.session.id, "output pipe still held open after terminate; stopped reading it");
             handle.cancel();

@@ -20,6 +20,7 @@ use rustix::event::EventfdFlags;
 use rustix::event::epoll::{self, CreateFlags, Event, EventData, EventFlags};
 use rustix::io::Errno;
 use stockade_proto::Stream;
+use tokio::sync::watch;
 
 use super::drain::{DRAIN_BUF_BYTES, Read, prepare_source, read_once};
 use super::{DrainSummary, OutputError, OutputLog, lock};
@@ -33,16 +34,23 @@ const WAKE_TOKEN: u64 = 0;
 type Outcome = Result<DrainSummary, OutputError>;
 
 /// The end of one session's drain, published by the drain thread.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Done {
     outcome: Mutex<Option<Outcome>>,
     cv: Condvar,
+    /// The same fact for async waiters.
+    ended: watch::Sender<bool>,
 }
 
 impl Done {
+    fn new() -> Done {
+        Done { outcome: Mutex::new(None), cv: Condvar::new(), ended: watch::Sender::new(false) }
+    }
+
     fn set(&self, outcome: Outcome) {
         *lock(&self.outcome) = Some(outcome);
         self.cv.notify_all();
+        self.ended.send_replace(true);
     }
 }
 
@@ -58,6 +66,12 @@ impl DrainHandle {
     /// Every source reached end of file (or the drain was cancelled or failed).
     pub fn is_finished(&self) -> bool {
         lock(&self.done.outcome).is_some()
+    }
+
+    /// Resolves once [`DrainHandle::is_finished`] is true (no polling).
+    pub async fn finished(&self) {
+        let mut rx = self.done.ended.subscribe();
+        let _ = rx.wait_for(|ended| *ended).await;
     }
 
     /// Takes what is immediately readable from the session's sources and stops reading them.
@@ -156,7 +170,7 @@ impl Drainer {
             *k += 1;
             *k
         };
-        let done = Arc::new(Done::default());
+        let done = Arc::new(Done::new());
         self.send(Command::Add { key, log, sources, done: Arc::clone(&done) });
         Ok(DrainHandle { key, done, drainer: self.clone() })
     }

@@ -19,5 +19,6 @@ mod daemon_load;
 mod mcp_http;
 mod mcp_inspector;
 mod mcp_python;
+mod memory;
 mod schedule_daemon;
 mod ws_cli;
