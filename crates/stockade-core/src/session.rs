@@ -439,6 +439,7 @@ impl Supervisor {
         if let Some(input) = &session.input {
             input.release(); // a finished session holds no descriptor
         }
+        session.tree.release_root_fd();
         if let Some(reply) = reply {
             let _ = reply.send(report);
         }

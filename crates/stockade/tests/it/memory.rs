@@ -92,7 +92,7 @@ fn sixty_four_live_sessions_of_2_mib_hold_kilobytes_each_and_leave_nothing_when_
     );
     // Each is still running and readable at its end, from the spool.
     let tail = rpc.ok("read", json!({"id": ids[0], "mode": "tail", "max_bytes": 64}));
-    assert!(tail["view"]["output"].as_str().unwrap().ends_with("xxxx"), "{tail}");
+    assert!(tail["output"].as_str().unwrap().ends_with("xxxx"), "{tail}");
     for id in &ids {
         let report = rpc.ok("kill", json!({"id": id}));
         assert_eq!(report["report"]["terminated"], true, "{report}");
@@ -196,7 +196,7 @@ fn under_a_soft_limit_of_1024_hundreds_of_background_runs_all_succeed() {
     let mut rpc = Rpc::connect(&daemon.socket);
     // Its commands get the user's limit back.
     let r = rpc.ok("run", json!({"command": "ulimit -Sn"}));
-    assert_eq!(r["view"]["output"].as_str().unwrap().trim(), "1024", "{r}");
+    assert_eq!(r["output"].as_str().unwrap().trim(), "1024", "{r}");
     let base = fd_count(pid);
     let mut ids = Vec::new();
     for i in 0..RUNS {
