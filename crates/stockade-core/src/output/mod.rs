@@ -7,16 +7,20 @@
 //!   through a symlink): the **spool** `output.log` (every byte, arrival order, append-only), the
 //!   **stream index** `streams.idx` (stream transitions, see [`index`](self)), and `log.json`
 //!   (totals, streams, gaps; written by [`OutputLog::finish`]).
-//! * The **hot tail** (`pipe` capture, while the command runs): the newest `retained_cap` bytes
-//!   in a fixed ring, so tail and recent-delta reads never touch the disk. Nothing else in a log
-//!   grows with output, so [`OutputLog::held_bytes`] stays within
-//!   `retained_cap + LOG_BOOKKEEPING_BYTES`. A `file`-capture log has no ring at all, and
-//!   [`OutputLog::finish`] releases the ring of a `pipe` log (every byte it held is on disk by
-//!   then), so a log that is not being written costs only its bookkeeping: the daemon's memory
-//!   depends on the *running* sessions only.
-//! * **Cursors**: a cursor is a log offset (bytes since the start of the log), monotone. Reads are
-//!   served from the ring where it covers them, else from the spool with `pread`. A reader locks
-//!   the log only to snapshot counters and copy ring bytes, never while it waits on the disk.
+//! * **No copy of the output in memory.** Every byte goes to the spool as it arrives (one shared
+//!   drain thread, [`Drainer`], reads every session's pipes), and every read is served from the
+//!   spool by `pread` (in practice the page cache, which is not the daemon's memory). A log keeps
+//!   counters, cursors and a small pending stream index: [`OutputLog::held_bytes`] stays within
+//!   [`LOG_BOOKKEEPING_BYTES`] while the spool takes every byte. Only once the spool stops (disk
+//!   cap or disk full) does the **hot tail** keep the newest `retained_cap` bytes in a ring, so
+//!   `keep-head-tail` can write them after the gap and reads still see them; [`OutputLog::finish`]
+//!   releases it. A `file`-capture log has no ring at all.
+//! * **Descriptors**: a log being written holds its directory, spool and index open; a finished
+//!   or read-only log holds none and opens them per read, so a thousand finished sessions cost no
+//!   descriptor.
+//! * **Cursors**: a cursor is a log offset (bytes since the start of the log), monotone. A reader
+//!   locks the log only to snapshot counters (and copy hot-tail bytes after a stop), never while
+//!   it waits on the disk.
 //! * **Views** ([`OutputLog::read`]): `delta`/`head`/`tail`/`middle`, bounded by `max_bytes` and
 //!   `max_lines` (clamped by [`crate::limits`]), cut on UTF-8 boundaries and line ends, with the
 //!   facts of what was left out ([`stockade_proto::Omission`]) for each door to word its hint;
@@ -25,8 +29,8 @@
 //! * The **disk cap** and disk-full handling: the spool stops at the cap (or at `ENOSPC`); what
 //!   is not on disk is reported as a [`Gap`], never dropped silently. With `keep-head-tail`,
 //!   `finish()` writes the hot tail after the gap so the spool ends with the newest output.
-//! * **Draining** ([`drain`]): one blocking loop per session that reads the pipes into the log
-//!   whether or not anyone reads, so a command never blocks on a full pipe.
+//! * **Draining** ([`Drainer`], [`drain`]): the pipes are read into the log whether or not anyone
+//!   reads, so a command never blocks on a full pipe.
 //!
 //! # Offsets after a gap
 //!
@@ -115,7 +119,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// How a session's log is kept.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OutputConfig {
-    /// Bytes of hot tail kept in memory.
+    /// Bytes of hot tail kept in memory once the spool stops (disk cap or disk full).
     pub retained_cap: usize,
     /// Bytes the spool may hold.
     pub disk_cap: u64,
