@@ -289,7 +289,7 @@ fn spawn_in(
             };
             if let Some(lim) = &nofile {
                 // Best effort: a limit it cannot lower only means the command sees a higher one.
-                let _ = rustix::process::setrlimit(rustix::process::Resource::Nofile, lim.clone());
+                let _ = rustix::process::setrlimit(rustix::process::Resource::Nofile, *lim);
             }
             if libc::setsid() < 0 {
                 return fail(STAGE_SETSID);
