@@ -154,12 +154,12 @@ pub fn idle(cfg: &MemoryConfig) -> Result<MemoryFigure> {
         })
         .unwrap_or(0);
     let parts = IdleParts {
-        anon_kib: status_field(pid, "RssAnon"),
-        file_kib: status_field(pid, "RssFile"),
-        shmem_kib: status_field(pid, "RssShmem"),
+        anon_kib: status_field(pid, "RssAnon:"),
+        file_kib: status_field(pid, "RssFile:"),
+        shmem_kib: status_field(pid, "RssShmem:"),
         threads,
     };
-    let rss = status_field(pid, "VmRSS") as f64 / 1024.0;
+    let rss = status_field(pid, "VmRSS:") as f64 / 1024.0;
     daemon.shutdown();
     Ok(MemoryFigure {
         case: "idle".into(),
