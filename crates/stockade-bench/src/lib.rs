@@ -30,6 +30,7 @@
 pub mod daemon;
 pub mod edges;
 mod error;
+pub mod memory;
 pub mod peers;
 pub mod plots;
 pub mod proc;

@@ -1,8 +1,8 @@
-//! The one atomic, durable file writer: session records and the daemon's schedule store both
-//! go through [`atomic_write`], so every file Stockade replaces survives a crash the same way.
-//! [`replace_file`] is the same without the flushes to disk (a log's `log.json`, which can be
-//! rebuilt from the spool): a crash or a full disk leaves the old file or the new one, never a
-//! torn or empty one.
+//! The one atomic file writer: every file Stockade replaces goes through [`atomic_write`]
+//! (durable: the daemon's schedule store) or [`atomic_replace`] (atomic, not forced to disk:
+//! session records, written twice per run, where an `fsync` would cost more than the command,
+//! and a log's `log.json`, which can be rebuilt from the spool). A crash or a full disk leaves
+//! the old file or the new one, never a torn one.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -26,17 +26,19 @@ use std::path::{Path, PathBuf};
 /// One writer per path at a time: two concurrent writers of the same path share the temporary
 /// name, and the second fails with `AlreadyExists` rather than interleaving.
 pub fn atomic_write(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    write_then_rename(path, bytes, true)
+    write_and_rename(path, bytes, true)
 }
 
-/// Replaces the file at `path` with `bytes` atomically (temporary file, every write checked,
-/// rename), without `fsync`: for files that can be rebuilt after an OS crash. A failed write
-/// (a full disk) leaves `path` as it was and returns the error.
-pub fn replace_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    write_then_rename(path, bytes, false)
+/// [`atomic_write`] without the two `fsync`s: a reader, or a crash of the writing process, sees
+/// the old contents or the new ones (what reached `write(2)` is in the page cache, which
+/// outlives the process). Only a crash of the machine can lose the new contents — or leave an
+/// empty file, which readers must treat as corrupt — and such a crash also ends every process
+/// the file describes.
+pub fn atomic_replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_and_rename(path, bytes, false)
 }
 
-fn write_then_rename(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
+fn write_and_rename(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
     let tmp = temp_path(path)?;
     let _ = std::fs::remove_file(&tmp);
     let mut file = OpenOptions::new()
@@ -105,6 +107,16 @@ mod tests {
         atomic_write(&p, b"new").unwrap();
         assert_eq!(std::fs::read(&target).unwrap(), b"keep");
         assert_eq!(std::fs::read(&p).unwrap(), b"new");
+    }
+
+    #[test]
+    fn replace_without_fsync_is_still_atomic_and_tidy() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("session.json");
+        atomic_replace(&p, b"start").unwrap();
+        atomic_replace(&p, b"end").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"end");
+        assert!(!dir.path().join("session.json.tmp").exists());
     }
 
     #[test]

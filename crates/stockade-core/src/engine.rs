@@ -15,7 +15,7 @@ use stockade_proto::{
 };
 
 use crate::input::SessionInput;
-use crate::output::{DrainCancel, OutputConfig, OutputError, OutputLog, drain};
+use crate::output::{DrainHandle, Drainer, OutputConfig, OutputError, OutputLog};
 use crate::process::{
     Containment, ContainmentConfig, ContainmentInfo, SessionMarker, SpawnError, SpawnSpec,
     StdioSpec, TerminateOptions, pty, spawn, spawn_pty, try_clone_master,
@@ -30,11 +30,10 @@ pub const DEFAULT_SHELL: &str = "/bin/sh";
 pub const MAX_RETAINED_CAP: usize = 64 * 1024 * 1024;
 /// Smallest retained cap: the tail of a view must fit in it.
 pub const MIN_RETAINED_CAP: usize = 4 * 1024;
-/// Default bound on sessions running at once.
-pub const DEFAULT_MAX_RUNNING: usize = 256;
 /// Default bound on finished sessions kept (records and spools); the oldest are forgotten first.
 pub const DEFAULT_MAX_FINISHED: usize = 1_000;
-/// Default bound on the sum of the retained caps (hot tails) of running sessions.
+/// Default bound on the bytes the hot tails of running sessions hold (a hot tail holds bytes only
+/// after its spool stopped: disk cap or disk full).
 pub const DEFAULT_HOT_TAIL_BUDGET: u64 = 512 * 1024 * 1024;
 /// Default largest disk cap one session may ask for.
 pub const DEFAULT_MAX_DISK_CAP: u64 = 16 * 1024 * 1024 * 1024;
@@ -85,7 +84,9 @@ pub struct EngineLimits {
     /// Most finished sessions kept; beyond it the oldest finished are forgotten (never a
     /// running one).
     pub max_finished: usize,
-    /// Most bytes the hot tails of running sessions may reserve together (sum of retained caps).
+    /// Most bytes the hot tails of running sessions may hold together. A hot tail holds bytes
+    /// only once its spool stopped (disk cap or disk full); a new run is refused when what they
+    /// hold plus its own retained cap would pass this.
     pub hot_tail_budget: u64,
     /// Largest disk cap one session may ask for.
     pub max_disk_cap: u64,
@@ -96,7 +97,7 @@ pub struct EngineLimits {
 impl Default for EngineLimits {
     fn default() -> Self {
         EngineLimits {
-            max_running: DEFAULT_MAX_RUNNING,
+            max_running: crate::fd_budget::default_max_running(),
             max_finished: DEFAULT_MAX_FINISHED,
             hot_tail_budget: DEFAULT_HOT_TAIL_BUDGET,
             max_disk_cap: DEFAULT_MAX_DISK_CAP,
@@ -328,11 +329,12 @@ impl Engine {
         let mut tail = reg.pending_tail;
         let mut spooled = 0u64;
         for s in reg.sessions.values() {
-            spooled = spooled.saturating_add(s.log().stats().spooled_bytes);
+            let stats = s.log().stats();
+            spooled = spooled.saturating_add(stats.spooled_bytes);
             // Another live process's run counts against its own limits, not this engine's.
             if !s.state().is_terminal() && !s.is_foreign() {
                 running += 1;
-                tail = tail.saturating_add(s.log().config().retained_cap as u64);
+                tail = tail.saturating_add(stats.hot_tail_bytes);
             }
         }
         if running >= limits.max_running {
@@ -341,10 +343,17 @@ impl Engine {
                 limits.max_running
             )));
         }
+        let soft = crate::fd_budget::nofile_soft();
+        if running as u64 >= crate::fd_budget::running_allowed(soft) {
+            return Err(EngineError::LimitReached(format!(
+                "{running} sessions are running and each may hold {} file descriptors; the open-file limit (RLIMIT_NOFILE) of {soft} leaves room for no more; raise it (ulimit -n) or wait for a session to finish",
+                crate::fd_budget::FDS_PER_RUNNING_SESSION
+            )));
+        }
         let wanted = tail.saturating_add(retained_cap as u64);
         if wanted > limits.hot_tail_budget {
             return Err(EngineError::LimitReached(format!(
-                "the hot tails of running sessions would hold {wanted} bytes, the budget is {} bytes; ask for a smaller retained_cap or wait for sessions to finish",
+                "the hot tails of running sessions (kept once a spool stops) could hold {wanted} bytes, the budget is {} bytes; ask for a smaller retained_cap or wait for sessions to finish",
                 limits.hot_tail_budget
             )));
         }
@@ -458,13 +467,13 @@ impl Engine {
         if let Some(fd) = spawned.stderr {
             sources.push((Stream::Stderr, fd));
         }
-        let drained =
-            if sources.is_empty() { Ok((None, None)) } else { start_drain(&id, &log, sources) };
+        // Every session's pipes are read by the one shared drain thread, straight into the spool.
+        let drained = if sources.is_empty() { Ok(None) } else { start_drain(&log, sources).map(Some) };
         // From here on the tree runs: an error ends it through the supervisor and the one
         // terminate routine, never leaves it unsupervised.
-        let (drain_handle, drain_cancel, failure) = match drained {
-            Ok((handle, cancel)) => (handle, cancel, None),
-            Err(why) => (None, None, Some(why)),
+        let (drain_handle, failure) = match drained {
+            Ok(handle) => (handle, None),
+            Err(why) => (None, Some(why)),
         };
         let session = Session::start(SessionParts {
             id: id.clone(),
@@ -477,7 +486,6 @@ impl Engine {
             log,
             tree: Arc::new(spawned.tree),
             drain: drain_handle,
-            drain_cancel,
             timeout: spec.timeout,
             grace: self.config.grace,
             input,
@@ -662,29 +670,16 @@ impl Engine {
 /// Starts the thread that reads the session's pipes into its log (and the pipe that cancels it).
 /// A test build can be told to fail here (`STOCKADE_TEST_FAIL_AFTER_SPAWN=1`, feature
 /// `test-hooks`), to show that a tree whose supervision failed is terminated.
-type DrainParts = (Option<std::thread::JoinHandle<()>>, Option<Arc<DrainCancel>>);
 fn start_drain(
-    id: &str,
     log: &Arc<OutputLog>,
     sources: Vec<(Stream, std::os::fd::OwnedFd)>,
-) -> Result<DrainParts, String> {
+) -> Result<DrainHandle, String> {
     #[cfg(feature = "test-hooks")]
     if std::env::var(FAIL_AFTER_SPAWN_ENV).is_ok_and(|v| v == "1") {
         return Err(format!("{FAIL_AFTER_SPAWN_ENV}=1: failing after the spawn"));
     }
-    let cancel =
-        Arc::new(DrainCancel::new().map_err(|e| format!("cannot make the cancel pipe: {e}"))?);
-    let log2 = Arc::clone(log);
-    let cancel2 = Arc::clone(&cancel);
-    let handle = std::thread::Builder::new()
-        .name(format!("drain-{id}"))
-        .spawn(move || {
-            if let Err(e) = drain(&log2, sources, &cancel2) {
-                tracing::warn!(error = %e, "output drain stopped early");
-            }
-        })
-        .map_err(|e| format!("cannot start the output reader thread: {e}"))?;
-    Ok((Some(handle), Some(cancel)))
+    let drainer = Drainer::global().map_err(|e| format!("cannot start the output reader: {e}"))?;
+    drainer.add(Arc::clone(log), sources).map_err(|e| format!("cannot read the output: {e}"))
 }
 
 /// The test hook that makes every run fail right after its spawn (feature `test-hooks` only).

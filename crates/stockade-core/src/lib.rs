@@ -12,11 +12,13 @@
 //! 2. **Session** ([`Session`]): ties one process tree to one output log and a state machine
 //!    whose terminal states never change. Its supervisor task is the only code that ends it; it
 //!    writes the session's record (`session.json`, next to the spool) at start and at the end,
-//!    through [`atomic_write`], so crash recovery can find and finish what a dead daemon left.
+//!    through [`atomic_replace`], so crash recovery can find and finish what a dead daemon left.
 //!    [`Engine`] owns all sessions of one instance: ids, limits, dedup by source, retention.
 //! 3. **Output log** ([`output`]): the spool file on disk holds every byte in arrival order; a
-//!    fixed-size hot tail holds the newest bytes in memory; a cursor is a byte offset into the
-//!    log. Memory is O(retained cap) per session, never O(bytes printed). Reads render a bounded,
+//!    one shared drain thread reads every session's pipes straight into it, and views are read
+//!    back by `pread` (the page cache); a cursor is a byte offset into the log. A session's
+//!    memory is its bookkeeping (KiB), never O(bytes printed); only after the spool stopped (disk
+//!    cap or disk full) does a bounded hot tail keep the newest bytes in memory. Reads render a bounded,
 //!    honest view (head/tail/middle, UTF-8-safe cuts, the facts of what was left out) and grep
 //!    walks the full spool with bounded memory. [`limits`] is the one bound on a view, whichever
 //!    door asked; `Session::view` shapes it for a session.
@@ -34,6 +36,7 @@
 pub mod answer;
 mod atomic_write;
 mod engine;
+pub mod fd_budget;
 mod input;
 pub mod limits;
 mod others;
@@ -48,7 +51,7 @@ mod session;
 mod state_dir;
 mod view;
 
-pub use atomic_write::atomic_write;
+pub use atomic_write::{atomic_replace, atomic_write};
 pub use engine::{
     Engine, EngineConfig, EngineError, EngineLimits, EngineStats, Forgotten, Started,
 };

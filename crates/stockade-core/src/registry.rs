@@ -34,7 +34,7 @@ use serde::{Deserialize, Serialize};
 use stockade_procfs::Liveness;
 use stockade_proto::{Capture, ContainmentMethod, Gap, SessionState, TerminateReport};
 
-use crate::atomic_write::atomic_write;
+use crate::atomic_write::atomic_replace;
 use crate::state_dir::{StateDir, is_session_id};
 
 /// Version of the record layout written by this build (records without one are version 0).
@@ -202,12 +202,14 @@ pub(crate) fn load(dir: &Path) -> Result<SessionRecord, RecordError> {
     Ok(record)
 }
 
-/// Writes `record` into session directory `dir` with [`atomic_write`]: a reader or a crash
-/// sees the old record or the new one, and the new one is durable once this returns `Ok`.
+/// Writes `record` into session directory `dir` with [`atomic_replace`]: a reader or a crashed
+/// daemon's successor sees the old record or the new one. Not `fsync`ed: a daemon crash loses
+/// nothing that reached `write(2)`, and a machine crash that loses the record also ended the
+/// processes it names (recovery reports an empty or torn record as corrupt).
 pub(crate) fn store(dir: &Path, record: &SessionRecord) -> std::io::Result<()> {
     let mut bytes = serde_json::to_vec_pretty(record).map_err(std::io::Error::other)?;
     bytes.push(b'\n');
-    atomic_write(&dir.join(RECORD_FILE), &bytes)
+    atomic_replace(&dir.join(RECORD_FILE), &bytes)
 }
 
 /// Read a session record from a session directory (`None` if it is missing or corrupt; recovery

@@ -99,8 +99,7 @@ pub(crate) struct SessionParts {
     pub dir: PathBuf,
     pub log: Arc<OutputLog>,
     pub tree: Arc<ProcessTree>,
-    pub drain: Option<std::thread::JoinHandle<()>>,
-    pub drain_cancel: Option<Arc<crate::output::DrainCancel>>,
+    pub drain: Option<crate::output::DrainHandle>,
     pub timeout: Option<Duration>,
     pub grace: Duration,
     pub input: Option<SessionInput>,
@@ -136,7 +135,6 @@ impl Session {
             session: Arc::clone(&session),
             kill_rx,
             drain: parts.drain,
-            drain_cancel: parts.drain_cancel,
             timeout: parts.timeout,
             grace: parts.grace,
         };
@@ -439,8 +437,7 @@ pub(crate) fn unix_ms(t: SystemTime) -> u64 {
 struct Supervisor {
     session: Arc<Session>,
     kill_rx: mpsc::Receiver<KillRequest>,
-    drain: Option<std::thread::JoinHandle<()>>,
-    drain_cancel: Option<Arc<crate::output::DrainCancel>>,
+    drain: Option<crate::output::DrainHandle>,
     timeout: Option<Duration>,
     grace: Duration,
 }
@@ -491,6 +488,7 @@ impl Supervisor {
         if let Some(input) = &session.input {
             input.release(); // a finished session holds no descriptor
         }
+        session.tree.release_root_fd();
         if let Some(reply) = reply {
             let _ = reply.send(report);
         }
@@ -540,15 +538,10 @@ impl Supervisor {
     /// Let the drain reach EOF; cancel it if a writer nobody could kill still holds a pipe.
     async fn finish_drain(&mut self) {
         let Some(handle) = self.drain.take() else { return };
-        let deadline = Instant::now() + DRAIN_GRACE;
-        while !handle.is_finished() && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        if !handle.is_finished()
-            && let Some(cancel) = &self.drain_cancel
-        {
+        let _ = tokio::time::timeout(DRAIN_GRACE, handle.finished()).await;
+        if !handle.is_finished() {
             tracing::warn!(id = %self.session.id, "output pipe still held open after terminate; stopped reading it");
-            cancel.cancel();
+            handle.cancel();
         }
         let _ = tokio::task::spawn_blocking(move || handle.join()).await;
     }

@@ -216,16 +216,20 @@ pub struct DaemonRunArgs {
     /// Grace between SIGTERM and SIGKILL when terminating a tree, in milliseconds [default: 2000].
     #[arg(long, value_name = "MS")]
     pub grace_ms: Option<u64>,
-    /// Most sessions running at once [default: 256].
+    /// Most sessions running at once [default: what the open-file and process limits allow, at
+    /// least 1024]. The daemon raises its open-file limit to the hard limit at start and counts
+    /// 8 descriptors per running session.
     #[arg(long, value_name = "N")]
     pub max_running: Option<usize>,
     /// Most finished sessions kept; the oldest finished are forgotten first [default: 1000].
     #[arg(long, value_name = "N")]
     pub max_finished: Option<usize>,
-    /// Most bytes the hot tails of running sessions may reserve together [default: 512MiB].
+    /// Most bytes the hot tails of running sessions may hold together; a hot tail holds bytes only
+    /// after its spool stopped (disk cap or disk full) [default: 512MiB].
     #[arg(long, value_name = "SIZE", value_parser = parse_size_u64)]
     pub hot_tail_budget: Option<u64>,
-    /// Default hot-tail size per session [default: 1MiB].
+    /// Default hot-tail size per session: the newest bytes kept in memory once the spool stops
+    /// (disk cap or disk full); until then output goes only to the spool [default: 1MiB].
     #[arg(long, value_name = "SIZE", value_parser = parse_size_usize)]
     pub retained_cap: Option<usize>,
     /// Default disk cap per session [default: 1GiB].
@@ -330,7 +334,8 @@ pub struct RunArgs {
     /// `pipe`: Stockade reads the output; `file`: the command writes straight into the spool.
     #[arg(long, value_enum, default_value = "pipe")]
     pub capture: CaptureArg,
-    /// Bytes of the newest output kept in memory.
+    /// Bytes of the newest output kept in memory once the spool stops (disk cap or disk full),
+    /// so `keep-head-tail` can write them at the end; until then output goes only to the spool.
     #[arg(long, value_name = "SIZE", default_value = "1MiB", value_parser = parse_size_usize)]
     pub retained_cap: usize,
     /// Most bytes written to the spool file for this command.

@@ -3,6 +3,7 @@
 //! one buffer that remembers where each piece came from. `render` cuts what this gathers.
 
 use std::os::unix::fs::FileExt;
+use std::sync::Arc;
 
 use stockade_proto::Stream;
 
@@ -54,13 +55,14 @@ impl Collected {
 
 impl OutputLog {
     pub(super) fn snapshot(&self, with_index: bool) -> Result<Snap, OutputError> {
+        let files = if with_index { Some(self.files()?) } else { None };
         let st = lock(&self.state);
-        let index = if with_index {
+        let index = if let Some(files) = files {
             if let Some(e) = &st.index_error {
                 return Err(OutputError::IndexUnavailable(e.clone()));
             }
             Some(IndexView::new(
-                self.index_file.clone(),
+                Arc::clone(&files.index),
                 st.index.durable,
                 st.index.records(),
                 st.total,
@@ -91,8 +93,9 @@ impl OutputLog {
             }
             (from.min(y), st.stop_at(), st.tail)
         };
+        let files = if x < disk_end { Some(self.files()?) } else { None };
         let mut pos = x;
-        while pos < disk_end {
+        while let Some(files) = files.as_ref().filter(|_| pos < disk_end) {
             let (phys, end) = if pos < stop {
                 (pos, disk_end.min(stop))
             } else if let Some(t) = tail.filter(|t| pos >= t.log_start) {
@@ -101,7 +104,7 @@ impl OutputLog {
                 return Ok(false);
             };
             let dst = &mut out[(pos - x) as usize..(end - x) as usize];
-            self.spool.read_exact_at(dst, phys).map_err(|e| OutputError::io("read spool", e))?;
+            files.spool.read_exact_at(dst, phys).map_err(|e| OutputError::io("read spool", e))?;
             pos = end;
         }
         Ok(true)

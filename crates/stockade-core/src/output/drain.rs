@@ -1,5 +1,7 @@
-//! The drain: one blocking loop per session that reads the command's pipes into its log whether
-//! or not anyone reads, so the command never blocks on a full pipe.
+//! The drain: reading a command's pipes into its log whether or not anyone reads, so the command
+//! never blocks on a full pipe. [`drain`] is one blocking loop over one session's sources (for a
+//! caller with its own thread); the engine uses the shared [`super::Drainer`], which runs the same
+//! reads for every session on one thread.
 //!
 //! `poll(2)` over all pipes keeps arrival order across stdout and stderr (as far as the kernel
 //! exposes it: one read per ready pipe per round). A fixed [`DRAIN_BUF_BYTES`] buffer is the
@@ -64,10 +66,7 @@ pub fn drain(
     cancel: &DrainCancel,
 ) -> Result<DrainSummary, OutputError> {
     for (_, fd) in &sources {
-        rustix::fs::fcntl_setfl(fd, OFlags::NONBLOCK)
-            .map_err(|e| OutputError::io("set pipe non-blocking", e.into()))?;
-        // Best effort: not every fd is a pipe, and the limit may be lower.
-        let _ = rustix::pipe::fcntl_setpipe_size(fd, PIPE_CAPACITY_BYTES);
+        prepare_source(fd)?;
     }
     let mut open: Vec<(Stream, OwnedFd)> = sources;
     let mut buf = vec![0u8; DRAIN_BUF_BYTES];
@@ -121,9 +120,18 @@ pub fn drain(
     Ok(summary)
 }
 
+/// Makes a source ready to drain: non-blocking, and a large pipe buffer where allowed.
+pub(super) fn prepare_source(fd: impl AsFd) -> Result<(), OutputError> {
+    rustix::fs::fcntl_setfl(&fd, OFlags::NONBLOCK)
+        .map_err(|e| OutputError::io("set pipe non-blocking", e.into()))?;
+    // Best effort: not every fd is a pipe, and the limit may be lower.
+    let _ = rustix::pipe::fcntl_setpipe_size(&fd, PIPE_CAPACITY_BYTES);
+    Ok(())
+}
+
 /// What one read got.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Read {
+pub(super) enum Read {
     /// Bytes, now in the log.
     Data,
     /// Nothing to read right now (a spurious wakeup, or the cancel sweep reached the end of
@@ -134,7 +142,7 @@ enum Read {
 }
 
 /// One read of `fd` into the log.
-fn read_once(
+pub(super) fn read_once(
     log: &OutputLog,
     stream: Stream,
     fd: impl AsFd,

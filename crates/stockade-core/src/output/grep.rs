@@ -182,7 +182,8 @@ pub(crate) fn grep(log: &OutputLog, req: &super::GrepRequest) -> Result<GrepResu
         truncated: false,
         error: None,
     };
-    let reader = SpoolReader { file: &log.spool, pos: 0, end: spooled };
+    let files = log.files()?;
+    let reader = SpoolReader { file: &files.spool, pos: 0, end: spooled };
     searcher.search_reader(&matcher, reader, &mut sink).map_err(|e| {
         if e.kind() == io::ErrorKind::OutOfMemory || e.to_string().contains("limit") {
             OutputError::Grep(format!("a line is longer than {GREP_HEAP_LIMIT} bytes: {e}"))

@@ -1,9 +1,13 @@
-//! The hot tail: the newest `cap` bytes of a log in a fixed ring, so tail and recent-delta reads
-//! never touch the disk.
+//! The hot tail: the newest bytes of a log that are *not* in the spool, in a ring of at most
+//! `cap` bytes.
+//!
+//! While the spool takes every byte, the ring holds nothing: the log only moves its end along
+//! ([`HotTail::advance`]) and every read is served from the spool by `pread` (the page cache).
+//! Only once the spool stops (disk cap or disk full) does the ring keep the newest bytes, so
+//! `keep-head-tail` can write them after the gap at the end and reads still see them meanwhile.
 //!
 //! The buffer is allocated lazily and grows (at most doubling) until it reaches `cap`; after that
-//! it never reallocates and new bytes overwrite the oldest. A short-lived command that prints
-//! 100 bytes costs a few KiB, not a full `cap`.
+//! it never reallocates and new bytes overwrite the oldest.
 
 /// Smallest step the ring grows by, so tiny appends do not reallocate on every call.
 const MIN_GROWTH_BYTES: usize = 4 * 1024;
@@ -49,6 +53,17 @@ impl HotTail {
     /// Bytes allocated (what the ring costs in memory).
     pub(crate) fn allocated(&self) -> usize {
         self.buf.capacity()
+    }
+
+    /// Moves the end along by `n` bytes that the ring does not keep (they are in the spool).
+    /// Anything retained before them is no longer the newest run of bytes, so it is dropped.
+    pub(crate) fn advance(&mut self, n: u64) {
+        if n == 0 {
+            return;
+        }
+        self.buf.clear();
+        self.head = 0;
+        self.end += n;
     }
 
     /// Appends bytes, evicting the oldest once `cap` is reached.
@@ -167,6 +182,19 @@ mod tests {
         t.push(&vec![b'x'; 3 << 20]);
         assert_eq!(t.allocated(), 1 << 20);
         assert_eq!(t.count_newlines_from(0), 0);
+    }
+
+    #[test]
+    fn advance_keeps_nothing_and_moves_the_end() {
+        let mut t = HotTail::new(16);
+        t.advance(1 << 30);
+        assert_eq!((t.start(), t.end(), t.allocated()), (1 << 30, 1 << 30, 0));
+        t.push(b"tail");
+        let mut out = [0u8; 4];
+        assert!(t.copy_to(1 << 30, &mut out));
+        assert_eq!(&out, b"tail");
+        t.advance(2);
+        assert_eq!((t.start(), t.end(), t.len()), ((1 << 30) + 6, (1 << 30) + 6, 0));
     }
 
     #[test]

@@ -7,16 +7,20 @@
 //!   through a symlink): the **spool** `output.log` (every byte, arrival order, append-only), the
 //!   **stream index** `streams.idx` (stream transitions, see [`index`](self)), and `log.json`
 //!   (totals, streams, gaps; written by [`OutputLog::finish`]).
-//! * The **hot tail** (`pipe` capture, while the command runs): the newest `retained_cap` bytes
-//!   in a fixed ring, so tail and recent-delta reads never touch the disk. Nothing else in a log
-//!   grows with output, so [`OutputLog::held_bytes`] stays within
-//!   `retained_cap + LOG_BOOKKEEPING_BYTES`. A `file`-capture log has no ring at all, and
-//!   [`OutputLog::finish`] releases the ring of a `pipe` log (every byte it held is on disk by
-//!   then), so a log that is not being written costs only its bookkeeping: the daemon's memory
-//!   depends on the *running* sessions only.
-//! * **Cursors**: a cursor is a log offset (bytes since the start of the log), monotone. Reads are
-//!   served from the ring where it covers them, else from the spool with `pread`. A reader locks
-//!   the log only to snapshot counters and copy ring bytes, never while it waits on the disk.
+//! * **No copy of the output in memory.** Every byte goes to the spool as it arrives (one shared
+//!   drain thread, [`Drainer`], reads every session's pipes), and every read is served from the
+//!   spool by `pread` (in practice the page cache, which is not the daemon's memory). A log keeps
+//!   counters, cursors and a small pending stream index: [`OutputLog::held_bytes`] stays within
+//!   [`LOG_BOOKKEEPING_BYTES`] while the spool takes every byte. Only once the spool stops (disk
+//!   cap or disk full) does the **hot tail** keep the newest `retained_cap` bytes in a ring, so
+//!   `keep-head-tail` can write them after the gap and reads still see them; [`OutputLog::finish`]
+//!   releases it. A `file`-capture log has no ring at all.
+//! * **Descriptors**: a log being written holds its directory, spool and index open; a finished
+//!   or read-only log holds none and opens them per read, so a thousand finished sessions cost no
+//!   descriptor.
+//! * **Cursors**: a cursor is a log offset (bytes since the start of the log), monotone. A reader
+//!   locks the log only to snapshot counters (and copy hot-tail bytes after a stop), never while
+//!   it waits on the disk.
 //! * **Views** ([`OutputLog::read`]): `delta`/`head`/`tail`/`middle`, bounded by `max_bytes` and
 //!   `max_lines` (clamped by [`crate::limits`]), cut on UTF-8 boundaries and line ends, with the
 //!   facts of what was left out ([`stockade_proto::Omission`]) for each door to word its hint;
@@ -25,8 +29,8 @@
 //! * The **disk cap** and disk-full handling: the spool stops at the cap (or at `ENOSPC`); what
 //!   is not on disk is reported as a [`Gap`], never dropped silently. With `keep-head-tail`,
 //!   `finish()` writes the hot tail after the gap so the spool ends with the newest output.
-//! * **Draining** ([`drain`]): one blocking loop per session that reads the pipes into the log
-//!   whether or not anyone reads, so a command never blocks on a full pipe.
+//! * **Draining** ([`Drainer`], [`drain`]): the pipes are read into the log whether or not anyone
+//!   reads, so a command never blocks on a full pipe.
 //!
 //! # Offsets after a gap
 //!
@@ -55,6 +59,7 @@
 mod collect;
 mod cut;
 mod drain;
+mod drainer;
 mod error;
 mod full_tail;
 mod grep;
@@ -70,6 +75,7 @@ mod write;
 
 pub use cut::{amount, dropped_phrase, thousands};
 pub use drain::{DrainCancel, DrainSummary, drain};
+pub use drainer::{DrainHandle, Drainer};
 pub use error::OutputError;
 pub use full_tail::FULL_TAIL_BYTES;
 pub use screen::{MAX_SCREEN_COLS, MAX_SCREEN_ROWS, SCREEN_TAIL_BYTES, render_screen, strip_ansi};
@@ -115,7 +121,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// How a session's log is kept.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OutputConfig {
-    /// Bytes of hot tail kept in memory.
+    /// Bytes of hot tail kept in memory once the spool stops (disk cap or disk full).
     pub retained_cap: usize,
     /// Bytes the spool may hold.
     pub disk_cap: u64,
@@ -268,15 +274,23 @@ pub struct Progress {
     pub finished: bool,
 }
 
+/// The files of a session directory, open together.
+#[derive(Debug)]
+pub(crate) struct Files {
+    dir_fd: OwnedFd,
+    spool: File,
+    index: Arc<File>,
+}
+
 /// One session's output log. `Send + Sync`; share it as `Arc<OutputLog>`.
 #[derive(Debug)]
 pub struct OutputLog {
     dir: PathBuf,
     spool_path: PathBuf,
     config: OutputConfig,
-    dir_fd: OwnedFd,
-    spool: File,
-    index_file: Arc<File>,
+    /// The open files while the log is written; `None` once finished (a finished log holds no
+    /// descriptor: each read opens what it needs, see [`OutputLog::files`]).
+    files: Mutex<Option<Arc<Files>>>,
     /// Serialises writers (append, sync, finish); never taken by readers.
     append_lock: Mutex<()>,
     state: Mutex<State>,
@@ -308,6 +322,39 @@ impl OutputLog {
         ring + std::mem::size_of::<Self>()
             + self.dir.as_os_str().len()
             + self.spool_path.as_os_str().len()
+    }
+
+    /// The log's files: the ones held while it is written, else opened afresh for this one
+    /// operation (never through a symlink) and closed when the caller drops them, so a
+    /// thousand finished sessions cost no descriptor.
+    pub(crate) fn files(&self) -> Result<Arc<Files>, OutputError> {
+        if let Some(f) = lock(&self.files).as_ref() {
+            return Ok(Arc::clone(f));
+        }
+        let dir_fd = spool::open_session_dir(&self.dir)?;
+        let spool = File::from(spool::open_file(
+            &dir_fd,
+            &self.dir,
+            spool::SPOOL_FILE,
+            rustix::fs::OFlags::RDONLY,
+        )?);
+        let index = File::from(spool::open_file(
+            &dir_fd,
+            &self.dir,
+            index::INDEX_FILE,
+            rustix::fs::OFlags::RDONLY,
+        )?);
+        Ok(Arc::new(Files { dir_fd, spool, index: Arc::new(index) }))
+    }
+
+    /// The files a writer uses: only while the log is written.
+    pub(crate) fn writer_files(&self) -> Result<Arc<Files>, OutputError> {
+        lock(&self.files).as_ref().map(Arc::clone).ok_or(OutputError::Finished)
+    }
+
+    /// Whether the log holds open descriptors (only while it is written).
+    pub fn holds_files(&self) -> bool {
+        lock(&self.files).is_some()
     }
 
     /// Counters (no I/O).

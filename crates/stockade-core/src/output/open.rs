@@ -14,7 +14,9 @@ use tokio::sync::watch;
 use super::hot_tail::HotTail;
 use super::index::{self, IndexView, PendingIndex, stream_slot};
 use super::state::{META_VERSION, Meta, State};
-use super::{CHUNK_BYTES, META_FILE, OutputConfig, OutputError, OutputLog, count_newlines, spool};
+use super::{
+    CHUNK_BYTES, Files, META_FILE, OutputConfig, OutputError, OutputLog, count_newlines, spool,
+};
 
 impl OutputLog {
     /// Creates the session directory `dir` (parent must exist, `dir` must not; mode 0700), the
@@ -48,13 +50,14 @@ impl OutputLog {
         writable: bool,
     ) -> OutputLog {
         let (progress, _) = watch::channel(state.progress());
+        // Only a log being written keeps its files open; reads of any other open them per call.
+        let files =
+            writable.then(|| Arc::new(Files { dir_fd, spool, index: Arc::new(index_file) }));
         OutputLog {
             spool_path: dir.join(spool::SPOOL_FILE),
             dir: dir.to_path_buf(),
             config,
-            dir_fd,
-            spool,
-            index_file: Arc::new(index_file),
+            files: Mutex::new(files),
             append_lock: Mutex::new(()),
             state: Mutex::new(state),
             progress,

@@ -11,7 +11,7 @@
 //! * [`render_screen`] — for `render: "screen"` on full-screen programs (`top`, `less`, editors,
 //!   TUIs): the bytes are replayed into an in-memory terminal (`vt100`) of the session's size and
 //!   the screen the user would be looking at is returned as text. [`OutputLog::render_screen`]
-//!   feeds it the newest [`SCREEN_TAIL_BYTES`] of the log (from the hot tail): a full-screen
+//!   feeds it the newest [`SCREEN_TAIL_BYTES`] of the log (read from the spool): a full-screen
 //!   program redraws often, so the tail holds the current screen; state set up before the tail
 //!   (a scroll region, say) can be missed, which is the price of memory not growing with output.
 //!
@@ -121,8 +121,8 @@ pub fn render_screen(bytes: &[u8], rows: u16, cols: u16) -> String {
 }
 
 impl OutputLog {
-    /// [`render_screen`] of this log's newest bytes (at most [`SCREEN_TAIL_BYTES`], and never
-    /// more than the hot tail holds, so no disk read in the common case), for a terminal of
+    /// [`render_screen`] of this log's newest bytes (at most [`SCREEN_TAIL_BYTES`] and the
+    /// session's retained cap, read by `pread` from the spool), for a terminal of
     /// `size`. Bytes dropped by the disk cap are skipped, not replayed.
     pub fn render_screen(&self, size: PtySize) -> Result<String, OutputError> {
         let want = SCREEN_TAIL_BYTES.min(self.config().retained_cap.max(1));

@@ -177,7 +177,7 @@ impl super::OutputLog {
         let meta_err = |message: String| super::OutputError::Meta { path: path.clone(), message };
         let mut bytes = serde_json::to_vec_pretty(meta).map_err(|e| meta_err(e.to_string()))?;
         bytes.push(b'\n');
-        crate::atomic_write::replace_file(&path, &bytes).map_err(|e| meta_err(e.to_string()))
+        crate::atomic_write::atomic_replace(&path, &bytes).map_err(|e| meta_err(e.to_string()))
     }
 
     /// Writes `log.json` for a log rebuilt from its spool (its writer died), so the next open

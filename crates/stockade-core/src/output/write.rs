@@ -30,6 +30,7 @@ impl OutputLog {
             return Err(OutputError::WrongCapture { op: "append", needed: Capture::Pipe });
         }
         let _writer = lock(&self.append_lock);
+        let files = self.writer_files()?;
         let (total, spooled, stopped, index_full, switch) = {
             let st = lock(&self.state);
             if st.finished {
@@ -54,7 +55,7 @@ impl OutputLog {
         } else {
             let room = self.config.disk_cap.saturating_sub(spooled);
             let n = data.len().min(usize::try_from(room).unwrap_or(usize::MAX));
-            let (w, err) = spool::write_at(&self.spool, &data[..n], spooled);
+            let (w, err) = spool::write_at(&files.spool, &data[..n], spooled);
             written = w;
             let reason = match err {
                 Some(e) if spool::is_disk_full(&e) => Some(REASON_DISK_FULL.to_string()),
@@ -92,7 +93,10 @@ impl OutputLog {
             st.stream_bytes[stream_slot(stream)] += data.len() as u64;
             st.newlines += newlines;
             st.last_byte = data.last().copied();
-            st.ring.push(data);
+            // What reached the spool is read from there; only bytes it did not take stay in
+            // memory (the ring is empty until the spool stops).
+            st.ring.advance(written as u64);
+            st.ring.push(&data[written..]);
             self.progress.send_replace(st.progress());
         }
         Ok(outcome)
@@ -101,6 +105,7 @@ impl OutputLog {
     /// Writes the pending index records. Failure is recorded (stream filters then report it),
     /// not fatal: the log itself is intact. Caller holds `append_lock`.
     fn flush_index(&self) {
+        let Ok(files) = self.writer_files() else { return };
         let (bytes, n, durable) = {
             let st = lock(&self.state);
             let (bytes, n) = st.index.encoded();
@@ -109,7 +114,7 @@ impl OutputLog {
         if n == 0 {
             return;
         }
-        let result = index::write_records(&self.index_file, durable, &bytes[..n]);
+        let result = index::write_records(&files.index, durable, &bytes[..n]);
         let mut st = lock(&self.state);
         match result {
             Ok(()) => st.index.mark_durable(n / index::RECORD_BYTES),
@@ -130,7 +135,7 @@ impl OutputLog {
             return Err(OutputError::WrongCapture { op: "child_fd", needed: Capture::File });
         }
         spool::open_file(
-            &self.dir_fd,
+            &self.writer_files()?.dir_fd,
             &self.dir,
             spool::SPOOL_FILE,
             OFlags::WRONLY | OFlags::APPEND,
@@ -159,13 +164,15 @@ impl OutputLog {
             }
             (st.total, st.stop.is_some())
         };
-        let size = spool::file_len(&self.spool)?;
+        let files = self.writer_files()?;
+        let size = spool::file_len(&files.spool)?;
         if size > known {
             let mut buf = vec![0u8; SYNC_CHUNK_BYTES];
             let mut pos = known;
             while pos < size {
                 let n = (size - pos).min(SYNC_CHUNK_BYTES as u64) as usize;
-                self.spool
+                files
+                    .spool
                     .read_exact_at(&mut buf[..n], pos)
                     .map_err(|e| OutputError::io("read spool", e))?;
                 let chunk = &buf[..n];
@@ -185,7 +192,7 @@ impl OutputLog {
                 st.newlines += newlines;
                 st.last_byte = chunk.last().copied();
                 // Moves the (empty) ring's end along; it keeps no bytes.
-                st.ring.push(chunk);
+                st.ring.advance(n as u64);
                 pos += n as u64;
             }
         }
@@ -239,6 +246,8 @@ impl OutputLog {
             self.meta(&st)
         };
         let written = self.write_meta(&meta);
+        // A finished log holds no descriptor; later reads open the files themselves.
+        lock(&self.files).take();
         self.progress.send_replace(lock(&self.state).progress());
         written
     }
@@ -252,6 +261,7 @@ impl OutputLog {
             let Some(stop) = st.stop.as_ref() else { return Ok(()) };
             (stop.hit.at, st.ring.start().max(stop.hit.at), st.total)
         };
+        let files = self.writer_files()?;
         let mut buf = vec![0u8; CHUNK_BYTES];
         let mut pos = start;
         let mut phys = stop;
@@ -262,7 +272,7 @@ impl OutputLog {
                 failed = Some("hot tail moved".to_string());
                 break;
             }
-            let (w, err) = spool::write_at(&self.spool, &buf[..n], phys);
+            let (w, err) = spool::write_at(&files.spool, &buf[..n], phys);
             if let Some(e) = err {
                 failed = Some(e.to_string());
                 break;
@@ -273,7 +283,7 @@ impl OutputLog {
         let mut st = lock(&self.state);
         if let Some(err) = failed {
             tracing::warn!(error = %err, "writing the final hot tail failed");
-            self.spool.set_len(stop).map_err(|e| OutputError::io("truncate spool", e))?;
+            files.spool.set_len(stop).map_err(|e| OutputError::io("truncate spool", e))?;
             st.spooled = stop;
         } else {
             let newlines_before = st.newlines - st.ring.count_newlines_from(start);

@@ -1,7 +1,8 @@
 //! pidfds: signal and reap one process by a handle that cannot be confused with a recycled pid.
 
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::{PoisonError, RwLock, RwLockReadGuard};
 
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 use rustix::process::{
@@ -41,10 +42,13 @@ pub enum PidFdError {
 }
 
 /// A pidfd: a handle on one process (not on a pid number).
+///
+/// [`PidFd::release`] closes the descriptor once the process is reaped (a finished session holds
+/// no fd); from then on the handle answers as for a process that is gone.
 #[derive(Debug)]
 pub struct PidFd {
     pid: u32,
-    fd: OwnedFd,
+    fd: RwLock<Option<OwnedFd>>,
 }
 
 /// How the root of a tree ended.
@@ -77,7 +81,7 @@ impl PidFd {
     pub(crate) fn open_unchecked(pid: u32) -> Result<PidFd, PidFdError> {
         let raw = to_pid(pid).ok_or(PidFdError::InvalidPid(pid))?;
         match pidfd_open(raw, PidfdFlags::empty()) {
-            Ok(fd) => Ok(PidFd { pid, fd }),
+            Ok(fd) => Ok(PidFd { pid, fd: RwLock::new(Some(fd)) }),
             Err(rustix::io::Errno::SRCH) => Err(PidFdError::Gone { pid }),
             Err(e) => Err(PidFdError::Open { pid, source: e.into() }),
         }
@@ -100,6 +104,24 @@ impl PidFd {
         Ok(pidfd)
     }
 
+    fn fd(&self) -> RwLockReadGuard<'_, Option<OwnedFd>> {
+        self.fd.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Closes the descriptor (call once the process is reaped and the handle only answers
+    /// questions about a process that is gone).
+    pub(crate) fn release(&self) {
+        self.fd.write().unwrap_or_else(PoisonError::into_inner).take();
+    }
+
+    /// A duplicate of the descriptor, for registering with a reactor.
+    pub(crate) fn try_clone_fd(&self) -> io::Result<OwnedFd> {
+        match self.fd().as_ref() {
+            Some(fd) => fd.try_clone(),
+            None => Err(io::Error::new(io::ErrorKind::NotFound, "the pidfd was released")),
+        }
+    }
+
     /// The pid this handle was opened for.
     pub fn pid(&self) -> u32 {
         self.pid
@@ -115,7 +137,9 @@ impl PidFd {
         if self.has_exited() {
             return Ok(false);
         }
-        match pidfd_send_signal(&self.fd, sig) {
+        let fd = self.fd();
+        let Some(fd) = fd.as_ref() else { return Ok(false) };
+        match pidfd_send_signal(fd, sig) {
             Ok(()) => Ok(true),
             Err(rustix::io::Errno::SRCH) => Ok(false),
             Err(e) => Err(e.into()),
@@ -124,7 +148,9 @@ impl PidFd {
 
     /// Whether the process has exited (is a zombie or gone). Never blocks.
     pub fn has_exited(&self) -> bool {
-        let mut fds = [PollFd::new(&self.fd, PollFlags::IN)];
+        let fd = self.fd();
+        let Some(fd) = fd.as_ref() else { return true };
+        let mut fds = [PollFd::new(fd, PollFlags::IN)];
         let now = Timespec { tv_sec: 0, tv_nsec: 0 };
         match poll(&mut fds, Some(&now)) {
             Ok(n) => n > 0,
@@ -135,8 +161,9 @@ impl PidFd {
 
     /// Reaps the process if it is this process's child and has exited. Never blocks.
     pub(crate) fn try_reap(&self) -> io::Result<Reap> {
-        match waitid(WaitId::PidFd(self.fd.as_fd()), WaitIdOptions::EXITED | WaitIdOptions::NOHANG)
-        {
+        let fd = self.fd();
+        let Some(fd) = fd.as_ref() else { return Ok(Reap::NotOurs) };
+        match waitid(WaitId::PidFd(fd.as_fd()), WaitIdOptions::EXITED | WaitIdOptions::NOHANG) {
             Ok(Some(status)) => Ok(Reap::Reaped(RootExit {
                 code: status.exit_status(),
                 signal: status.terminating_signal(),
@@ -145,12 +172,6 @@ impl PidFd {
             Err(rustix::io::Errno::CHILD) => Ok(Reap::NotOurs),
             Err(e) => Err(e.into()),
         }
-    }
-}
-
-impl AsFd for PidFd {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
     }
 }
 

@@ -271,6 +271,11 @@ fn spawn_in(
     let controlling_tty = pair.is_some();
 
     let stage_fd = stage_write.as_raw_fd();
+    // The daemon raised its own open-file limit; the command gets the user's back.
+    let nofile = crate::fd_budget::child_nofile_limit().map(|soft| {
+        let hard = rustix::process::getrlimit(rustix::process::Resource::Nofile).maximum;
+        rustix::process::Rlimit { current: Some(soft), maximum: hard }
+    });
     let procs_fd = placement.as_ref().map(AsRawFd::as_raw_fd);
     // SAFETY: the closure runs between fork and exec and calls only async-signal-safe functions
     // (setsid, ioctl, write) on descriptors that stay open in the parent until `spawn` returns.
@@ -282,6 +287,10 @@ fn spawn_in(
                 libc::write(stage_fd, (&stage as *const u8).cast(), 1);
                 Err(err)
             };
+            if let Some(lim) = &nofile {
+                // Best effort: a limit it cannot lower only means the command sees a higher one.
+                let _ = rustix::process::setrlimit(rustix::process::Resource::Nofile, *lim);
+            }
             if libc::setsid() < 0 {
                 return fail(STAGE_SETSID);
             }

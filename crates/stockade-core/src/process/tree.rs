@@ -2,7 +2,6 @@
 
 use std::collections::BTreeSet;
 use std::io;
-use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -202,7 +201,7 @@ impl ProcessTree {
             return Ok(RootExit { code: None, signal: None });
         };
         // Each waiter registers its own duplicate: one fd cannot be registered twice.
-        let dup = root.as_fd().try_clone_to_owned()?;
+        let dup = root.try_clone_fd()?;
         // SAFETY: `dup` is an open pidfd owned by the AsyncFd for its whole life.
         let async_fd = unsafe { AsyncFd::register_with_interest(dup, Interest::READABLE) }?;
         loop {
@@ -211,6 +210,15 @@ impl ProcessTree {
                 return Ok(exit);
             }
             guard.clear_ready();
+        }
+    }
+
+    /// Closes the root's pidfd once the root is reaped: a finished session holds no descriptor.
+    pub(crate) fn release_root_fd(&self) {
+        if lock(&self.root_exit).is_some()
+            && let Some(root) = &self.root
+        {
+            root.release();
         }
     }
 

@@ -8,7 +8,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use stockade_bench::peers::{self, PeerSpec};
 use stockade_bench::runner::{self, GrowthConfig, Variant};
-use stockade_bench::{edges, plots, speed, summary};
+use stockade_bench::{edges, memory, plots, speed, summary};
 use stockade_proto::Capture;
 
 /// `stockade bench` arguments.
@@ -52,6 +52,21 @@ pub enum BenchCommand {
     Drain(DrainArgs),
     /// `run true` round trips through the daemon against a bare fork+exec+wait.
     Spawn(SpawnArgs),
+    /// The daemon's memory as figures: idle, output nobody reads, live sessions, growth slope.
+    ///
+    /// Each case starts a fresh daemon and reads its peak RSS (VmHWM) from /proc. `idle`: RSS
+    /// one second after start and what it is made of (anonymous, file-backed, shared; threads).
+    /// `output`: SESSIONS × BYTES printed with nobody reading, in pipe and in file capture, then
+    /// every byte read back by cursor (raw, checked byte for byte): peak RSS before and after.
+    /// `live`: LIVE_SESSIONS commands that each print LIVE_BYTES and keep running: peak RSS,
+    /// then each killed and the processes left counted. `slope`: `output` (pipe) at each of
+    /// COUNTS sessions: peak RSS per extra session (least squares). Appends `memory.jsonl`.
+    ///
+    /// Examples:
+    ///   stockade bench memory
+    ///   stockade bench memory --cases idle,live --live-sessions 1000
+    ///   stockade bench memory --quick
+    Memory(MemoryArgs),
     /// Redraw `summary.md` and the SVGs of an output directory from its JSONL.
     Plot(PlotArgs),
 }
@@ -122,6 +137,31 @@ pub struct SpawnArgs {
     pub rounds: Option<usize>,
 }
 
+/// `stockade bench memory`.
+#[derive(Debug, Args)]
+pub struct MemoryArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Cases: idle, output, live, slope (default all).
+    #[arg(long, value_name = "CASE,…", value_delimiter = ',')]
+    pub cases: Vec<String>,
+    /// Sessions of `output` (default 32; quick 8).
+    #[arg(long, value_name = "N")]
+    pub sessions: Option<usize>,
+    /// Bytes each `output` and `slope` session prints (default 20MiB; quick 4MiB).
+    #[arg(long, value_name = "SIZE", value_parser = crate::args::parse_size_u64)]
+    pub bytes: Option<u64>,
+    /// Sessions of `live` (default 1000; quick 64).
+    #[arg(long, value_name = "N")]
+    pub live_sessions: Option<usize>,
+    /// Bytes each `live` session prints before it waits (default 2MiB).
+    #[arg(long, value_name = "SIZE", value_parser = crate::args::parse_size_u64)]
+    pub live_bytes: Option<u64>,
+    /// Session counts of `slope` (default 2,4,8,16,32,64,128; quick 2,8,32).
+    #[arg(long, value_name = "N,…", value_delimiter = ',')]
+    pub counts: Vec<usize>,
+}
+
 /// `stockade bench plot`.
 #[derive(Debug, Args)]
 pub struct PlotArgs {
@@ -166,6 +206,7 @@ pub fn bench(home: Option<PathBuf>, args: BenchArgs) -> anyhow::Result<ExitCode>
             println!("{}", s.line());
             Ok(ExitCode::SUCCESS)
         }
+        BenchCommand::Memory(a) => bench_memory(exe, work, a),
         BenchCommand::Plot(a) => {
             let rows = summary::read_jsonl(&a.out.join("summary.jsonl"))?;
             summary::write_markdown(&a.out.join("summary.md"), &rows)?;
@@ -230,4 +271,52 @@ fn growth(exe: PathBuf, work: PathBuf, a: GrowthArgs) -> anyhow::Result<ExitCode
     println!("Written: {}", cfg.out.join("summary.md").display());
     let failed = rows.iter().any(|r| r.exit == "harness error");
     Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+fn bench_memory(exe: PathBuf, work: PathBuf, a: MemoryArgs) -> anyhow::Result<ExitCode> {
+    let quick = a.common.quick;
+    let cfg = memory::MemoryConfig { exe, work_dir: work };
+    let cases = if a.cases.is_empty() {
+        vec!["idle".to_owned(), "output".into(), "live".into(), "slope".into()]
+    } else {
+        a.cases
+    };
+    let bytes = a.bytes.unwrap_or(if quick { 4 << 20 } else { 20 << 20 });
+    let mut figures = Vec::new();
+    for case in cases.iter().map(|c| c.trim()) {
+        let new = match case {
+            "idle" => vec![memory::idle(&cfg)?],
+            "output" => {
+                let n = a.sessions.unwrap_or(if quick { 8 } else { 32 });
+                vec![
+                    memory::output(&cfg, Capture::Pipe, n, bytes)?,
+                    memory::output(&cfg, Capture::File, n, bytes)?,
+                ]
+            }
+            "live" => {
+                let n = a.live_sessions.unwrap_or(if quick { 64 } else { 1000 });
+                vec![memory::live(&cfg, n, a.live_bytes.unwrap_or(2 << 20))?]
+            }
+            "slope" => {
+                let counts = if !a.counts.is_empty() {
+                    a.counts.clone()
+                } else if quick {
+                    vec![2, 8, 32]
+                } else {
+                    vec![2, 4, 8, 16, 32, 64, 128]
+                };
+                vec![memory::growth_slope(&cfg, &counts, bytes)?]
+            }
+            other => anyhow::bail!("unknown case {other:?}: use idle, output, live or slope"),
+        };
+        for f in &new {
+            eprintln!("{}", f.line());
+            memory::record(&a.common.out, f)?;
+        }
+        figures.extend(new);
+    }
+    for f in &figures {
+        println!("{}", f.line());
+    }
+    Ok(ExitCode::SUCCESS)
 }

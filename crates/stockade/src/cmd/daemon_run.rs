@@ -23,6 +23,10 @@ pub fn run(home: Option<PathBuf>, args: DaemonRunArgs) -> anyhow::Result<ExitCod
             "--ws needs --token-file FILE: every WebSocket connection must present the token in that file (make one with `openssl rand -hex 32 > FILE; chmod 600 FILE`)"
         );
     }
+    // Before the limits are computed: the default --max-running follows the fd limit. Where the
+    // hard limit cannot be reached the old soft one stays, and the fd budget refuses runs with a
+    // sentence naming it.
+    let _ = stockade_core::fd_budget::raise_nofile_limit();
     let config = config(home, &args);
     let rt = super::runtime()?;
     rt.block_on(async {

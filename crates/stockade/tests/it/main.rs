@@ -23,6 +23,7 @@ mod hardening;
 mod mcp_http;
 mod mcp_inspector;
 mod mcp_python;
+mod memory;
 mod pid1;
 mod remote_deploy;
 mod remote_ns;
