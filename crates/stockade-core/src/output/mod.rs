@@ -70,6 +70,7 @@ mod write;
 pub use cut::{amount, dropped_phrase, thousands};
 pub use drain::{DrainCancel, DrainSummary, drain};
 pub use error::OutputError;
+pub use grep::{DEFAULT_GREP_TIMEOUT, GrepBounds};
 pub use screen::{MAX_SCREEN_COLS, MAX_SCREEN_ROWS, SCREEN_TAIL_BYTES, render_screen, strip_ansi};
 
 use std::fs::File;
