@@ -343,6 +343,30 @@ fn regex_reason(message: &str) -> String {
 mod tests {
     use super::*;
 
+    /// The searcher takes its fast path (search the buffer, then find the line) only when the
+    /// matcher promises a line terminator; anchors must not take that promise away.
+    #[test]
+    fn anchored_patterns_keep_the_line_terminator() {
+        use grep_matcher::Matcher;
+        for pattern in ["^59999999$", "^x", "y$", "literal", "(?i)^Error: .*$"] {
+            let req = super::super::GrepRequest { pattern: pattern.into(), ..Default::default() };
+            let m = matcher(&req).unwrap();
+            assert!(m.line_terminator().is_some(), "{pattern} lost the line terminator");
+        }
+    }
+
+    #[test]
+    fn huge_compiled_patterns_are_refused_before_they_allocate() {
+        let req =
+            super::super::GrepRequest { pattern: "a{1000}{1000}".into(), ..Default::default() };
+        match matcher(&req) {
+            Err(OutputError::BadRegex { reason, .. }) => {
+                assert!(reason.contains("limit"), "{reason}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
     #[test]
     fn long_lines_are_cut_with_an_ellipsis() {
         let s = bounded_text(&vec![b'a'; 5000]);
