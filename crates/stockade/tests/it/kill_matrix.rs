@@ -1,7 +1,8 @@
 //! The kill-shape matrix: every process shape that has ever escaped a session (plain, pipeline,
 //! nested `timeout`, `&`+wait, `setsid`, double fork, `nohup`, trap TERM, pipe holder, `env -i
 //! setsid`, python setsid + double fork + empty environment, perl `setpgrp`, a setsid storm,
-//! re-fork on TERM), each on a pipe and on a PTY, ended by `kill`, by its timeout and by its own
+//! re-fork on TERM, and a detached daemon that leaves no trace of the session but being an orphan
+//! on the subreaper), each on a pipe and on a PTY, ended by `kill`, by its timeout and by its own
 //! normal exit, through a real daemon with cgroup containment and without. After each ending,
 //! either no process of the shape is left, or the daemon's report names every one that is
 //! (`survivors` / `unattributed`, `terminated: false`) — never "none left" beside a live one.
@@ -40,6 +41,10 @@ const SHAPES: &[(&str, &str)] = &[
     ),
     ("perl setpgrp", "perl -e 'setpgrp(0,0); exec \"sleep\", $ARGV[0]' {T} &"),
     ("setsid storm", "for i in 1 2 3 4 5 6; do setsid sleep {T} & env -i setsid sleep {T} & done"),
+    (
+        "detached (env -i setsid, stdio closed)",
+        "env -i setsid sh -c 'exec sleep {T}' </dev/null >/dev/null 2>&1 &",
+    ),
     (
         "re-fork on TERM",
         "sh -c 'trap \"env -i setsid sleep {T} & exit 0\" TERM; while :; do sleep 0.2; done' refork-{T} &",
