@@ -44,7 +44,7 @@ pub const GREP_LINE_MAX_BYTES: usize = 1024;
 /// that grows with the file.
 pub const GREP_HEAP_LIMIT: usize = 16 * 1024 * 1024;
 /// Size limit of the compiled regex (`size_limit`): larger patterns are refused as bad regexes.
-pub const GREP_REGEX_SIZE_LIMIT: usize = 4 * 1024 * 1024;
+pub const GREP_REGEX_SIZE_LIMIT: usize = 10 * 1024 * 1024;
 /// Capacity of the lazy DFA's cache (`dfa_size_limit`); past it the engine clears the cache or
 /// falls back to a slower engine, never grows.
 pub const GREP_DFA_SIZE_LIMIT: usize = 8 * 1024 * 1024;

@@ -16,6 +16,7 @@ mod crash_recovery;
 mod crash_retention;
 mod daemon_lifecycle;
 mod daemon_load;
+mod grep_bounds;
 mod kill_matrix;
 mod mcp_http;
 mod mcp_inspector;
