@@ -18,6 +18,7 @@ mod daemon_lifecycle;
 mod daemon_load;
 mod grep_bounds;
 mod kill_matrix;
+mod list_cost;
 mod mcp_http;
 mod mcp_inspector;
 mod mcp_python;
