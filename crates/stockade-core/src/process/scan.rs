@@ -44,6 +44,7 @@ pub(crate) struct Entry {
     pub markers: Vec<Box<[u8]>>,
 }
 
+#[cfg(test)]
 impl Entry {
     fn has_marker(&self, value: &[u8]) -> bool {
         self.markers.iter().any(|m| &**m == value)
@@ -60,12 +61,19 @@ pub struct ProcessCensus {
     index: HashMap<u32, usize>,
     /// Environments were read for processes started at or after this (clock ticks since boot).
     environ_from: u64,
+    /// Indexes, so one session's look costs O(its processes), not O(all processes).
+    by_group: HashMap<u32, Vec<usize>>,
+    by_session: HashMap<u32, Vec<usize>>,
+    by_marker: HashMap<Box<[u8]>, Vec<usize>>,
+    children: HashMap<u32, Vec<usize>>,
+    /// Live processes without any session marker.
+    unmarked: Vec<usize>,
 }
 
 impl ProcessCensus {
     /// A census that saw nothing (for callers whose trees all have cgroups).
     pub fn empty() -> ProcessCensus {
-        ProcessCensus { entries: Vec::new(), index: HashMap::new(), environ_from: 0 }
+        ProcessCensus::indexed(Vec::new(), 0)
     }
 
     /// Reads `/proc` once: every process, and the markers of all of them. Blocking.
@@ -103,8 +111,39 @@ impl ProcessCensus {
             }
             entries.push(Entry { stat, markers });
         }
-        let index = entries.iter().enumerate().map(|(i, e)| (e.stat.pid, i)).collect();
-        ProcessCensus { entries, index, environ_from }
+        ProcessCensus::indexed(entries, environ_from)
+    }
+
+    fn indexed(entries: Vec<Entry>, environ_from: u64) -> ProcessCensus {
+        let mut c = ProcessCensus {
+            index: HashMap::with_capacity(entries.len()),
+            environ_from,
+            by_group: HashMap::new(),
+            by_session: HashMap::new(),
+            by_marker: HashMap::new(),
+            children: HashMap::new(),
+            unmarked: Vec::new(),
+            entries: Vec::new(),
+        };
+        for (i, e) in entries.iter().enumerate() {
+            let st = e.stat;
+            c.index.insert(st.pid, i);
+            c.by_group.entry(st.pgrp).or_default().push(i);
+            c.by_session.entry(st.session).or_default().push(i);
+            c.children.entry(st.ppid).or_default().push(i);
+            for m in &e.markers {
+                c.by_marker.entry(m.clone()).or_default().push(i);
+            }
+            if e.markers.is_empty() && !st.is_zombie() {
+                c.unmarked.push(i);
+            }
+        }
+        c.entries = entries;
+        c
+    }
+
+    fn at(&self, ix: &HashMap<u32, Vec<usize>>, key: u32) -> impl Iterator<Item = &Entry> {
+        ix.get(&key).into_iter().flatten().map(|&i| &self.entries[i])
     }
 
     pub(crate) fn get(&self, pid: u32) -> Option<&Entry> {
@@ -302,56 +341,63 @@ pub(crate) fn attribute(census: &ProcessCensus, q: &SessionQuery) -> Found {
     let me = std::process::id();
     let mut found = Found::default();
     let mut members: HashSet<u32> = HashSet::new();
-    for e in &census.entries {
-        let st = e.stat;
-        let via = match q.pgid {
-            // Only `pgrp` members are reached by a group signal; session members that moved to
-            // their own group (GNU `timeout` does) must be signalled one by one.
-            Some(g) if st.pgrp == g => Some(Via::Group),
-            Some(g) if st.session == g => Some(Via::Session),
-            _ if st.is_zombie() => {
-                if st.ppid == me {
-                    found.members.push(Member { stat: st, via: Via::ZombieChild });
-                }
-                None
-            }
-            _ if st.start_time < q.not_before => None,
-            _ if e.has_marker(&q.marker_value) => Some(Via::Marker),
-            _ if q.seen.contains(&(st.pid, st.start_time)) => Some(Via::Remembered),
-            _ => None,
-        };
-        if let Some(via) = via {
-            found.members.push(Member { stat: st, via });
-            members.insert(st.pid);
+    fn add(members: &mut HashSet<u32>, found: &mut Found, stat: ProcStat, via: Via) {
+        if members.insert(stat.pid) {
+            found.members.push(Member { stat, via });
         }
     }
-    // Among the rest: descendants of members, then holders of the session's descriptors, then
-    // orphans nobody can be shown to own.
-    let mut in_tree: HashMap<u32, bool> = members.iter().map(|&p| (p, true)).collect();
+    if let Some(g) = q.pgid {
+        // Only `pgrp` members are reached by a group signal; session members that moved to
+        // their own group (GNU `timeout` does) must be signalled one by one.
+        for e in census.at(&census.by_group, g) {
+            add(&mut members, &mut found, e.stat, Via::Group);
+        }
+        for e in census.at(&census.by_session, g) {
+            add(&mut members, &mut found, e.stat, Via::Session);
+        }
+    }
+    let young = |st: &ProcStat| !st.is_zombie() && st.start_time >= q.not_before;
+    for e in census.by_marker.get(q.marker_value.as_slice()).into_iter().flatten() {
+        let st = census.entries[*e].stat;
+        if young(&st) {
+            add(&mut members, &mut found, st, Via::Marker);
+        }
+    }
+    for &(pid, start) in &q.seen {
+        if let Some(e) = census.get(pid)
+            && e.stat.start_time == start
+            && !e.stat.is_zombie()
+        {
+            add(&mut members, &mut found, e.stat, Via::Remembered);
+        }
+    }
+    // Descendants of members (they may have left the group and scrubbed their environment).
+    let mut queue: Vec<u32> = found.members.iter().map(|m| m.stat.pid).collect();
+    while let Some(pid) = queue.pop() {
+        for e in census.at(&census.children, pid) {
+            if young(&e.stat) && !members.contains(&e.stat.pid) {
+                add(&mut members, &mut found, e.stat, Via::Descendant);
+                queue.push(e.stat.pid);
+            }
+        }
+    }
+    // Zombie children of this process outside the group: the caller decides by its memory.
+    for e in census.at(&census.children, me) {
+        if e.stat.is_zombie() && !members.contains(&e.stat.pid) {
+            found.members.push(Member { stat: e.stat, via: Via::ZombieChild });
+        }
+    }
+    // Among unmarked processes: holders of the session's descriptors, then orphans nobody owns.
     let mut orphans = Vec::new();
-    for e in &census.entries {
-        let st = e.stat;
-        if st.is_zombie() || members.contains(&st.pid) || st.start_time < q.not_before {
+    for &i in &census.unmarked {
+        let st = census.entries[i].stat;
+        if !young(&st) || members.contains(&st.pid) {
             continue;
         }
-        let via = if descends_from_member(census, st.ppid, &mut in_tree) {
-            Some(Via::Descendant)
-        } else if e.markers.is_empty()
-            && !q.io.is_empty()
-            && descends_from(census, st.ppid, me)
-            && holds_any(st.pid, &q.io)
-        {
-            Some(Via::Holder)
-        } else {
-            if st.ppid == me && e.markers.is_empty() {
-                orphans.push(st);
-            }
-            None
-        };
-        if let Some(via) = via {
-            found.members.push(Member { stat: st, via });
-            members.insert(st.pid);
-            in_tree.insert(st.pid, true);
+        if !q.io.is_empty() && descends_from(census, st.ppid, me) && holds_any(st.pid, &q.io) {
+            add(&mut members, &mut found, st, Via::Holder);
+        } else if st.ppid == me {
+            orphans.push(st);
         }
     }
     if orphans.is_empty() {
@@ -376,28 +422,6 @@ pub(crate) fn attribute(census: &ProcessCensus, q: &SessionQuery) -> Found {
         })
         .collect();
     found
-}
-
-/// Whether `pid` or one of its ancestors in the census is a member; memoises the answer.
-fn descends_from_member(census: &ProcessCensus, pid: u32, member: &mut HashMap<u32, bool>) -> bool {
-    let mut chain = Vec::new();
-    let mut at = pid;
-    let answer = loop {
-        if let Some(&known) = member.get(&at) {
-            break known;
-        }
-        match census.get(at) {
-            Some(e) if at > 1 && chain.len() < MAX_DEPTH => {
-                chain.push(at);
-                at = e.stat.ppid;
-            }
-            _ => break false,
-        }
-    };
-    for pid in chain {
-        member.insert(pid, answer);
-    }
-    answer
 }
 
 /// Whether `ancestor` is `pid` or one of its ancestors in the census.
