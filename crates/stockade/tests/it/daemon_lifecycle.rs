@@ -9,7 +9,7 @@ use stockade_testkit::procs::{instance_of, marked_processes};
 use stockade_testkit::{DaemonProc, eventually};
 
 #[test]
-fn sigterm_terminates_every_session_and_removes_socket_and_lock() {
+fn sigterm_terminates_every_session_removes_the_socket_and_clears_the_lock() {
     let mut daemon = DaemonProc::start(&[]);
     let mut rpc = daemon.client();
     let mut markers = vec![];
