@@ -275,7 +275,7 @@ fn kill_grep_list_stats_status_and_unsupported_methods() {
 }
 
 #[test]
-fn shutdown_terminates_sessions_and_removes_socket_and_lock() {
+fn shutdown_terminates_sessions_removes_the_socket_and_clears_the_lock() {
     let mut f = Fixture::start();
     let mut rpc = f.client();
     let ids: Vec<String> = (0..3)
