@@ -42,7 +42,7 @@ pub const MAX_GREP_CONTEXT: usize = 50;
 pub const GREP_LINE_MAX_BYTES: usize = 1024;
 /// The searcher holds one whole line in memory; a longer line is an error, not an allocation
 /// that grows with the file.
-pub const GREP_HEAP_LIMIT: usize = 16 * 1024 * 1024;
+pub const GREP_HEAP_LIMIT: usize = 64 * 1024 * 1024;
 /// Size limit of the compiled regex (`size_limit`): larger patterns are refused as bad regexes.
 pub const GREP_REGEX_SIZE_LIMIT: usize = 10 * 1024 * 1024;
 /// Capacity of the lazy DFA's cache (`dfa_size_limit`); past it the engine clears the cache or
