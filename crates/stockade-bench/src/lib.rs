@@ -21,6 +21,8 @@
 //! * [`edges`] runs ten hard cases and says 0/1 with the reason for every 0.
 //! * [`speed`] measures draining 1 GiB through the daemon against writing it straight to a file,
 //!   and a `run true` round trip against a bare fork+exec+wait.
+//! * [`scale`] measures `grep` over a large spool against ripgrep, and `list` with many running
+//!   sessions.
 //!
 //! Every process the harness starts is owned by a guard whose `Drop` ends it (and its process
 //! group), so a failed or interrupted run leaves nothing behind.
@@ -37,6 +39,7 @@ pub mod proc;
 pub mod progress;
 pub mod runner;
 pub mod sampler;
+pub mod scale;
 pub mod speed;
 pub mod summary;
 

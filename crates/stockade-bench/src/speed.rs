@@ -79,7 +79,7 @@ pub const DRAIN_GOAL: f64 = 1.25;
 /// Spawn goal: at most 2× a bare fork+exec+wait (README.md, "Results").
 pub const SPAWN_GOAL: f64 = 2.0;
 
-fn tmpdir(work: &Path) -> Result<tempfile::TempDir> {
+pub(crate) fn tmpdir(work: &Path) -> Result<tempfile::TempDir> {
     std::fs::create_dir_all(work).map_err(|e| BenchError::path("create", work, e))?;
     tempfile::Builder::new()
         .prefix("stockade-speed-")

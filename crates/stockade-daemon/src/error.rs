@@ -126,6 +126,8 @@ pub(crate) fn from_output(e: &OutputError) -> RpcError {
         OutputError::BadRegex { .. } | OutputError::Unsupported(_) => code::INVALID_PARAMS,
         OutputError::IndexUnavailable(_) => code::NOT_SUPPORTED,
         OutputError::ReadRaced => code::INTERNAL_ERROR,
+        OutputError::GrepTimedOut { .. } => code::LIMIT_REACHED,
+        OutputError::GrepCancelled => code::SHUTTING_DOWN,
         _ => code::STORAGE,
     };
     rpc_error(code, e.to_string())

@@ -6,12 +6,14 @@
 //! **bind → accept → frame → dispatch → handler → engine.**
 //!
 //! * [`Daemon::bind`] takes the daemon lock (`$STOCKADE_HOME/daemon.lock`, an exclusive `flock`
-//!   held for the daemon's life, with its pid inside), replaces a stale socket (only a socket,
+//!   held for the daemon process's life, with its pid inside), replaces a stale socket (only a socket,
 //!   never through a symlink), binds the socket (0600, parent 0700) and creates the engine.
 //!   A second daemon on the same home is refused with the live daemon's pid.
 //! * [`Daemon::serve`] accepts connections until its [`CancellationToken`] is cancelled (by the
 //!   binary on SIGTERM/SIGINT, or by the `shutdown` method), then terminates every running session
-//!   through the engine's one terminate routine, removes the socket and the lock, and returns.
+//!   through the engine's one terminate routine, removes the socket, empties the lock file and
+//!   returns. The lock itself is held until the process exits (work of the daemon may still run
+//!   in it), so no second daemon starts beside a live one.
 //! * Each connection reads newline-delimited JSON with a bounded line reader (a line longer than
 //!   [`MAX_REQUEST_BYTES`](stockade_proto::rpc::MAX_REQUEST_BYTES) is answered with an error and
 //!   skipped without being buffered), handles every request in its own task (a long-poll `read`

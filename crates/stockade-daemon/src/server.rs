@@ -126,7 +126,9 @@ impl Daemon {
     /// Serve until `token` is cancelled or a `shutdown` request arrives; then terminate every
     /// running session, close the connections, remove the socket and release the lock.
     pub async fn serve(self, token: CancellationToken) -> Result<(), DaemonError> {
-        let Daemon { shared, listener, socket_ino, lock, ws, janitor } = self;
+        let Daemon { shared, listener, socket_ino, mut lock, ws, janitor } = self;
+        // Work of this daemon may outlive `serve` in this process: so must the lock.
+        lock.hold_until_exit();
         // Before the first request: recover what dead daemons left, then keep retention.
         crate::janitor::start_up(&shared).await;
         let (retention, interval) = janitor;

@@ -158,6 +158,7 @@ impl StockadeMcp {
             context: a.context.unwrap_or(0),
             max_matches: a.max_matches,
             ignore_case: a.ignore_case,
+            timeout_ms: None,
         };
         let r = self.backend.call(move |c| c.call::<method::Grep>(params)).await?;
         ok(text::grep(&r), &r)

@@ -272,6 +272,11 @@ pub struct TerminateReport {
     pub pids_signalled: Vec<u32>,
     /// Pids of the session still alive when verification gave up (empty when `terminated`).
     pub survivors: Vec<u32>,
+    /// Live processes that may have escaped the session but cannot be shown to be its own (an
+    /// orphan that landed on the daemon while the session ran, with no marker, group or
+    /// descriptor of any session): not signalled, and `terminated` is false while they live.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unattributed: Vec<u32>,
     /// The containment that was used.
     pub method: ContainmentMethod,
     /// Milliseconds from the first signal to verified-gone (or to giving up).

@@ -54,6 +54,15 @@ pub enum OutputError {
     /// A line is longer than grep can hold in memory.
     #[error("grep: {0}")]
     Grep(String),
+    /// A bounded grep ran past its deadline and was stopped.
+    #[error("grep gave up after {elapsed_ms} ms, its time limit; search for a narrower pattern")]
+    GrepTimedOut {
+        /// How long it ran.
+        elapsed_ms: u64,
+    },
+    /// A bounded grep was cancelled (its client went away or the daemon stops).
+    #[error("grep was cancelled")]
+    GrepCancelled,
     /// `append`/`sync_from_file` after `finish()`.
     #[error("the output log is finished")]
     Finished,

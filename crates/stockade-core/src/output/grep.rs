@@ -1,6 +1,15 @@
-//! grep over a log's whole spool with `grep-searcher` + `grep-regex`: streaming, bounded memory
-//! (a fixed read buffer that may grow to hold one line, up to [`GREP_HEAP_LIMIT`]), each returned
-//! line cut to [`GREP_LINE_MAX_BYTES`].
+//! grep over a log's whole spool with `grep-searcher` + `grep-regex`: streaming, bounded in
+//! memory and time.
+//!
+//! * Memory: a fixed read buffer that may grow to hold one line, up to [`GREP_HEAP_LIMIT`]; the
+//!   compiled regex up to [`GREP_REGEX_SIZE_LIMIT`] (a pattern like `a{1000}{1000}` is refused
+//!   before it allocates) and its lazy DFA cache up to [`GREP_DFA_SIZE_LIMIT`]; each returned line
+//!   cut to [`GREP_LINE_MAX_BYTES`] and all returned text to [`GREP_RESULT_MAX_BYTES`].
+//! * Time: [`GrepBounds`] carries a deadline and a cancel flag, checked before every read of the
+//!   spool (at most [`GREP_CHUNK_BYTES`] at a time) and on every reported line.
+//! * Speed: `^` and `$` are line anchors (multi-line mode, as ripgrep sets it). Without it they
+//!   are haystack anchors, the matcher then cannot promise the searcher to stay inside one line,
+//!   and the searcher drops to its line-by-line path — about ten times slower on `'^59999999$'`.
 //!
 //! Offsets and line numbers are log ones: after a gap the spool holds the hot tail at other
 //! offsets, and the log maps them back. A line that straddles the gap in the spool (the head's
@@ -8,9 +17,13 @@
 //! covers what is on disk: while the command runs after the spool stopped, bytes only in the hot
 //! tail are not searched (read them with a tail read).
 
+use std::cell::Cell;
 use std::fs::File;
 use std::io::{self, Read};
 use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use grep_regex::RegexMatcherBuilder;
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
@@ -30,17 +43,84 @@ pub const GREP_LINE_MAX_BYTES: usize = 1024;
 /// The searcher holds one whole line in memory; a longer line is an error, not an allocation
 /// that grows with the file.
 pub const GREP_HEAP_LIMIT: usize = 64 * 1024 * 1024;
+/// Size limit of the compiled regex (`size_limit`): larger patterns are refused as bad regexes.
+pub const GREP_REGEX_SIZE_LIMIT: usize = 10 * 1024 * 1024;
+/// Capacity of the lazy DFA's cache (`dfa_size_limit`); past it the engine clears the cache or
+/// falls back to a slower engine, never grows.
+pub const GREP_DFA_SIZE_LIMIT: usize = 8 * 1024 * 1024;
+/// Most bytes of line text (matches and context) one grep returns; past it the answer is
+/// `truncated`.
+pub const GREP_RESULT_MAX_BYTES: usize = 8 * 1024 * 1024;
+/// Most spool bytes handed to the searcher per read: the deadline and the cancel flag are checked
+/// at least this often.
+pub const GREP_CHUNK_BYTES: usize = 64 * 1024;
+/// How long a grep may run when its caller sets no deadline.
+pub const DEFAULT_GREP_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Reads spool bytes `[pos, end)` with `pread` (the log's lock is never held).
+/// When to give up a grep: a deadline and a flag another thread sets to stop it (the client went
+/// away, the daemon stops). Both are checked between reads of the spool and on each reported line.
+#[derive(Debug, Clone, Default)]
+pub struct GrepBounds {
+    /// Give up with [`OutputError::GrepTimedOut`] once this passes.
+    pub deadline: Option<Instant>,
+    /// Give up with [`OutputError::GrepCancelled`] once this is set.
+    pub cancel: Option<Arc<AtomicBool>>,
+}
+
+impl GrepBounds {
+    /// A deadline `timeout` from now, no cancel flag.
+    pub fn timeout(timeout: Duration) -> GrepBounds {
+        GrepBounds { deadline: Some(Instant::now() + timeout), cancel: None }
+    }
+}
+
+/// Why a bounded grep stopped early.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stopped {
+    Deadline,
+    Cancelled,
+}
+
+/// The bounds of one running grep, shared by the reader and the sink.
+struct Guard<'a> {
+    bounds: &'a GrepBounds,
+    started: Instant,
+    stopped: Cell<Option<Stopped>>,
+}
+
+impl Guard<'_> {
+    /// `Err` once the grep must stop (the reason is kept in `stopped`).
+    fn check(&self) -> io::Result<()> {
+        let why = if self.bounds.cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed)) {
+            Some(Stopped::Cancelled)
+        } else if self.bounds.deadline.is_some_and(|d| Instant::now() >= d) {
+            Some(Stopped::Deadline)
+        } else {
+            None
+        };
+        match why {
+            None => Ok(()),
+            Some(why) => {
+                self.stopped.set(Some(why));
+                Err(io::Error::other("grep stopped"))
+            }
+        }
+    }
+}
+
+/// Reads spool bytes `[pos, end)` with `pread` (the log's lock is never held), checking the
+/// grep's bounds before each read.
 struct SpoolReader<'a> {
     file: &'a File,
     pos: u64,
     end: u64,
+    guard: &'a Guard<'a>,
 }
 
 impl Read for SpoolReader<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = (self.end - self.pos).min(buf.len() as u64) as usize;
+        self.guard.check()?;
+        let n = (self.end - self.pos).min(buf.len().min(GREP_CHUNK_BYTES) as u64) as usize;
         if n == 0 {
             return Ok(0);
         }
@@ -81,9 +161,12 @@ struct Collect<'a> {
     index: Option<(Stream, &'a IndexView)>,
     max_matches: usize,
     lines: Vec<GrepLine>,
+    /// Bytes of text in `lines`, bounded by [`GREP_RESULT_MAX_BYTES`].
+    text_bytes: usize,
     matches: u64,
     truncated: bool,
     error: Option<OutputError>,
+    guard: &'a Guard<'a>,
 }
 
 impl Collect<'_> {
@@ -99,10 +182,18 @@ impl Collect<'_> {
         }
     }
 
-    fn push(&mut self, phys: u64, line: Option<u64>, bytes: &[u8], is_match: bool) {
+    /// Adds one line; `false` (and `truncated`) once the returned text reached its bound.
+    fn push(&mut self, phys: u64, line: Option<u64>, bytes: &[u8], is_match: bool) -> bool {
         let offset = self.map.offset(phys);
         let line_number = self.map.line(phys, line.unwrap_or(0));
-        self.lines.push(GrepLine { line_number, offset, text: bounded_text(bytes), is_match });
+        let text = bounded_text(bytes);
+        if self.text_bytes + text.len() > GREP_RESULT_MAX_BYTES {
+            self.truncated = true;
+            return false;
+        }
+        self.text_bytes += text.len();
+        self.lines.push(GrepLine { line_number, offset, text, is_match });
+        true
     }
 }
 
@@ -123,6 +214,7 @@ impl Sink for Collect<'_> {
     type Error = io::Error;
 
     fn matched(&mut self, _: &Searcher, m: &SinkMatch<'_>) -> Result<bool, io::Error> {
+        self.guard.check()?;
         let phys = m.absolute_byte_offset();
         if !self.wanted(self.map.offset(phys)) {
             return Ok(self.error.is_none());
@@ -131,29 +223,47 @@ impl Sink for Collect<'_> {
             self.truncated = true;
             return Ok(false);
         }
+        if !self.push(phys, m.line_number(), m.bytes(), true) {
+            return Ok(false);
+        }
         self.matches += 1;
-        self.push(phys, m.line_number(), m.bytes(), true);
         Ok(true)
     }
 
     fn context(&mut self, _: &Searcher, c: &SinkContext<'_>) -> Result<bool, io::Error> {
+        self.guard.check()?;
         let phys = c.absolute_byte_offset();
-        if self.wanted(self.map.offset(phys)) {
-            self.push(phys, c.line_number(), c.bytes(), false);
+        if self.wanted(self.map.offset(phys)) && !self.push(phys, c.line_number(), c.bytes(), false)
+        {
+            return Ok(false);
         }
         Ok(self.error.is_none())
     }
 }
 
-pub(crate) fn grep(log: &OutputLog, req: &super::GrepRequest) -> Result<GrepResult, OutputError> {
-    let matcher = RegexMatcherBuilder::new()
+/// The matcher for a grep: line anchors, `\n` as line terminator, bounded sizes.
+fn matcher(req: &super::GrepRequest) -> Result<grep_regex::RegexMatcher, OutputError> {
+    RegexMatcherBuilder::new()
         .case_insensitive(req.ignore_case)
+        // Keeps the searcher's fast path for `^…$` (see the module docs).
+        .multi_line(true)
         .line_terminator(Some(b'\n'))
+        .size_limit(GREP_REGEX_SIZE_LIMIT)
+        .dfa_size_limit(GREP_DFA_SIZE_LIMIT)
         .build(&req.pattern)
         .map_err(|e| OutputError::BadRegex {
             pattern: req.pattern.clone(),
             reason: regex_reason(&e.to_string()),
-        })?;
+        })
+}
+
+pub(crate) fn grep(
+    log: &OutputLog,
+    req: &super::GrepRequest,
+    bounds: &GrepBounds,
+) -> Result<GrepResult, OutputError> {
+    let matcher = matcher(req)?;
+    let guard = Guard { bounds, started: Instant::now(), stopped: Cell::new(None) };
     let snap = log.snapshot(req.stream.is_some())?;
     let (spooled, map) = {
         let st = lock(&log.state);
@@ -178,13 +288,22 @@ pub(crate) fn grep(log: &OutputLog, req: &super::GrepRequest) -> Result<GrepResu
         index: req.stream.zip(snap.index.as_ref()),
         max_matches: req.max_matches.clamp(1, MAX_GREP_MATCHES),
         lines: Vec::new(),
+        text_bytes: 0,
         matches: 0,
         truncated: false,
         error: None,
+        guard: &guard,
     };
     let files = log.files()?;
-    let reader = SpoolReader { file: &files.spool, pos: 0, end: spooled };
+    let reader = SpoolReader { file: &files.spool, pos: 0, end: spooled, guard: &guard };
     searcher.search_reader(&matcher, reader, &mut sink).map_err(|e| {
+        let elapsed_ms = u64::try_from(guard.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        if let Some(why) = guard.stopped.get() {
+            return match why {
+                Stopped::Deadline => OutputError::GrepTimedOut { elapsed_ms },
+                Stopped::Cancelled => OutputError::GrepCancelled,
+            };
+        }
         if e.kind() == io::ErrorKind::OutOfMemory || e.to_string().contains("limit") {
             OutputError::Grep(format!("a line is longer than {GREP_HEAP_LIMIT} bytes: {e}"))
         } else {
@@ -202,6 +321,17 @@ pub(crate) fn grep(log: &OutputLog, req: &super::GrepRequest) -> Result<GrepResu
     })
 }
 
+impl OutputLog {
+    /// [`OutputLog::grep`] that gives up at `bounds`' deadline or when its cancel flag is set.
+    pub fn grep_bounded(
+        &self,
+        req: &super::GrepRequest,
+        bounds: &GrepBounds,
+    ) -> Result<GrepResult, OutputError> {
+        grep(self, req, bounds)
+    }
+}
+
 /// The regex engine's message is several lines (the pattern, a caret, then `error: …`); keep the
 /// last line, the reason, so the error is one sentence.
 fn regex_reason(message: &str) -> String {
@@ -213,6 +343,30 @@ fn regex_reason(message: &str) -> String {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    /// The searcher takes its fast path (search the buffer, then find the line) only when the
+    /// matcher promises a line terminator; anchors must not take that promise away.
+    #[test]
+    fn anchored_patterns_keep_the_line_terminator() {
+        use grep_matcher::Matcher;
+        for pattern in ["^59999999$", "^x", "y$", "literal", "(?i)^Error: .*$"] {
+            let req = super::super::GrepRequest { pattern: pattern.into(), ..Default::default() };
+            let m = matcher(&req).unwrap();
+            assert!(m.line_terminator().is_some(), "{pattern} lost the line terminator");
+        }
+    }
+
+    #[test]
+    fn huge_compiled_patterns_are_refused_before_they_allocate() {
+        let req =
+            super::super::GrepRequest { pattern: "a{1000}{1000}".into(), ..Default::default() };
+        match matcher(&req) {
+            Err(OutputError::BadRegex { reason, .. }) => {
+                assert!(reason.contains("limit"), "{reason}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 
     #[test]
     fn long_lines_are_cut_with_an_ellipsis() {

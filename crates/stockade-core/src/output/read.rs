@@ -87,6 +87,6 @@ impl OutputLog {
 
     /// Searches the whole spool (see [`GrepRequest`]) with bounded memory.
     pub fn grep(&self, req: &GrepRequest) -> Result<GrepResult, OutputError> {
-        grep::grep(self, req)
+        grep::grep(self, req, &grep::GrepBounds::default())
     }
 }

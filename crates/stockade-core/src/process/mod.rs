@@ -60,6 +60,7 @@ pub use marker::SessionMarker;
 pub use nix::sys::signal::Signal;
 pub use pidfd::{PidFd, PidFdError, RootExit};
 pub use pty::{PtyError, try_clone_master};
+pub use scan::ProcessCensus;
 pub use spawn::{SpawnError, SpawnSpec, SpawnedTree, StdioSpec, spawn, spawn_pty};
 pub use terminate::{DEFAULT_VERIFY_TIMEOUT, TerminateOptions};
 pub use tree::{AdoptSpec, ProcessTree};

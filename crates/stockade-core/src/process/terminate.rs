@@ -14,8 +14,8 @@ use stockade_proto::{DEFAULT_GRACE_MS, TerminateReport};
 use super::Signal;
 use super::cgroup;
 use super::pidfd::{PidFd, Reap};
-use super::scan::{Member, Via};
-use super::tree::ProcessTree;
+use super::scan::{Found, Member, Via};
+use super::tree::{ProcessTree, live_pids};
 
 /// Default bound on verification after the last signal: how long `terminate` waits for the
 /// kernel to finish killing before it reports survivors.
@@ -72,13 +72,13 @@ impl ProcessTree {
         let mut signal_sent = None;
         let mut escalated = false;
 
-        if !run.live_unspared(&snap).is_empty() {
+        if !run.live_unspared(&snap.members).is_empty() {
             signal_sent = Some(opts.signal.as_str().to_owned());
-            run.signal_all(&snap, opts.signal);
-            snap = run.wait_gone(started + opts.grace, opts.signal, &snap).await;
-            if !run.live_unspared(&snap).is_empty() {
+            run.signal_all(&snap.members, opts.signal);
+            snap = run.wait_gone(started + opts.grace, opts.signal, snap).await;
+            if !run.live_unspared(&snap.members).is_empty() {
                 escalated = true;
-                run.signal_all(&snap, Signal::SIGKILL);
+                run.signal_all(&snap.members, Signal::SIGKILL);
             }
         }
 
@@ -95,14 +95,14 @@ impl ProcessTree {
                 last_scan = Instant::now();
                 rescanned = true;
                 // Anything new this late gets SIGKILL straight away.
-                if !run.new_unspared(&snap).is_empty() {
+                if !run.new_unspared(&snap.members).is_empty() {
                     escalated |= signal_sent.is_some();
                     signal_sent.get_or_insert_with(|| Signal::SIGKILL.as_str().to_owned());
-                    run.signal_all(&snap, Signal::SIGKILL);
+                    run.signal_all(&snap.members, Signal::SIGKILL);
                 }
             }
             fresh = false;
-            let live = live(&snap);
+            let live = live_pids(&snap.members);
             if live.is_empty() && !self.cgroup_populated() {
                 break Vec::new();
             }
@@ -119,7 +119,12 @@ impl ProcessTree {
             tokio::time::sleep(POLL_INTERVAL).await;
         };
 
-        let terminated = survivors.is_empty() && !self.cgroup_populated();
+        // Orphans nobody can be shown to own that appeared while the session ran: not signalled
+        // (they may be someone else's), but the session is not reported gone while they live.
+        let mut unattributed: Vec<u32> = snap.unattributed.iter().map(|st| st.pid).collect();
+        unattributed.retain(|pid| !survivors.contains(pid));
+        let terminated =
+            survivors.is_empty() && !self.cgroup_populated() && unattributed.is_empty();
         // Everything is dead now: a fresh look finds every zombie, reparented to us or not. Not
         // needed when the first look found nothing alive and nothing was signalled (the common
         // end of a command that left nothing behind): that look is current, and a process that
@@ -127,7 +132,7 @@ impl ProcessTree {
         if terminated && (signal_sent.is_some() || rescanned) {
             snap = self.snapshot_async().await;
         }
-        run.reap(&snap);
+        run.reap(&snap.members);
         if terminated
             && self.root_reaped()
             && let Some(dir) = self.cgroup()
@@ -141,6 +146,7 @@ impl ProcessTree {
             escalated,
             pids_signalled: run.signalled.into_iter().collect(),
             survivors,
+            unattributed,
             method: self.method(),
             elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         }
@@ -153,15 +159,6 @@ impl ProcessTree {
             None => false,
         }
     }
-}
-
-/// Pids of live (non-zombie) members.
-fn live(snap: &[Member]) -> Vec<u32> {
-    let mut pids: Vec<u32> =
-        snap.iter().filter(|m| !m.stat.is_zombie()).map(|m| m.stat.pid).collect();
-    pids.sort_unstable();
-    pids.dedup();
-    pids
 }
 
 /// State of one terminate call.
@@ -242,8 +239,8 @@ impl Run<'_> {
 
     /// Waits until nothing unspared of the session is alive or `deadline` passes; signals with
     /// `sig` anything that appears meanwhile. Returns the last snapshot.
-    async fn wait_gone(&mut self, deadline: Instant, sig: Signal, first: &[Member]) -> Vec<Member> {
-        let mut snap = first.to_vec();
+    async fn wait_gone(&mut self, deadline: Instant, sig: Signal, first: Found) -> Found {
+        let mut snap = first;
         let mut last_scan = Instant::now();
         loop {
             let cheap_gone =
@@ -251,11 +248,11 @@ impl Run<'_> {
             if cheap_gone || last_scan.elapsed() >= RESCAN_INTERVAL {
                 snap = self.tree.snapshot_async().await;
                 last_scan = Instant::now();
-                if self.live_unspared(&snap).is_empty() {
+                if self.live_unspared(&snap.members).is_empty() {
                     return snap;
                 }
-                if !self.new_unspared(&snap).is_empty() {
-                    self.signal_all(&snap, sig);
+                if !self.new_unspared(&snap.members).is_empty() {
+                    self.signal_all(&snap.members, sig);
                 }
             }
             if Instant::now() >= deadline {

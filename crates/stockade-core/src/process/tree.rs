@@ -13,7 +13,7 @@ use super::cgroup;
 use super::containment::Containment;
 use super::marker::SessionMarker;
 use super::pidfd::{PidFd, Reap, RootExit};
-use super::scan::{self, Member, SessionQuery};
+use super::scan::{self, Found, Member, ProcessCensus, SessionQuery};
 
 /// What a session record knows about a tree another daemon started (see [`ProcessTree::adopt`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,7 +42,9 @@ pub struct ProcessTree {
     pub(crate) root_start_time: u64,
     pub(crate) pgid: u32,
     pub(crate) marker: SessionMarker,
-    pub(crate) marker_entry: Vec<u8>,
+    pub(crate) marker_value: Vec<u8>,
+    /// The output pipe, terminal or spool the root was given: whoever holds one is the session's.
+    pub(crate) io: Vec<(u64, u64)>,
     pub(crate) cgroup: Option<PathBuf>,
     /// The cgroup path as `/proc/<pid>/cgroup` shows it, to re-check membership.
     pub(crate) cgroup_path: Option<String>,
@@ -63,11 +65,13 @@ impl ProcessTree {
         let root_pid = root.pid();
         // The root is our unreaped child, so its stat is readable; 0 would only widen the scan.
         let root_start_time = stockade_procfs::start_time(root_pid).unwrap_or(0);
+        let io = scan::stdio_identities(root_pid);
+        scan::register_tree((root_pid, root_start_time), &io);
         let cgroup_path = match (&cgroup, &containment.inner.cgroup) {
             (Some(dir), Some(root)) => root.mount.path_of(dir),
             _ => None,
         };
-        let marker_entry = marker.env_entry().into_bytes();
+        let marker_value = marker.value().into_bytes();
         let mut seen = BTreeSet::new();
         seen.insert((root_pid, root_start_time));
         ProcessTree {
@@ -77,7 +81,8 @@ impl ProcessTree {
             root_start_time,
             pgid: root_pid,
             marker,
-            marker_entry,
+            marker_value,
+            io,
             cgroup,
             cgroup_path,
             root_exit: Mutex::new(None),
@@ -98,9 +103,12 @@ impl ProcessTree {
             Some(root) => root.mount.path_of(dir),
             None => super::containment::find_mount().ok()?.path_of(dir),
         });
-        let marker_entry = record.marker.env_entry().into_bytes();
+        let marker_value = record.marker.value().into_bytes();
         let mut seen = BTreeSet::new();
         seen.insert((record.root_pid, record.root_start_time));
+        if root.is_some() {
+            scan::register_tree((record.root_pid, record.root_start_time), &[]);
+        }
         ProcessTree {
             root,
             adopted: true,
@@ -108,7 +116,9 @@ impl ProcessTree {
             root_start_time: record.root_start_time,
             pgid: record.root_pid,
             marker: record.marker,
-            marker_entry,
+            marker_value,
+            // The descriptors of a tree an earlier daemon started are not known here.
+            io: Vec::new(),
             cgroup,
             cgroup_path,
             root_exit: Mutex::new(None),
@@ -188,6 +198,9 @@ impl ProcessTree {
                 *slot = Some(UNKNOWN);
             }
         }
+        if slot.is_some() {
+            scan::root_gone((self.root_pid, self.root_start_time));
+        }
         *slot
     }
 
@@ -231,10 +244,12 @@ impl ProcessTree {
 
     pub(crate) fn query(&self) -> SessionQuery {
         SessionQuery {
-            marker_entry: self.marker_entry.clone(),
+            marker_value: self.marker_value.clone(),
             // While the root is unreaped its pid cannot be reused, so neither can the pgid/sid.
             pgid: (!self.root_reaped()).then_some(self.pgid),
             not_before: self.root_start_time,
+            seen: lock(&self.seen).clone(),
+            io: self.io.clone(),
         }
     }
 
@@ -247,15 +262,16 @@ impl ProcessTree {
     }
 
     /// Every process of the session right now, zombies included (flagged): cgroup members, the
-    /// process group and the marker scan.
-    pub(crate) fn snapshot(&self) -> Vec<Member> {
+    /// process group, the marker, descendants, holders of its descriptors and what was seen
+    /// before — from a census started now (shared with other callers scanning at once).
+    pub(crate) fn snapshot(&self) -> Found {
         let found = self.snapshot_job().run();
-        self.remember(&found);
+        self.remember(&found.members);
         found
     }
 
     /// [`Self::snapshot`] on the blocking pool, so a `/proc` scan never stalls a runtime worker.
-    pub(crate) async fn snapshot_async(&self) -> Vec<Member> {
+    pub(crate) async fn snapshot_async(&self) -> Found {
         let job = self.snapshot_job();
         let found = match tokio::task::spawn_blocking({
             let job = job.clone();
@@ -267,7 +283,7 @@ impl ProcessTree {
             // The blocking pool is shutting down (or the scan panicked): scan here instead.
             Err(_) => job.run(),
         };
-        self.remember(&found);
+        self.remember(&found.members);
         found
     }
 
@@ -275,23 +291,36 @@ impl ProcessTree {
     /// reaped later even after they left every other trace of the session.
     pub(crate) fn remember(&self, found: &[Member]) {
         let mut seen = lock(&self.seen);
-        for m in found.iter().filter(|m| m.via != scan::Via::ZombieChild) {
-            seen.insert((m.stat.pid, m.stat.start_time));
-        }
+        let ids = found
+            .iter()
+            .filter(|m| m.via != scan::Via::ZombieChild)
+            .map(|m| (m.stat.pid, m.stat.start_time));
+        let new: Vec<_> = ids.filter(|id| seen.insert(*id)).collect();
+        drop(seen);
+        scan::claim(new);
     }
 
     /// The live (non-zombie) processes of the session: cgroup members ∪ process-group members ∪
-    /// processes carrying the marker. Reads `/proc`; blocking but quick.
+    /// processes carrying the marker ∪ their descendants ∪ holders of the session's output pipe,
+    /// terminal or spool ∪ processes seen as members before. Reads `/proc`; blocking.
     pub fn members(&self) -> Vec<u32> {
-        let mut pids: Vec<u32> = self
-            .snapshot()
-            .into_iter()
-            .filter(|m| !m.stat.is_zombie())
-            .map(|m| m.stat.pid)
-            .collect();
-        pids.sort_unstable();
-        pids.dedup();
-        pids
+        live_pids(&self.snapshot().members)
+    }
+
+    /// How many live processes the session has, cheaply: the session cgroup's `cgroup.procs`
+    /// where there is one (no `/proc` scan), else counted in `census` — one scan shared by every
+    /// session a caller counts. Blocking.
+    pub fn count_processes(&self, census: &ProcessCensus) -> usize {
+        if let Some(dir) = &self.cgroup {
+            return cgroup::procs(dir).map_or(0, |pids| pids.len());
+        }
+        let found = scan::attribute(census, &self.query());
+        live_pids(&found.members).len()
+    }
+
+    /// Whether [`Self::count_processes`] needs a census (the tree has no cgroup).
+    pub fn needs_census(&self) -> bool {
+        self.cgroup.is_none()
     }
 
     /// Reaps zombies that are this process's children and belong to the session (seen as
@@ -320,8 +349,18 @@ impl ProcessTree {
     }
 }
 
+/// Sorted, deduplicated pids of the live (non-zombie) members.
+pub(crate) fn live_pids(members: &[Member]) -> Vec<u32> {
+    let mut pids: Vec<u32> =
+        members.iter().filter(|m| !m.stat.is_zombie()).map(|m| m.stat.pid).collect();
+    pids.sort_unstable();
+    pids.dedup();
+    pids
+}
+
 impl Drop for ProcessTree {
     fn drop(&mut self) {
+        scan::unregister_tree((self.root_pid, self.root_start_time), &self.io, &lock(&self.seen));
         if self.try_reap_root().is_none() && !self.adopted {
             tracing::warn!(
                 pid = self.root_pid,
@@ -350,17 +389,20 @@ struct SnapshotJob {
 }
 
 impl SnapshotJob {
-    fn run(&self) -> Vec<Member> {
-        let mut found = scan::scan_session(&self.query);
+    fn run(&self) -> Found {
+        let census = scan::census_after(std::time::Instant::now(), self.query.not_before);
+        let mut found = scan::attribute(&census, &self.query);
         if let Some(dir) = &self.cgroup {
             for pid in cgroup::procs(dir).unwrap_or_default() {
-                if found.iter().any(|m| m.stat.pid == pid) {
+                if found.members.iter().any(|m| m.stat.pid == pid) {
                     continue;
                 }
                 if let Some(m) = self.verify_cgroup_member(pid) {
-                    found.push(m);
+                    found.members.push(m);
                 }
             }
+            // An orphan still in the session cgroup is the session's, not unattributed.
+            found.unattributed.retain(|st| !found.members.iter().any(|m| m.stat.pid == st.pid));
         }
         found
     }

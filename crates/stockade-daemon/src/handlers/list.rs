@@ -1,5 +1,10 @@
 //! `list`: every session the engine keeps, oldest first.
+//!
+//! Counting processes costs O(processes) per call, not per session: a session with a cgroup is
+//! counted from its `cgroup.procs`, the others from one `/proc` census shared by all of them
+//! (taken only when some running session has no cgroup).
 
+use stockade_core::process::ProcessCensus;
 use stockade_proto::rpc::{ListResult, NoParams, RpcError, SessionInfo};
 
 use super::ctx::Ctx;
@@ -11,6 +16,7 @@ pub(super) async fn handle(ctx: &Ctx, _: NoParams) -> Result<ListResult, RpcErro
     let sessions = ctx.engine().sessions();
     // Counting a running session's processes reads /proc: off the async workers.
     let infos = tokio::task::spawn_blocking(move || {
+        let mut census: Option<ProcessCensus> = None;
         sessions
             .iter()
             .map(|s| {
@@ -22,10 +28,17 @@ pub(super) async fn handle(ctx: &Ctx, _: NoParams) -> Result<ListResult, RpcErro
                 if running {
                     record.finished_at_ms = None;
                 }
+                let processes = match (running, s.tree().needs_census()) {
+                    (false, _) => 0,
+                    (true, false) => s.tree().count_processes(&ProcessCensus::empty()),
+                    (true, true) => {
+                        s.tree().count_processes(census.get_or_insert_with(ProcessCensus::take))
+                    }
+                };
                 let stats = s.log().stats();
                 SessionInfo {
                     id: record.id,
-                    processes: if running { s.tree().members().len() } else { 0 },
+                    processes,
                     state: record.state,
                     command: record.command,
                     pid: record.pid,

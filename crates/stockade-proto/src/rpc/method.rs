@@ -101,7 +101,7 @@ methods! {
     /// `read`: read a session's output.
     Read = "read", ReadParams => ReadResult, wait |p| p.wait_ms.unwrap_or(0);
     /// `grep`: search a session's full output.
-    Grep = "grep", GrepParams => GrepResultMsg;
+    Grep = "grep", GrepParams => GrepResultMsg, wait |p| p.timeout_ms.unwrap_or(0);
     /// `write`: send bytes to stdin / the PTY, then collect output.
     Write = "write", WriteParams => ReadResult,
         wait |p| p.yield_ms.unwrap_or(DEFAULT_WRITE_YIELD_MS);

@@ -191,6 +191,9 @@ pub struct GrepParams {
     /// Case-insensitive.
     #[serde(default)]
     pub ignore_case: bool,
+    /// Give up with a `LIMIT_REACHED` error after this long (default 30 000, at most 60 000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
 }
 
 /// `grep` result.

@@ -8,7 +8,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use stockade_bench::peers::{self, PeerSpec};
 use stockade_bench::runner::{self, GrowthConfig, Variant};
-use stockade_bench::{edges, memory, plots, speed, summary};
+use stockade_bench::{edges, memory, plots, scale, speed, summary};
 use stockade_proto::Capture;
 
 /// `stockade bench` arguments.
@@ -67,8 +67,49 @@ pub enum BenchCommand {
     ///   stockade bench memory --cases idle,live --live-sessions 1000
     ///   stockade bench memory --quick
     Memory(MemoryArgs),
+    /// grep over a 1 GiB spool (`seq` lines) against `rg -n` on the same file.
+    ///
+    /// Two patterns: the anchored last line (`'^N$'`) and the same digits as a literal; the
+    /// figure is speed relative to ripgrep (goal ≥ 0.5×). Needs `rg` on PATH.
+    ///
+    /// Examples:
+    ///   stockade bench grep
+    ///   stockade bench grep --quick
+    Grep(GrepBenchArgs),
+    /// `list` with 1,000 running sessions: wall time and daemon CPU per call (goal ≤ 0.2 s each).
+    ///
+    /// Examples:
+    ///   stockade bench list
+    ///   stockade bench list --sessions 500
+    List(ListBenchArgs),
     /// Redraw `summary.md` and the SVGs of an output directory from its JSONL.
     Plot(PlotArgs),
+}
+
+/// `stockade bench grep`.
+#[derive(Debug, Args)]
+pub struct GrepBenchArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Spool size (default 1GiB; quick 64MiB).
+    #[arg(long, value_name = "SIZE", value_parser = crate::args::parse_size_u64)]
+    pub bytes: Option<u64>,
+    /// Rounds of each side (the best is kept).
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub rounds: usize,
+}
+
+/// `stockade bench list`.
+#[derive(Debug, Args)]
+pub struct ListBenchArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Running sessions (default 1000; quick 100).
+    #[arg(long, value_name = "N")]
+    pub sessions: Option<usize>,
+    /// `list` calls measured.
+    #[arg(long, value_name = "N", default_value_t = 9)]
+    pub calls: usize,
 }
 
 /// Options every bench shares.
@@ -207,6 +248,20 @@ pub fn bench(home: Option<PathBuf>, args: BenchArgs) -> anyhow::Result<ExitCode>
             Ok(ExitCode::SUCCESS)
         }
         BenchCommand::Memory(a) => bench_memory(exe, work, a),
+        BenchCommand::Grep(a) => {
+            let bytes = a.bytes.unwrap_or(if a.common.quick { 64 << 20 } else { 1 << 30 });
+            let s = scale::grep(&exe, &a.common.out, &work, bytes, a.rounds.max(1))?;
+            for line in s.lines() {
+                println!("{line}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        BenchCommand::List(a) => {
+            let n = a.sessions.unwrap_or(if a.common.quick { 100 } else { 1000 });
+            let s = scale::list(&exe, &a.common.out, &work, n, a.calls)?;
+            println!("{}", s.line());
+            Ok(ExitCode::SUCCESS)
+        }
         BenchCommand::Plot(a) => {
             let rows = summary::read_jsonl(&a.out.join("summary.jsonl"))?;
             summary::write_markdown(&a.out.join("summary.md"), &rows)?;

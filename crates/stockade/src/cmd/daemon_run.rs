@@ -13,6 +13,9 @@ use stockade_daemon::{CancellationToken, Daemon, DaemonConfig, TlsFiles, WsConfi
 
 use crate::cli::DaemonRunArgs;
 
+/// How long a stopped daemon waits for its blocking threads before the process exits anyway.
+const RUNTIME_SHUTDOWN: Duration = Duration::from_secs(2);
+
 pub fn run(home: Option<PathBuf>, args: DaemonRunArgs) -> anyhow::Result<ExitCode> {
     let home = match home {
         Some(h) => h,
@@ -29,7 +32,7 @@ pub fn run(home: Option<PathBuf>, args: DaemonRunArgs) -> anyhow::Result<ExitCod
     let _ = stockade_core::fd_budget::raise_nofile_limit();
     let config = config(home, &args);
     let rt = super::runtime()?;
-    rt.block_on(async {
+    let served = rt.block_on(async {
         let daemon = Daemon::bind(config)?;
         match daemon.ws_addr() {
             None => eprintln!(
@@ -60,7 +63,11 @@ pub fn run(home: Option<PathBuf>, args: DaemonRunArgs) -> anyhow::Result<ExitCod
         });
         daemon.serve(token).await?;
         anyhow::Ok(())
-    })?;
+    });
+    // Blocking work still running (a search that has not reached its next cancel check) must not
+    // keep a stopped daemon alive; the daemon lock goes with the process.
+    rt.shutdown_timeout(RUNTIME_SHUTDOWN);
+    served?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -76,6 +76,7 @@ pub fn grep(global: &super::Global, args: GrepArgs) -> anyhow::Result<ExitCode> 
             context: args.context,
             max_matches: Some(args.max_matches),
             ignore_case: args.ignore_case,
+            timeout_ms: None,
         };
         match client.call::<method::Grep>(params) {
             Ok(r) => {

@@ -1,0 +1,305 @@
+//! The kill-shape matrix: every process shape that has ever escaped a session (plain, pipeline,
+//! nested `timeout`, `&`+wait, `setsid`, double fork, `nohup`, trap TERM, pipe holder, `env -i
+//! setsid`, python setsid + double fork + empty environment, perl `setpgrp`, a setsid storm,
+//! re-fork on TERM, and a detached daemon that leaves no trace of the session but being an orphan
+//! on the subreaper), each on a pipe and on a PTY, ended by `kill`, by its timeout and by its own
+//! normal exit, through a real daemon with cgroup containment and without. After each ending,
+//! either no process of the shape is left, or the daemon's report names every one that is
+//! (`survivors` / `unattributed`, `terminated: false`) — never "none left" beside a live one.
+//!
+//! What is left is found independently of the code under test: every process of a case carries a
+//! number unique to the case in its command line (`sleep 41.23450007`), which survives `env -i`
+//! and `setsid`. All cases of a mode run at once, so the whole matrix takes seconds; the tally is
+//! printed (`--nocapture`) for `docs/reliability.md`.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Mutex;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering::Relaxed;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use stockade_testkit::{DaemonProc, Rpc, cannot_run, procs::pid_alive};
+
+/// Shapes: `(name, fragment)`. A fragment starts its processes and returns (everything long-lived
+/// is backgrounded); `T` is replaced by the case's unique sleep length.
+const SHAPES: &[(&str, &str)] = &[
+    ("plain", "sleep {T} &"),
+    ("pipeline", "sleep {T} | cat | cat &"),
+    ("nested timeout", "timeout 60 sh -c 'timeout 50 sleep {T}' &"),
+    ("& + wait", "(sleep {T} & sleep {T} & wait) &"),
+    ("setsid", "setsid sleep {T} &"),
+    ("double fork", "(sh -c 'sleep {T} &' &)"),
+    ("nohup", "nohup sleep {T} >/dev/null 2>&1 &"),
+    ("trap TERM", "sh -c 'trap \"\" TERM; while :; do sleep 0.2; done' trap-{T} &"),
+    ("pipe holder", "(exec sleep {T}) 2>&1 &"),
+    ("env -i setsid", "env -i setsid sleep {T} &"),
+    (
+        "python setsid+double fork+empty env",
+        "/usr/bin/python3 -c 'import os,sys\nos.setsid()\nif os.fork()==0:\n  if os.fork()==0:\n    os.execve(\"/bin/sleep\",[\"sleep\",sys.argv[1]],{})\n  os._exit(0)\nos.wait()' {T}",
+    ),
+    ("perl setpgrp", "perl -e 'setpgrp(0,0); exec \"sleep\", $ARGV[0]' {T} &"),
+    ("setsid storm", "for i in 1 2 3 4 5 6; do setsid sleep {T} & env -i setsid sleep {T} & done"),
+    (
+        "detached (env -i setsid, stdio closed)",
+        "env -i setsid sh -c 'exec sleep {T}' </dev/null >/dev/null 2>&1 &",
+    ),
+    (
+        "re-fork on TERM",
+        "sh -c 'trap \"env -i setsid sleep {T} & exit 0\" TERM; while :; do sleep 0.2; done' refork-{T} &",
+    ),
+];
+
+/// How each case ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Ending {
+    Kill,
+    Timeout,
+    Exit,
+}
+
+const ENDINGS: [Ending; 3] = [Ending::Kill, Ending::Timeout, Ending::Exit];
+
+/// One case's outcome.
+#[derive(Debug)]
+struct Outcome {
+    shape: &'static str,
+    ending: Ending,
+    pty: bool,
+    /// Live processes of the case after its ending.
+    left: Vec<u32>,
+    /// The report (kill's, or the run's `cleanup`; `None` when nothing was left to clean).
+    report: Option<Value>,
+}
+
+impl Outcome {
+    /// Named: the report says not terminated and lists every process left.
+    fn named(&self) -> bool {
+        let Some(r) = &self.report else { return false };
+        let listed = |key: &str| -> Vec<u64> {
+            r[key]
+                .as_array()
+                .map(|a| a.iter().filter_map(Value::as_u64).collect())
+                .unwrap_or_default()
+        };
+        let (survivors, unattributed) = (listed("survivors"), listed("unattributed"));
+        r["terminated"] == false
+            && self.left.iter().all(|p| {
+                survivors.contains(&u64::from(*p)) || unattributed.contains(&u64::from(*p))
+            })
+    }
+}
+
+/// The live processes whose command line has `token` as one of its arguments (or inside one).
+fn holding_token(token: &str) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.split(|b| *b == 0).any(|a| contains(a, token.as_bytes())))
+                && pid_alive(*pid)
+        })
+        .collect()
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// Kills, by pid, every process of this test run (each carries the run's token prefix) when the
+/// test ends, even on failure.
+struct Cleanup(String);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for pid in holding_token(&self.0) {
+            // SAFETY: kill(2) on a pid whose command line carries this run's own token.
+            unsafe {
+                libc::kill(pid as libc::pid_t, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+/// Runs one case against `daemon` and returns what was left.
+fn run_case(
+    daemon: &DaemonProc,
+    shape: &'static str,
+    fragment: &str,
+    ending: Ending,
+    pty: bool,
+    token: String,
+    seen: &Mutex<HashSet<String>>,
+) -> Outcome {
+    let body = fragment.replace("{T}", &token);
+    let command = match ending {
+        // The root stays until it is killed or times out.
+        Ending::Kill | Ending::Timeout => format!("{body}\nexec sleep {token}"),
+        // The root exits by itself once the shape has formed.
+        Ending::Exit => format!("{body}\nsleep 1.5\nexit 0"),
+    };
+    let mut params = json!({"command": command, "yield_ms": 0});
+    if pty {
+        params["pty"] = json!({"rows": 24, "cols": 80});
+    }
+    let mut rpc = daemon.client();
+    let report = end_case(&mut rpc, shape, ending, params);
+    // What terminate killed is gone by now; give the kernel a moment for anything just killed.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let mut left = holding_token(&token);
+    while !left.is_empty() && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(50));
+        left = holding_token(&token);
+    }
+    // A case whose processes never appeared proves nothing.
+    let formed = !left.is_empty() || seen.lock().unwrap().contains(&token);
+    assert!(formed, "{shape} / {ending:?} / pty {pty}: its processes never appeared");
+    Outcome { shape, ending, pty, left, report }
+}
+
+/// Ends a case as `ending` says; the terminate report, if the daemon gave one.
+fn end_case(rpc: &mut Rpc, shape: &str, ending: Ending, mut params: Value) -> Option<Value> {
+    match ending {
+        Ending::Kill => {
+            params["background"] = json!(true);
+            let run = rpc.ok("run", params);
+            thread::sleep(Duration::from_millis(1200));
+            let killed = rpc.ok("kill", json!({"id": run["id"]}));
+            Some(killed["report"].clone())
+        }
+        Ending::Timeout | Ending::Exit => {
+            if ending == Ending::Timeout {
+                params["timeout_ms"] = json!(1200);
+            }
+            // A foreground run answers when the session ends (or after `yield_ms`).
+            params["yield_ms"] = json!(30_000);
+            let run = rpc.ok("run", params);
+            assert!(run["state"] != "running", "{shape}: the run ended: {run}");
+            (!run["cleanup"].is_null()).then(|| run["cleanup"].clone())
+        }
+    }
+}
+
+/// Runs the whole matrix against one daemon, all cases at once; returns the outcomes.
+fn matrix(daemon: &DaemonProc, mode: u32, run: u32) -> Vec<Outcome> {
+    let prefix = format!("4{mode}.{run:04}");
+    let seen = Mutex::new(HashSet::new());
+    let done = AtomicBool::new(false);
+    thread::scope(|scope| {
+        // One watcher records every case token it ever sees alive: proof each case formed.
+        scope.spawn(|| {
+            while !done.load(Relaxed) {
+                let found = tokens_alive(&prefix);
+                seen.lock().unwrap().extend(found);
+                thread::sleep(Duration::from_millis(20));
+            }
+        });
+        let mut handles = Vec::new();
+        let mut case = 0u32;
+        for &(shape, fragment) in SHAPES {
+            for ending in ENDINGS {
+                for pty in [false, true] {
+                    case += 1;
+                    // Unique per mode, run and case: `4<mode>.<run:4><case:4>`.
+                    let token = format!("{prefix}{case:04}");
+                    let seen = &seen;
+                    handles.push(scope.spawn(move || {
+                        run_case(daemon, shape, fragment, ending, pty, token, seen)
+                    }));
+                }
+            }
+        }
+        let outcomes = handles.into_iter().map(|h| h.join()).collect::<Vec<_>>();
+        done.store(true, Relaxed);
+        outcomes.into_iter().map(|o| o.expect("a case panicked")).collect()
+    })
+}
+
+/// The case tokens (arguments starting with `prefix`, up to a `-` prefix like `trap-`) in the
+/// command lines of live processes.
+fn tokens_alive(prefix: &str) -> Vec<String> {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let mut found = Vec::new();
+    for pid in dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok()) {
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else { continue };
+        for arg in cmdline.split(|b| *b == 0) {
+            let arg = String::from_utf8_lossy(arg);
+            let arg = arg.rsplit('-').next().unwrap_or_default();
+            if arg.starts_with(prefix) && pid_alive(pid) {
+                found.push(arg.to_owned());
+            }
+        }
+    }
+    found
+}
+
+/// Prints the tally for `docs/reliability.md` and fails on any case where something was left
+/// that the report did not name.
+fn judge(mode: &str, outcomes: &[Outcome]) {
+    let mut tally: BTreeMap<(Ending, bool), (usize, usize, usize)> = BTreeMap::new();
+    let mut bad = Vec::new();
+    for o in outcomes {
+        let t = tally.entry((o.ending, o.pty)).or_default();
+        t.0 += 1;
+        if o.left.is_empty() {
+            t.1 += 1;
+        } else if o.named() {
+            t.2 += 1;
+        } else {
+            bad.push(format!(
+                "{} / {:?} / pty {}: left {:?}, report {}",
+                o.shape,
+                o.ending,
+                o.pty,
+                o.left,
+                o.report.as_ref().map_or("none".to_owned(), Value::to_string)
+            ));
+        }
+    }
+    eprintln!("kill matrix, {mode}: ending | stdio | cases | 0 left | left and named");
+    for ((ending, pty), (n, zero, named)) in &tally {
+        let stdio = if *pty { "pty" } else { "pipe" };
+        eprintln!("kill matrix, {mode}: {ending:?} | {stdio} | {n} | {zero} | {named}");
+    }
+    for o in outcomes.iter().filter(|o| !o.left.is_empty() && o.named()) {
+        eprintln!(
+            "kill matrix, {mode}: named: {} / {:?} / pty {}: {:?}",
+            o.shape, o.ending, o.pty, o.left
+        );
+    }
+    assert!(
+        bad.is_empty(),
+        "{mode}: processes left that the report did not name:\n{}",
+        bad.join("\n")
+    );
+}
+
+fn run_id() -> u32 {
+    std::process::id() % 10_000
+}
+
+#[test]
+fn every_shape_is_gone_or_named_without_cgroup() {
+    let run = run_id();
+    let _cleanup = Cleanup(format!("41.{run:04}"));
+    let daemon = DaemonProc::start(&["--no-cgroup"]);
+    let status = daemon.client().ok("status", json!({}));
+    assert_eq!(status["containment"], "process-group", "{status}");
+    let outcomes = matrix(&daemon, 1, run);
+    judge("no cgroup", &outcomes);
+}
+
+#[test]
+fn every_shape_is_gone_or_named_with_cgroup() {
+    let run = run_id();
+    let _cleanup = Cleanup(format!("42.{run:04}"));
+    let daemon = DaemonProc::start(&[]);
+    let status = daemon.client().ok("status", json!({}));
+    if status["containment"] != "cgroup" {
+        cannot_run(&format!("no usable cgroup v2 here: {status}"));
+        return;
+    }
+    let outcomes = matrix(&daemon, 2, run);
+    judge("cgroup", &outcomes);
+}
