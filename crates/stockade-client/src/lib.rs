@@ -124,6 +124,17 @@ fn is_not_listening(e: &std::io::Error) -> bool {
     matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused)
 }
 
+/// Ends a [`Client`]'s connection from elsewhere ([`Client::interrupter`]).
+#[derive(Debug)]
+pub struct Interrupter(UnixStream);
+
+impl Interrupter {
+    /// Shut the connection down in both directions.
+    pub fn interrupt(&self) {
+        let _ = self.0.shutdown(std::net::Shutdown::Both);
+    }
+}
+
 /// A connection to the daemon.
 #[derive(Debug)]
 pub struct Client {
@@ -194,6 +205,16 @@ impl Client {
     /// The socket this client is connected to.
     pub fn socket(&self) -> &Path {
         &self.socket
+    }
+
+    /// A handle that ends this connection from another thread: the call in flight fails and
+    /// the daemon stops whatever wait it was doing for it (the session itself goes on).
+    pub fn interrupter(&self) -> Result<Interrupter, ClientError> {
+        let stream = self
+            .writer
+            .try_clone()
+            .map_err(|source| ClientError::Connect { socket: self.socket.clone(), source })?;
+        Ok(Interrupter(stream))
     }
 
     /// Call method `M` with `params` and decode its result. The deadline is the call timeout

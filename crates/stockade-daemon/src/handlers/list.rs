@@ -1,12 +1,32 @@
-//! `list`: every session the engine keeps, oldest first.
+//! `list`: the sessions the engine keeps, filtered by state and source; every one oldest first,
+//! or with `limit` the running ones first, then the newest finished, and how many more exist.
 
-use stockade_proto::rpc::{ListResult, NoParams, RpcError, SessionInfo};
+use stockade_proto::rpc::{ListParams, ListResult, RpcError, SessionInfo, StateFilter};
 
 use super::ctx::Ctx;
 use crate::error::join_error;
 
-pub(super) async fn handle(ctx: &Ctx, _: NoParams) -> Result<ListResult, RpcError> {
-    let sessions = ctx.engine().sessions();
+pub(super) async fn handle(ctx: &Ctx, p: ListParams) -> Result<ListResult, RpcError> {
+    let mut sessions = ctx.engine().sessions();
+    sessions.retain(|s| {
+        let running = !s.state().is_terminal();
+        let state_ok = match p.state {
+            None => true,
+            Some(StateFilter::Running) => running,
+            Some(StateFilter::Finished) => !running,
+        };
+        state_ok && p.source.as_deref().is_none_or(|src| s.source() == Some(src))
+    });
+    let mut more = 0;
+    if let Some(limit) = p.limit {
+        // Running first (oldest first, as kept), then finished, newest first.
+        let (running, mut finished): (Vec<_>, Vec<_>) =
+            sessions.into_iter().partition(|s| !s.state().is_terminal());
+        finished.reverse();
+        sessions = running.into_iter().chain(finished).collect();
+        more = sessions.len().saturating_sub(limit) as u64;
+        sessions.truncate(limit);
+    }
     // Counting a running session's processes reads /proc: off the async workers.
     let infos = tokio::task::spawn_blocking(move || {
         sessions
@@ -41,5 +61,5 @@ pub(super) async fn handle(ctx: &Ctx, _: NoParams) -> Result<ListResult, RpcErro
     })
     .await
     .map_err(join_error)?;
-    Ok(ListResult { sessions: infos })
+    Ok(ListResult { sessions: infos, more })
 }
