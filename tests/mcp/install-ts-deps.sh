@@ -8,7 +8,7 @@ cd "$(dirname "$0")/../.."
 
 TS_SDK_VERSION=1.32.2
 AJV_VERSION=8.20.0
-FASTMCP_VERSION=3.4.11
+FASTMCP_VERSION=2.14.7
 
 die() {
     echo "scripts/test: $*" >&2

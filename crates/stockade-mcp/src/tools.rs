@@ -312,18 +312,79 @@ pub fn all() -> Vec<Tool> {
 }
 
 /// The input schema of an argument struct, as MCP wants it (a JSON object with `type: object`).
+/// Optional arguments are simply left out, so `anyOf [T, null]` is just `T`; only each
+/// argument keeps its description.
 fn input_schema<T: JsonSchema>() -> Arc<JsonObject> {
     let mut value = schema_of::<T>();
     if let Some(map) = value.as_object_mut() {
-        map.entry("properties").or_insert_with(|| json!({}));
+        map.remove("description");
+        let props = map.entry("properties").or_insert_with(|| json!({}));
+        if let Value::Object(props) = props {
+            props.values_mut().for_each(optional_argument);
+        }
     }
     object(value)
 }
 
+/// One argument's schema: its description kept, `null` dropped from its choices, the rest
+/// [`compact`]ed.
+fn optional_argument(prop: &mut Value) {
+    let Value::Object(map) = prop else { return };
+    let description = map.remove("description");
+    if let Some(Value::Array(branches)) = map.get("anyOf") {
+        let not_null: Vec<&Value> =
+            branches.iter().filter(|b| b.get("type") != Some(&json!("null"))).collect();
+        if let [only] = not_null.as_slice()
+            && let Value::Object(only) = (*only).clone()
+        {
+            map.remove("anyOf");
+            map.extend(only);
+        }
+    }
+    compact(prop);
+    if let (Some(d), Value::Object(map)) = (description, prop) {
+        map.insert("description".into(), d);
+    }
+}
+
 /// The output schema of a daemon result type: the shape of `structuredContent`, derived from
-/// proto's type (so it cannot drift from the wire).
+/// proto's type (so it cannot drift from the wire). Without descriptions (the fields are
+/// documented in `docs/protocol.md`; the model reads the text content) and with string choices
+/// as plain `enum`s, so `tools/list` stays small.
 fn output_schema<T: JsonSchema>() -> Arc<JsonObject> {
-    object(schema_of::<T>())
+    let mut value = schema_of::<T>();
+    compact(&mut value);
+    object(value)
+}
+
+/// Drop descriptions and defaults; turn a `oneOf` of string constants into an `enum`.
+fn compact(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.remove("description");
+            map.remove("default");
+            map.values_mut().for_each(compact);
+            let consts: Option<Vec<Value>> = match map.get("oneOf") {
+                Some(Value::Array(branches)) => branches
+                    .iter()
+                    .map(|b| match b.as_object() {
+                        Some(o) if o.len() == 2 && o.get("type") == Some(&json!("string")) => {
+                            o.get("const").cloned()
+                        }
+                        _ => None,
+                    })
+                    .collect(),
+                _ => None,
+            };
+            if let Some(consts) = consts {
+                map.remove("oneOf");
+                map.insert("type".into(), json!("string"));
+                map.insert("enum".into(), Value::Array(consts));
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(compact),
+        _ => {}
+    }
 }
 
 fn object(value: Value) -> Arc<JsonObject> {
