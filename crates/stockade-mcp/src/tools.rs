@@ -40,7 +40,7 @@ pub const MAX_OUTPUT_TOKENS: u64 = stockade_core::limits::MAX_VIEW_BYTES as u64 
 const EXEC_COMMAND_DESCRIPTION: &str = "\
 Run a shell command (`/bin/sh -c CMD`); answer with its exit code and output.
 
-Every byte is kept on disk: never pipe into `head`/`tail`/`grep` or redirect to shorten it. The \
+Every byte is kept on disk: do NOT pipe into `head`/`tail`/`grep` or redirect to shorten it. The \
 answer shows a bounded view (the end) and says what was left out; `read_output` and \
 `grep_output` reach the rest.
 

@@ -16,6 +16,7 @@ mod crash_recovery;
 mod crash_retention;
 mod daemon_lifecycle;
 mod daemon_load;
+mod mcp_agents;
 mod mcp_http;
 mod mcp_inspector;
 mod mcp_python;
