@@ -52,6 +52,8 @@ pub struct WaitFor {
     pub full: Option<OutputLimits>,
     /// End early at the first new line matching this.
     pub until: Option<Until>,
+    /// End at the first new byte after `from` (a plain long poll, not a collecting wait).
+    pub first_byte: bool,
 }
 
 /// Scans the log forward from a cursor for complete lines matching `until`.
@@ -167,6 +169,9 @@ impl Session {
                     self.wait(Some(Duration::from_secs(2))).await;
                 }
                 return report(WaitEnd::Exit, None);
+            }
+            if what.first_byte && now.total_bytes > what.from {
+                return report(WaitEnd::Output, None);
             }
             if let Some(limits) = what.full {
                 let bytes = now.total_bytes.saturating_sub(what.from);

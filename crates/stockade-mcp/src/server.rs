@@ -208,6 +208,7 @@ impl StockadeMcp {
                 StreamArg::Stderr => Stream::Stderr,
             }),
             wait_ms: yield_ms.map(clamp_wait),
+            collect: true,
             until: a.until,
             ..ReadParams::default()
         };

@@ -57,6 +57,7 @@ fn wait_line(w: &WaitReport) -> String {
         WaitEnd::Exit => "the session ended",
         WaitEnd::Full => "the answer is full",
         WaitEnd::Match => "a line matched until",
+        WaitEnd::Output => "new output arrived",
     };
     let mut line = format!("Waited: {:.2} s ({why})", w.waited_ms as f64 / 1000.0);
     if let Some(m) = &w.matched {

@@ -20,8 +20,9 @@ pub(super) async fn handle(ctx: &Ctx, p: ReadParams) -> Result<ReadResult, RpcEr
     if let Some(ms) = p.wait_ms.filter(|&ms| ms > 0)
         && !session.state().is_terminal()
     {
-        // Collect: the wait ends with the window, the session, a full answer or an `until`
-        // line — not at the first new byte.
+        // Collecting, the wait ends with the window, the session, a full answer or an `until`
+        // line; a plain long poll also at the first new byte.
+        let first_byte = !p.collect && until.is_none();
         let full = match &plan {
             ReadPlan::View { request, .. } => request.limits,
             ReadPlan::Raw { max_bytes, .. } => {
@@ -29,7 +30,7 @@ pub(super) async fn handle(ctx: &Ctx, p: ReadParams) -> Result<ReadResult, RpcEr
             }
         };
         let from = p.after.unwrap_or_else(|| session.log().stats().total_bytes);
-        let what = WaitFor { from, full: Some(full), until };
+        let what = WaitFor { from, full: Some(full), until, first_byte };
         tokio::select! {
             r = session.collect(Some(wait(ms)), what) => report = Some(r),
             () = ctx.conn.cancelled() => return Err(disconnected()),

@@ -41,7 +41,7 @@ pub(super) async fn handle(ctx: &Ctx, p: WriteParams) -> Result<ReadResult, RpcE
     }
     let window = wait(p.yield_ms.unwrap_or(DEFAULT_WRITE_YIELD_MS));
     let limits = limits::view_limits(p.max_bytes, None);
-    let what = WaitFor { from: cursor, full: Some(limits), until };
+    let what = WaitFor { from: cursor, full: Some(limits), until, first_byte: false };
     let report = tokio::select! {
         r = session.collect(Some(window), what) => r,
         () = ctx.conn.cancelled() => return Err(disconnected()),

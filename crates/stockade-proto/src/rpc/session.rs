@@ -134,12 +134,17 @@ pub struct ReadParams {
     /// Only this stream.
     #[serde(default)]
     pub stream: Option<Stream>,
-    /// Collect output for up to this long before answering: the wait ends when the window
-    /// ends, the session ends, the answer is full (`max_bytes`/`max_lines` after the cursor) or
-    /// a new line matches `until`.
+    /// Long poll: wait up to this long for output after `after`, or for the end. With
+    /// `collect` (or `until`), the wait goes on past the first new byte (see `collect`).
     #[serde(default)]
     pub wait_ms: Option<u64>,
-    /// End the wait at the first new line (after the cursor) matching this regex.
+    /// Collect: the wait ends only when `wait_ms` passes, the session ends, the answer is full
+    /// (`max_bytes`/`max_lines` after the cursor) or a new line matches `until` — not at the
+    /// first new byte (what a follower streaming output wants, and the default).
+    #[serde(default)]
+    pub collect: bool,
+    /// End the wait at the first new line (after the cursor) matching this regex (implies
+    /// `collect`).
     #[serde(default)]
     pub until: Option<String>,
     /// Exact bytes (base64 in `bytes_b64`), no notice, no lossy conversion.
@@ -270,6 +275,8 @@ pub enum WaitEnd {
     Full,
     /// A new line matched `until`.
     Match,
+    /// New output arrived (a plain long poll, without `collect`).
+    Output,
 }
 
 /// The first new line that matched `until`.
