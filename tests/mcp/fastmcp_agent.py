@@ -74,8 +74,8 @@ async def build(args: argparse.Namespace) -> dict:
 
 
 UNTIL_BOUND_MS = 200  # best of ATTEMPTS (two busy cores can deschedule one attempt)
-UNTIL_EVERY_MS = 1500  # every attempt: far inside the 30 s window, so the line ended the wait
-ATTEMPTS = 3
+UNTIL_EVERY_MS = 3000  # every attempt: far inside the 30 s window, so the line ended the wait
+ATTEMPTS = 5
 
 
 async def until(args: argparse.Namespace) -> dict:
