@@ -113,13 +113,13 @@ fn list_with_a_limit_shows_running_first_then_the_newest_finished() {
     assert_eq!(all["sessions"].as_array().unwrap().len(), 7);
     assert_eq!(all["more"], 0);
     let ids = |v: &serde_json::Value| -> Vec<String> {
-        v["sessions"].as_array().unwrap().iter().map(|s| id_of(s)).collect()
+        v["sessions"].as_array().unwrap().iter().map(id_of).collect()
     };
     let r = rpc.ok("list", json!({"limit": 3}));
     assert_eq!(ids(&r), [running.clone(), finished[5].clone(), finished[4].clone()]);
     assert_eq!(r["more"], 4);
-    assert_eq!(ids(&rpc.ok("list", json!({"state": "running"}))), [running.clone()]);
+    assert_eq!(ids(&rpc.ok("list", json!({"state": "running"}))), vec![running.clone()]);
     assert_eq!(ids(&rpc.ok("list", json!({"state": "finished"}))).len(), 6);
-    assert_eq!(ids(&rpc.ok("list", json!({"source": "watcher"}))), [running.clone()]);
+    assert_eq!(ids(&rpc.ok("list", json!({"source": "watcher"}))), vec![running.clone()]);
     rpc.ok("kill", json!({"id": running}));
 }
