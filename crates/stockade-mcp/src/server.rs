@@ -46,7 +46,7 @@ Stockade runs shell commands for you and keeps every byte they print on disk. Ru
 exec_command; never pipe output into head/tail/grep to shorten it: answers are already bounded, \
 and read_output (with after = next_cursor) or grep_output show the rest. Long-running commands \
 keep running as sessions (sh-N) that survive restarts of this client: follow them with \
-read_output, type into tty sessions with write_stdin, stop them with kill_session (the whole \
+read_output (yield_time_ms collects output in one call; until=REGEX answers at a matching line), type into tty sessions with write_stdin, stop them with kill_session (the whole \
 process tree), find them with list_sessions.";
 
 /// The Stockade MCP server: a [`ServerHandler`] over a [`Backend`].
