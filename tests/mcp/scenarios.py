@@ -169,8 +169,9 @@ async def big(session: ClientSession) -> None:
     assert xs == BIG // 2, xs
     assert f"session ID {sid}" not in text  # finished: the status line is the exit code
 
-    # The default answer is bounded and says how to get the rest.
-    text, r = await call(session, "read_output", {"session_id": sid})
+    # The tail is bounded and says how to get the rest (without `mode`, a read continues where
+    # this connection's last answer ended).
+    text, r = await call(session, "read_output", {"session_id": sid, "mode": "tail"})
     assert len(text) < 64 * 1024, len(text)
     assert r["truncated"] is True
     assert f"read_output session_id={sid}" in text, text[-400:]

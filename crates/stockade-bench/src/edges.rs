@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use stockade_client::{Client, raw_bytes};
 use stockade_proto::rpc::{
-    KillParams, KillResult, NoParams, ReadParams, ReadResult, RunParams, SessionInfo, method,
+    KillParams, KillResult, ListParams, ReadParams, ReadResult, RunParams, SessionInfo, method,
 };
 use stockade_proto::{DEFAULT_RETAINED_CAP, DiskPolicy, ReadMode, RunResult, SessionState};
 
@@ -303,7 +303,7 @@ impl Ctx {
     }
 
     fn list(&mut self) -> Result<Vec<SessionInfo>> {
-        let l = self.client.call::<method::List>(NoParams {})?;
+        let l = self.client.call::<method::List>(ListParams::default())?;
         Ok(l.sessions)
     }
 

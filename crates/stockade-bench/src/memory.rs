@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use stockade_client::{Client, raw_bytes};
-use stockade_proto::rpc::{KillParams, NoParams, ReadParams, RunParams, method};
+use stockade_proto::rpc::{KillParams, ListParams, ReadParams, RunParams, method};
 use stockade_proto::{Capture, ReadMode, SessionState};
 
 use crate::daemon::Daemon;
@@ -144,7 +144,7 @@ pub fn idle(cfg: &MemoryConfig) -> Result<MemoryFigure> {
     let tmp = home(cfg, "idle")?;
     let mut daemon = Daemon::start(&cfg.exe, &tmp.path().join("home"))?;
     // One call, as a client would make, then quiet.
-    daemon.client()?.call::<method::List>(NoParams {})?;
+    daemon.client()?.call::<method::List>(ListParams::default())?;
     std::thread::sleep(Duration::from_secs(1));
     let pid = daemon.pid();
     let threads = std::fs::read_to_string(format!("/proc/{pid}/status"))
@@ -194,7 +194,7 @@ fn processes_left(groups: &HashSet<u32>) -> usize {
 fn wait_ended(client: &mut Client, ids: &[String], limit: Duration) -> Result<()> {
     let start = Instant::now();
     loop {
-        let list = client.call::<method::List>(NoParams {})?;
+        let list = client.call::<method::List>(ListParams::default())?;
         let ours: Vec<_> = list.sessions.iter().filter(|s| ids.contains(&s.id)).collect();
         if ours.len() == ids.len() && ours.iter().all(|s| s.state.is_terminal()) {
             if let Some(bad) = ours.iter().find(|s| s.state != (SessionState::Exited { code: 0 })) {

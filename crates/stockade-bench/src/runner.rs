@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use stockade_proto::Capture;
-use stockade_proto::rpc::{NoParams, RunParams, method};
+use stockade_proto::rpc::{ListParams, RunParams, method};
 
 use crate::daemon::Daemon;
 use crate::peers::{PeerLoad, PeerProcess, PeerSpec};
@@ -221,7 +221,7 @@ fn run_daemon(
             note = format!("daemon died: {}", daemon.stderr_tail());
             break;
         }
-        let list = client.call::<method::List>(NoParams {});
+        let list = client.call::<method::List>(ListParams::default());
         match list {
             Ok(l) if l.sessions.iter().all(|s| s.state.is_terminal()) => break,
             Ok(_) => {}

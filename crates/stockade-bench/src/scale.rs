@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use stockade_proto::SessionState;
-use stockade_proto::rpc::{GrepParams, KillParams, NoParams, RunParams, method};
+use stockade_proto::rpc::{GrepParams, KillParams, ListParams, RunParams, method};
 
 use crate::daemon::Daemon;
 use crate::{BenchError, Result, mib};
@@ -211,12 +211,12 @@ pub fn list(
         ids.push(res.id);
     }
     // Warm up once, then measure.
-    client.call::<method::List>(NoParams {})?;
+    client.call::<method::List>(ListParams::default())?;
     let cpu_before = cpu(daemon.pid())?;
     let mut times = Vec::new();
     for _ in 0..calls.max(1) {
         let t = Instant::now();
-        let listed = client.call::<method::List>(NoParams {})?;
+        let listed = client.call::<method::List>(ListParams::default())?;
         times.push(t.elapsed().as_secs_f64());
         if listed.sessions.iter().filter(|s| s.processes > 0).count() < sessions {
             return Err(BenchError::msg("list counted fewer running sessions than were started"));

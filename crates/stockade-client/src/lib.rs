@@ -157,6 +157,17 @@ pub fn reconnect(opts: &ConnectOptions, patience: Duration) -> Result<Client, Cl
     }
 }
 
+/// Ends a [`Client`]'s connection from elsewhere ([`Client::interrupter`]).
+#[derive(Debug)]
+pub struct Interrupter(transport::ShutdownHandle);
+
+impl Interrupter {
+    /// Shut the connection down in both directions.
+    pub fn interrupt(&self) {
+        self.0.shutdown();
+    }
+}
+
 /// A connection to the daemon.
 #[derive(Debug)]
 pub struct Client {
@@ -244,6 +255,16 @@ impl Client {
     /// The socket this client is connected to (for a remote daemon: its URL).
     pub fn socket(&self) -> &Path {
         &self.socket
+    }
+
+    /// A handle that ends this connection from another thread: the call in flight fails and
+    /// the daemon stops whatever wait it was doing for it (the session itself goes on).
+    pub fn interrupter(&self) -> Result<Interrupter, ClientError> {
+        let handle = self
+            .transport
+            .shutdown_handle()
+            .map_err(|source| ClientError::Connect { socket: self.socket.clone(), source })?;
+        Ok(Interrupter(handle))
     }
 
     /// Call method `M` with `params` and decode its result. The deadline is the call timeout

@@ -59,6 +59,25 @@ impl Write for NetStream {
     }
 }
 
+/// The socket under a [`Transport`], duplicated so another thread can shut it down.
+#[derive(Debug)]
+pub(crate) enum ShutdownHandle {
+    /// The local daemon's socket.
+    Unix(UnixStream),
+    /// A remote door's TCP connection.
+    Tcp(TcpStream),
+}
+
+impl ShutdownHandle {
+    /// Shut the connection down in both directions (a blocked call returns at once).
+    pub(crate) fn shutdown(&self) {
+        let _ = match self {
+            ShutdownHandle::Unix(s) => s.shutdown(std::net::Shutdown::Both),
+            ShutdownHandle::Tcp(s) => s.shutdown(std::net::Shutdown::Both),
+        };
+    }
+}
+
 /// A connection to a daemon.
 #[derive(Debug)]
 pub(crate) enum Transport {
@@ -81,6 +100,14 @@ impl Transport {
             writer: stream,
             reader: BufReader::with_capacity(UNIX_READ_BUFFER, reader),
         })
+    }
+
+    /// A second handle on the connection's socket, to shut it down from another thread.
+    pub(crate) fn shutdown_handle(&self) -> io::Result<ShutdownHandle> {
+        match self {
+            Transport::Unix { writer, .. } => writer.try_clone().map(ShutdownHandle::Unix),
+            Transport::Ws(ws) => ws.get_ref().tcp().try_clone().map(ShutdownHandle::Tcp),
+        }
     }
 
     /// Send one request (`line` without its newline) within `timeout`.

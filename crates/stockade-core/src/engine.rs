@@ -468,7 +468,8 @@ impl Engine {
             sources.push((Stream::Stderr, fd));
         }
         // Every session's pipes are read by the one shared drain thread, straight into the spool.
-        let drained = if sources.is_empty() { Ok(None) } else { start_drain(&log, sources).map(Some) };
+        let drained =
+            if sources.is_empty() { Ok(None) } else { start_drain(&log, sources).map(Some) };
         // From here on the tree runs: an error ends it through the supervisor and the one
         // terminate routine, never leaves it unsupervised.
         let (drain_handle, failure) = match drained {

@@ -50,6 +50,7 @@ mod run_spec;
 mod session;
 mod state_dir;
 mod view;
+mod wait;
 
 pub use atomic_write::{atomic_replace, atomic_write};
 pub use engine::{
@@ -64,3 +65,4 @@ pub use run_spec::RunSpec;
 pub use session::{Session, SessionEnd};
 pub use state_dir::{StateDir, StateDirError, is_session_id, open_lock_file};
 pub use view::ReadPlan;
+pub use wait::{Until, WaitFor};

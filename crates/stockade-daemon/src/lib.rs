@@ -43,8 +43,8 @@ mod schedule;
 mod server;
 mod socket;
 mod state;
-pub mod token;
 mod tls;
+pub mod token;
 mod ws;
 
 pub use admission::{PENDING_CAP, UNIX_RESERVE};

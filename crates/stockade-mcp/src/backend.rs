@@ -3,10 +3,12 @@
 //!
 //! A fresh connection per call keeps calls independent (a timed-out call poisons only its own
 //! connection) and lets several tool calls run at once; a Unix-socket connect costs microseconds.
+//! It also makes a cancelled call cheap to stop: closing its connection ends the daemon's wait.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-use stockade_client::{Client, ClientError, ConnectOptions};
+use stockade_client::{Client, ClientError, ConnectOptions, Interrupter};
+use tokio_util::sync::CancellationToken;
 
 use crate::error::ToolError;
 
@@ -33,12 +35,39 @@ impl Backend {
         T: Send + 'static,
         F: FnOnce(&mut Client) -> Result<T, ClientError> + Send + 'static,
     {
+        self.call_until(&CancellationToken::new(), f).await
+    }
+
+    /// Like [`call`](Backend::call), stopped when `cancel` fires: the connection is shut, so
+    /// the daemon stops waiting for this call (the session goes on), and the answer is
+    /// [`ToolError::Cancelled`].
+    pub async fn call_until<T, F>(&self, cancel: &CancellationToken, f: F) -> Result<T, ToolError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Client) -> Result<T, ClientError> + Send + 'static,
+    {
         let opts = Arc::clone(&self.opts);
-        let joined = tokio::task::spawn_blocking(move || {
+        let slot: Arc<Mutex<Option<Interrupter>>> = Arc::new(Mutex::new(None));
+        let (slot2, cancel2) = (Arc::clone(&slot), cancel.clone());
+        let mut task = tokio::task::spawn_blocking(move || {
             let mut client = Client::connect(&opts)?;
+            if let (Ok(i), Ok(mut s)) = (client.interrupter(), slot2.lock()) {
+                *s = Some(i);
+            }
+            if cancel2.is_cancelled() {
+                return Err(ClientError::Poisoned);
+            }
             f(&mut client)
-        })
-        .await;
+        });
+        let joined = tokio::select! {
+            joined = &mut task => joined,
+            () = cancel.cancelled() => {
+                if let Some(i) = slot.lock().ok().and_then(|mut s| s.take()) {
+                    i.interrupt();
+                }
+                return Err(ToolError::Cancelled);
+            }
+        };
         match joined {
             Ok(result) => result.map_err(ToolError::from),
             Err(e) => Err(ToolError::Internal(format!("the daemon call did not finish: {e}"))),

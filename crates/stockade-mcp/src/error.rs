@@ -28,6 +28,10 @@ pub enum ToolError {
     /// The daemon could not be reached or did not answer properly.
     #[error("the Stockade daemon is not available: {0}")]
     Unavailable(String),
+    /// The client cancelled the call (`notifications/cancelled`): the wait stopped, the
+    /// session goes on.
+    #[error("the call was cancelled; the session keeps running (see it with read_output).")]
+    Cancelled,
     /// Something unexpected inside the MCP server.
     #[error("internal error in the Stockade MCP server: {0}")]
     Internal(String),

@@ -1,48 +1,77 @@
 //! The MCP handler: `tools/list` answers with [`tools::all`]; `tools/call` decodes the arguments,
 //! translates them into one daemon call and the daemon's answer into a tool result (Codex-style
 //! text; with `--structured` also the daemon's `*Result` as `structuredContent`).
+//!
+//! Two things live per connection rather than in the daemon: where this connection's last
+//! answer for each session ended (a `read_output` without `after` continues there instead of
+//! re-sending the tail), and the waits' progress notifications and cancellation.
 
-use std::time::Instant;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
+    ServerCapabilities, ServerConfig, Tool,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{Peer, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use stockade_proto::rpc::{
-    GrepParams, KillParams, MAX_WAIT_MS, NoParams, PtySize, ReadParams, RunParams, WriteParams,
-    code, method,
+    GrepParams, KillParams, ListParams, MAX_WAIT_MS, PtySize, ReadParams, RunParams, StateFilter,
+    WriteParams, code, method,
 };
 use stockade_proto::{ReadMode, Stream};
+use tokio_util::sync::CancellationToken;
 
 use crate::backend::Backend;
 use crate::budget::Budget;
 use crate::error::ToolError;
-use crate::text::{self, Answers};
+use crate::text::{self, Answers, Continued};
 use crate::tools::{
-    self, BYTES_PER_TOKEN, DEFAULT_BACKGROUND_YIELD_MS, DEFAULT_EXEC_YIELD_MS,
-    DEFAULT_WRITE_YIELD_MS, ExecCommandArgs, GrepOutputArgs, KillSessionArgs, ListSessionsArgs,
-    ModeArg, ReadOutputArgs, StreamArg, WriteStdinArgs,
+    self, BYTES_PER_TOKEN, DEFAULT_BACKGROUND_YIELD_MS, DEFAULT_EXEC_YIELD_MS, DEFAULT_LIST_LIMIT,
+    DEFAULT_UNTIL_YIELD_MS, DEFAULT_WRITE_YIELD_MS, ExecCommandArgs, GrepOutputArgs,
+    KillSessionArgs, ListSessionsArgs, MAX_LIST_LIMIT, ModeArg, ReadOutputArgs, StateArg,
+    StreamArg, WriteStdinArgs,
 };
+
+/// How often a waiting call with a `progressToken` sends `notifications/progress`: well inside
+/// the usual 60 s client timeout, so `resetTimeoutOnProgress` keeps a long wait alive.
+pub const PROGRESS_EVERY: Duration = Duration::from_secs(2);
 
 const INSTRUCTIONS: &str = "\
 Stockade runs shell commands for you and keeps every byte they print on disk. Run commands with \
 exec_command; never pipe output into head/tail/grep to shorten it: answers are already bounded, \
 and read_output (with after = next_cursor) or grep_output show the rest. Long-running commands \
 keep running as sessions (sh-N) that survive restarts of this client: follow them with \
-read_output, type into tty sessions with write_stdin, stop them with kill_session (the whole \
+read_output (yield_time_ms collects output in one call; until=REGEX answers at a matching line), type into tty sessions with write_stdin, stop them with kill_session (the whole \
 process tree), find them with list_sessions.";
 
 /// The Stockade MCP server: a [`ServerHandler`] over a [`Backend`].
-#[derive(Debug, Clone)]
+///
+/// One value serves one connection. A clone serves a new connection (the HTTP transport clones
+/// one per MCP session): it shares the backend and the tools, not the cursor memory.
+#[derive(Debug)]
 pub struct StockadeMcp {
     backend: Backend,
-    tools: std::sync::Arc<Vec<Tool>>,
+    tools: Arc<Vec<Tool>>,
     answers: Answers,
+    /// Session id → where this connection's last answer for it ended (`next_cursor`).
+    cursors: Arc<Mutex<HashMap<String, u64>>>,
+}
+
+impl Clone for StockadeMcp {
+    fn clone(&self) -> StockadeMcp {
+        StockadeMcp {
+            backend: self.backend.clone(),
+            tools: Arc::clone(&self.tools),
+            answers: self.answers,
+            cursors: Arc::default(),
+        }
+    }
 }
 
 impl StockadeMcp {
@@ -59,28 +88,57 @@ impl StockadeMcp {
                 tool.output_schema = None;
             }
         }
-        StockadeMcp { backend, tools: std::sync::Arc::new(all), answers }
+        StockadeMcp { backend, tools: Arc::new(all), answers, cursors: Arc::default() }
+    }
+
+    fn remember(&self, id: &str, cursor: u64) {
+        if let Ok(mut c) = self.cursors.lock() {
+            c.insert(id.to_owned(), cursor);
+        }
+    }
+
+    fn remembered(&self, id: &str) -> Option<u64> {
+        self.cursors.lock().ok().and_then(|c| c.get(id).copied())
     }
 
     /// Run one tool. `Err` is a tool-level error (shown to the model); unknown tools are caught
-    /// before this.
-    async fn dispatch(&self, name: &str, args: Value) -> Result<CallToolResult, ToolError> {
+    /// before this. `cancel` fires on `notifications/cancelled`: the wait stops, the session
+    /// does not.
+    async fn dispatch(
+        &self,
+        name: &str,
+        args: Value,
+        cancel: &CancellationToken,
+    ) -> Result<CallToolResult, ToolError> {
         match name {
-            tools::EXEC_COMMAND => self.exec_command(parse(name, args)?).await,
-            tools::WRITE_STDIN => self.write_stdin(parse(name, args)?).await,
-            tools::READ_OUTPUT => self.read_output(parse(name, args)?).await,
+            tools::EXEC_COMMAND => self.exec_command(parse(name, args)?, cancel).await,
+            tools::WRITE_STDIN => self.write_stdin(parse(name, args)?, cancel).await,
+            tools::READ_OUTPUT => self.read_output(parse(name, args)?, cancel).await,
             tools::GREP_OUTPUT => self.grep_output(parse(name, args)?).await,
             tools::KILL_SESSION => self.kill_session(parse(name, args)?).await,
-            tools::LIST_SESSIONS => {
-                let _: ListSessionsArgs = parse(name, args)?;
-                let r = self.backend.call(|c| c.call::<method::List>(NoParams {})).await?;
-                ok(text::list(&r), &r)
-            }
+            tools::LIST_SESSIONS => self.list_sessions(parse(name, args)?).await,
             other => Err(ToolError::Internal(format!("no handler for tool {other}"))),
         }
     }
 
-    async fn exec_command(&self, a: ExecCommandArgs) -> Result<CallToolResult, ToolError> {
+    async fn list_sessions(&self, a: ListSessionsArgs) -> Result<CallToolResult, ToolError> {
+        let params = ListParams {
+            limit: Some(a.limit.unwrap_or(DEFAULT_LIST_LIMIT).clamp(1, MAX_LIST_LIMIT)),
+            state: a.state.map(|s| match s {
+                StateArg::Running => StateFilter::Running,
+                StateArg::Finished => StateFilter::Finished,
+            }),
+            source: a.source,
+        };
+        let r = self.backend.call(move |c| c.call::<method::List>(params)).await?;
+        ok(text::list(&r), &r)
+    }
+
+    async fn exec_command(
+        &self,
+        a: ExecCommandArgs,
+        cancel: &CancellationToken,
+    ) -> Result<CallToolResult, ToolError> {
         let default_yield =
             if a.background { DEFAULT_BACKGROUND_YIELD_MS } else { DEFAULT_EXEC_YIELD_MS };
         let params = RunParams {
@@ -95,42 +153,62 @@ impl StockadeMcp {
             source: a.source,
             max_bytes: a.max_output_tokens.map(tokens_to_bytes),
             max_lines: a.max_lines,
+            until: a.until,
             ..RunParams::default()
         };
-        let r = self.backend.call(move |c| c.call::<method::Run>(params)).await?;
+        let r = self.backend.call_until(cancel, move |c| c.call::<method::Run>(params)).await?;
+        self.remember(&r.id, r.view.next_cursor);
         ok(text::run(&r), &r)
     }
 
-    async fn write_stdin(&self, a: WriteStdinArgs) -> Result<CallToolResult, ToolError> {
+    async fn write_stdin(
+        &self,
+        a: WriteStdinArgs,
+        cancel: &CancellationToken,
+    ) -> Result<CallToolResult, ToolError> {
         let yield_ms = clamp_wait(a.yield_time_ms.unwrap_or(DEFAULT_WRITE_YIELD_MS));
         let params = WriteParams {
             id: a.session_id,
             chars: (!a.chars.is_empty()).then_some(a.chars),
             yield_ms: Some(yield_ms),
             max_bytes: a.max_output_tokens.map(tokens_to_bytes),
+            until: a.until,
             ..WriteParams::default()
         };
-        let started = Instant::now();
-        let r =
-            self.backend.call(move |c| c.call::<method::Write>(params)).await.map_err(
-                |e| match e {
-                    ToolError::Daemon { code: code::NOT_SUPPORTED, message } => ToolError::Daemon {
-                        code: code::NOT_SUPPORTED,
-                        message: format!(
-                            "{}. To type into a program, start it with exec_command tty: true",
-                            message.trim_end_matches('.')
-                        ),
-                    },
-                    other => other,
+        let r = self
+            .backend
+            .call_until(cancel, move |c| c.call::<method::Write>(params))
+            .await
+            .map_err(|e| match e {
+                ToolError::Daemon { code: code::NOT_SUPPORTED, message } => ToolError::Daemon {
+                    code: code::NOT_SUPPORTED,
+                    message: format!(
+                        "{}. To type into a program, start it with exec_command tty: true",
+                        message.trim_end_matches('.')
+                    ),
                 },
-            )?;
-        ok(text::read(&r, started.elapsed()), &r)
+                other => other,
+            })?;
+        self.remember(&r.id, r.view.next_cursor);
+        ok(text::read(&r, None), &r)
     }
 
-    async fn read_output(&self, a: ReadOutputArgs) -> Result<CallToolResult, ToolError> {
+    async fn read_output(
+        &self,
+        a: ReadOutputArgs,
+        cancel: &CancellationToken,
+    ) -> Result<CallToolResult, ToolError> {
+        // No cursor and no mode: continue where this connection's last answer ended.
+        let continued = if a.after.is_none() && a.mode.is_none() {
+            self.remembered(&a.session_id)
+        } else {
+            None
+        };
+        let yield_ms =
+            a.yield_time_ms.or_else(|| a.until.is_some().then_some(DEFAULT_UNTIL_YIELD_MS));
         let params = ReadParams {
             id: a.session_id,
-            after: a.after,
+            after: a.after.or(continued),
             max_bytes: a.max_output_tokens.map(tokens_to_bytes),
             max_lines: a.max_lines,
             mode: a.mode.map(|m| match m {
@@ -143,12 +221,68 @@ impl StockadeMcp {
                 StreamArg::Stdout => Stream::Stdout,
                 StreamArg::Stderr => Stream::Stderr,
             }),
-            wait_ms: a.wait_ms.map(clamp_wait),
+            wait_ms: yield_ms.map(clamp_wait),
+            collect: true,
+            until: a.until,
             ..ReadParams::default()
         };
+        let r = self.backend.call_until(cancel, move |c| c.call::<method::Read>(params)).await?;
+        self.remember(&r.id, r.view.next_cursor);
+        ok(text::read(&r, continued.map(|cursor| Continued { cursor })), &r)
+    }
+
+    /// Run `work`, sending `notifications/progress` for `token` every [`PROGRESS_EVERY`] until
+    /// it is done (with the session's bytes and lines so far, when the call names a session).
+    async fn with_progress(
+        &self,
+        work: impl Future<Output = Result<CallToolResult, ToolError>>,
+        token: ProgressToken,
+        session: Option<String>,
+        peer: &Peer<RoleServer>,
+    ) -> Result<CallToolResult, ToolError> {
         let started = Instant::now();
-        let r = self.backend.call(move |c| c.call::<method::Read>(params)).await?;
-        ok(text::read(&r, started.elapsed()), &r)
+        let mut tick =
+            tokio::time::interval_at(tokio::time::Instant::now() + PROGRESS_EVERY, PROGRESS_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut work = std::pin::pin!(work);
+        loop {
+            tokio::select! {
+                result = &mut work => return result,
+                _ = tick.tick() => {
+                    let message = self.progress_message(session.as_deref(), started).await;
+                    let param = ProgressNotificationParam::new(
+                        token.clone(),
+                        started.elapsed().as_secs_f64().floor(),
+                    )
+                    .with_message(message);
+                    if let Err(e) = peer.notify_progress(param).await {
+                        tracing::debug!("cannot send a progress notification: {e}");
+                    }
+                }
+            }
+        }
+    }
+
+    async fn progress_message(&self, session: Option<&str>, started: Instant) -> String {
+        let waited = started.elapsed().as_secs();
+        let Some(id) = session else { return format!("waited {waited} s for the command") };
+        let params = ReadParams {
+            id: id.to_owned(),
+            mode: Some(ReadMode::Tail),
+            max_bytes: Some(1),
+            max_lines: Some(1),
+            ..ReadParams::default()
+        };
+        let peek = self.backend.call(move |c| c.call::<method::Read>(params));
+        match tokio::time::timeout(Duration::from_secs(1), peek).await {
+            Ok(Ok(r)) => format!(
+                "waited {waited} s; {id} has printed {} bytes, {} lines so far ({})",
+                r.view.total_bytes,
+                r.view.total_lines,
+                r.state.name()
+            ),
+            _ => format!("waited {waited} s on {id}"),
+        }
     }
 
     async fn grep_output(&self, a: GrepOutputArgs) -> Result<CallToolResult, ToolError> {
@@ -232,7 +366,13 @@ impl ServerHandler for StockadeMcp {
             Budget::for_client(&info.client_info.name, text::claude_tokens_from_env())
         });
         let note = budget.and_then(|b| b.fit(name, &mut args));
-        let result = match self.dispatch(name, args).await {
+        let session = args.get("session_id").and_then(Value::as_str).map(str::to_owned);
+        let work = self.dispatch(name, args, &context.ct);
+        let outcome = match context.meta.get_progress_token() {
+            Some(token) => self.with_progress(work, token, session, &context.peer).await,
+            None => work.await,
+        };
+        let result = match outcome {
             Ok(result) => result,
             Err(e) => {
                 tracing::debug!(tool = name, error = %e, "tool error");

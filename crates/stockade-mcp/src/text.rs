@@ -1,6 +1,7 @@
 //! The text content of each answer: what the model reads, and which content goes out.
 //! `exec_command`, `write_stdin` and `read_output` use the Codex layout every door shares
-//! (`stockade_core::answer`), plus one line with the cursor when there is more to read; the
+//! (`stockade_core::answer`): `Wall time` is always the session's; a line says how long the call
+//! waited and what ended the wait, and one gives the cursor when there is more to read. The
 //! others are short, plain listings.
 //!
 //! **Text only, by default.** Codex and Claude Code hand their model `structuredContent` (as
@@ -20,7 +21,7 @@ use std::time::Duration;
 use rmcp::model::{CallToolResult, ContentBlock};
 
 use stockade_core::answer::{cleanup_line, notice, status_line, view_text};
-use stockade_proto::rpc::{GrepResultMsg, KillResult, ListResult, ReadResult};
+use stockade_proto::rpc::{GrepResultMsg, KillResult, ListResult, ReadResult, WaitEnd, WaitReport};
 use stockade_proto::{OutputView, RunResult, SessionState};
 
 /// What each answer carries besides its text.
@@ -56,6 +57,13 @@ pub fn claude_tokens_from_env() -> Option<usize> {
     std::env::var("MAX_MCP_OUTPUT_TOKENS").ok()?.trim().parse().ok().filter(|t| *t > 0)
 }
 
+/// A `read_output` without `after` that continued where this connection's last answer ended.
+#[derive(Debug, Clone, Copy)]
+pub struct Continued {
+    /// The cursor it continued from.
+    pub cursor: u64,
+}
+
 /// `exec_command`'s answer.
 pub fn run(r: &RunResult) -> String {
     let mut extra = Vec::new();
@@ -65,6 +73,7 @@ pub fn run(r: &RunResult) -> String {
             r.id
         ));
     }
+    extra.extend(r.wait.as_ref().map(wait_line));
     codex(
         &r.id,
         &r.state,
@@ -75,9 +84,33 @@ pub fn run(r: &RunResult) -> String {
     )
 }
 
-/// `read_output`'s and `write_stdin`'s answer; `waited` is how long the call took.
-pub fn read(r: &ReadResult, waited: Duration) -> String {
-    codex(&r.id, &r.state, waited, &r.view, None, Vec::new())
+/// `read_output`'s and `write_stdin`'s answer.
+pub fn read(r: &ReadResult, continued: Option<Continued>) -> String {
+    let mut extra = Vec::new();
+    if let Some(c) = continued {
+        extra.push(format!(
+            "Continued after cursor {} (where this connection's last answer ended); mode=tail shows the end instead.",
+            c.cursor
+        ));
+    }
+    extra.extend(r.wait.as_ref().map(wait_line));
+    codex(&r.id, &r.state, Duration::from_millis(r.wall_time_ms), &r.view, None, extra)
+}
+
+/// How long the call waited, what ended the wait, and the `until` line if one matched.
+fn wait_line(w: &WaitReport) -> String {
+    let why = match w.ended_by {
+        WaitEnd::Window => "the whole wait passed",
+        WaitEnd::Exit => "the session ended",
+        WaitEnd::Full => "the answer is full",
+        WaitEnd::Match => "a line matched until",
+        WaitEnd::Output => "new output arrived",
+    };
+    let mut line = format!("Waited: {:.2} s ({why})", w.waited_ms as f64 / 1000.0);
+    if let Some(m) = &w.matched {
+        let _ = write!(line, "\nMatched: {} (at cursor {})", one_line(&m.line), m.cursor);
+    }
+    line
 }
 
 fn codex(
@@ -177,12 +210,13 @@ pub fn kill(r: &KillResult) -> String {
     format!("{}\n{}\n", status_line(&r.id, &r.state), cleanup_line(&r.report))
 }
 
-/// `list_sessions`' answer: one session per line, oldest first.
+/// `list_sessions`' answer: one session per line, as the daemon ordered them (running first,
+/// then the newest finished), and how many more there are.
 pub fn list(r: &ListResult) -> String {
-    if r.sessions.is_empty() {
+    if r.sessions.is_empty() && r.more == 0 {
         return "No sessions. Start one with exec_command.\n".to_owned();
     }
-    let mut text = format!("{} session(s), oldest first:\n", r.sessions.len());
+    let mut text = format!("{} session(s), running first:\n", r.sessions.len());
     for s in &r.sessions {
         let state = match &s.state {
             SessionState::Exited { code } => format!("exited {code}"),
@@ -191,26 +225,37 @@ pub fn list(r: &ListResult) -> String {
         };
         let _ = writeln!(
             text,
-            "{}  {state}  pid {}  {} bytes  {:.1} s{}  {}",
+            "{} {state} pid {} {}B {:.1}s{} {}",
             s.id,
             s.pid,
             s.total_bytes,
             Duration::from_millis(s.wall_time_ms).as_secs_f64(),
-            if s.pty { "  tty" } else { "" },
-            one_line(&s.command)
+            if s.pty { " tty" } else { "" },
+            short(&s.command, LIST_COMMAND_CHARS)
         );
+    }
+    if r.more > 0 {
+        let _ =
+            writeln!(text, "{} more not shown: raise limit, or filter with state/source.", r.more);
     }
     text
 }
 
-/// A command on one line, bounded.
-fn one_line(command: &str) -> String {
-    const MAX: usize = 120;
-    let flat: String = command.chars().map(|c| if c == '\n' { ' ' } else { c }).collect();
-    if flat.chars().count() <= MAX {
+/// How much of a command one `list_sessions` line shows.
+const LIST_COMMAND_CHARS: usize = 80;
+
+/// A line of text on one line, bounded.
+fn one_line(text: &str) -> String {
+    short(text, 120)
+}
+
+/// `text` flattened to one line, at most `max` characters.
+fn short(text: &str, max: usize) -> String {
+    let flat: String = text.chars().map(|c| if c == '\n' { ' ' } else { c }).collect();
+    if flat.chars().count() <= max {
         return flat;
     }
-    let cut: String = flat.chars().take(MAX).collect();
+    let cut: String = flat.chars().take(max).collect();
     format!("{cut}…")
 }
 
@@ -248,6 +293,7 @@ mod tests {
             cleanup: None,
             deduplicated: false,
             view: view("hi\n", 3, 3),
+            wait: None,
         };
         assert_eq!(run(&r), "Exit code: 0\nWall time: 1.42 s\nOutput:\nhi\n");
     }
@@ -258,9 +304,11 @@ mod tests {
             id: "sh-2".into(),
             state: SessionState::Running,
             view: view("abc", 3, 10),
+            wall_time_ms: 5,
+            wait: None,
             bytes_b64: None,
         };
-        let text = read(&r, Duration::from_millis(5));
+        let text = read(&r, None);
         assert!(text.starts_with("Process running with session ID sh-2\nWall time: 0.01 s\n"));
         assert!(text.contains("read_output session_id=sh-2 after=3"), "{text}");
     }

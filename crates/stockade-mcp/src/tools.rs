@@ -38,60 +38,58 @@ pub const BYTES_PER_TOKEN: u64 = 4;
 pub const MAX_OUTPUT_TOKENS: u64 = stockade_core::limits::MAX_VIEW_BYTES as u64 / BYTES_PER_TOKEN;
 
 const EXEC_COMMAND_DESCRIPTION: &str = "\
-Run a shell command (`/bin/sh -c CMD`) and return its exit code and output.
+Run a shell command (`/bin/sh -c CMD`); answer with its exit code and output.
 
-Every byte the command prints is kept on disk, so do NOT pipe it into `head`, `tail` or `grep` \
-and do not redirect it to a file to shorten it: the answer shows a bounded view (the end by \
-default) and says how much was left out; read any part later with `read_output` (pass `after` = \
-the `next_cursor` of the last answer to continue) or search all of it with `grep_output`.
+Every byte is kept on disk: do NOT pipe into `head`/`tail`/`grep` or redirect to shorten it. The \
+answer shows a bounded view (the end) and says what was left out; `read_output` and \
+`grep_output` reach the rest.
 
-Waits up to `yield_time_ms` (default 10000) for the command to finish. If it is still running \
-then, the answer starts with `Process running with session ID sh-N` and the command keeps \
-running: follow it with `read_output` (`wait_ms` waits for new output, better than sleeping), \
-type into it with `write_stdin`, stop it with `kill_session`.
-
-For servers, watchers and anything meant to keep running, set `background: true`: the answer \
-comes after `yield_time_ms` (default 1000) with the output so far. For interactive programs \
-(REPLs, prompts, anything that wants a terminal) set `tty: true`, then send keys with \
-`write_stdin`. `timeout_ms` terminates the whole process tree after that long. A kill or timeout \
-always takes the whole tree: nothing the command started is left running.";
+Waits up to `yield_time_ms` (default 10000) for the command to end. Still running then: the \
+answer says `Process running with session ID sh-N` and it keeps running; follow it with \
+`read_output`, type into it with `write_stdin`, stop it with `kill_session`. For servers and \
+watchers set `background: true` (default wait 1000) and `until` to a regex such as `Listening`: \
+the answer comes as soon as a new line matches. `tty: true` for interactive programs. A kill or \
+`timeout_ms` ends the whole process tree.";
 
 const WRITE_STDIN_DESCRIPTION: &str = "\
-Send keys to a running session (one started with `tty: true`), wait `yield_time_ms` (default \
-1000), and return what it printed meanwhile.
+Send keys to a running session (started with `tty: true`) and collect what it prints for \
+`yield_time_ms` (default 1000). The wait ends early when the session ends, the answer is full, \
+or a new line matches `until`.
 
-`chars` is sent as is: end a line with `\\n` to press Enter (`print(6*7)\\n`); `\\u0003` is \
-Ctrl-C, `\\u0004` Ctrl-D (end of input), `\\u001b` Escape, `\\t` Tab. Empty `chars` only waits \
-and returns new output. The answer's `next_cursor` works with `read_output` like any other.";
+`chars` is sent as is: `\\n` presses Enter, `\\u0003` is Ctrl-C, `\\u0004` Ctrl-D. Empty \
+`chars` only waits and collects.";
 
 const READ_OUTPUT_DESCRIPTION: &str = "\
-Read a session's output from its log on disk. Nothing is ever lost, however much it printed, \
-so prefer this to re-running a command.
+Read a session's output (kept on disk, never lost).
 
-Page through everything: pass `after` = the `next_cursor` of the previous answer and repeat \
-with each new `next_cursor`; you have everything when `next_cursor` equals `total_bytes` and \
-the session is no longer running. Without `after` you get the end of the log (`mode: tail`); \
-`mode: head` shows the start (with compiler errors the first one is the cause), `middle` both \
-ends. `wait_ms` waits up to that long for output after `after`, or for the session to end: use \
-it instead of sleeping. `stream` limits the answer to `stdout` or `stderr`.";
+Without `after`, a session you have read before continues where your last answer ended; \
+otherwise you get the end (`mode: tail`). Pass `after` = `next_cursor` to page on; `mode: \
+head`/`middle`/`tail` pick a part. `yield_time_ms` collects new output first: the wait ends when \
+that time passes, the session ends, the answer is full, or a new line matches `until` (a regex). \
+Use it instead of sleeping: one call per wait, not per line. Waits over 50000 need a client \
+that resets its timeout on progress notifications.";
 
 const GREP_OUTPUT_DESCRIPTION: &str = "\
-Search a session's full output (every byte, on disk) with a regular expression (Rust regex \
-syntax, as ripgrep) and return the matching lines as `line_number:byte_offset:text` (context \
-lines use `-`). Much cheaper than paging through a large log. To read on from a match, pass its \
-byte offset as `after` to `read_output`. `context` adds lines around each match, `max_matches` \
-caps the matching lines (default 200), `ignore_case` makes it case-insensitive.";
+Search a session's full output with a regex (Rust syntax, as ripgrep); matching lines come as \
+`line_number:byte_offset:text` (context lines with `-`). Far cheaper than paging a large log. \
+Read on from a match with `read_output` `after` = its byte offset.";
 
 const KILL_SESSION_DESCRIPTION: &str = "\
-Stop a session and every process it started (the whole tree, including children that \
-daemonized), then verify they are gone. `signal` goes first (default SIGTERM; SIGINT, SIGHUP, \
-SIGKILL, …); whatever is still alive after a 2 s grace gets SIGKILL. The answer says whether \
-anything survived. The output stays readable afterwards.";
+Stop a session and every process it started (the whole tree, daemonized children too), then \
+verify they are gone. `signal` first (default SIGTERM), SIGKILL after a 2 s grace. The output \
+stays readable.";
 
 const LIST_SESSIONS_DESCRIPTION: &str = "\
-List the sessions Stockade knows: id, state (running, exited with its code, killed, timed out, \
-failed), pid, bytes printed, wall time and command. Sessions outlive the agent's own restarts: \
-use this to find a command started earlier.";
+List sessions (they outlive restarts of the agent): running first, then the newest finished, \
+at most `limit` (default 50); filter by `state` or `source`. Each line: id, state, pid, bytes, \
+wall time, command.";
+
+/// Most sessions one `list_sessions` answer shows when `limit` is not given.
+pub const DEFAULT_LIST_LIMIT: usize = 50;
+/// Most sessions one `list_sessions` answer may show.
+pub const MAX_LIST_LIMIT: usize = 500;
+/// How long `read_output` with `until` (and no `yield_time_ms`) waits.
+pub const DEFAULT_UNTIL_YIELD_MS: u64 = 30_000;
 
 /// `exec_command` arguments.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
@@ -102,16 +100,21 @@ pub struct ExecCommandArgs {
     /// Working directory (absolute path). Default: the MCP server's working directory.
     #[serde(default)]
     pub workdir: Option<String>,
-    /// Milliseconds to wait for the command to finish (or, with `background`, for first output)
-    /// before answering. Default 10000 (background: 1000); at most 300000.
+    /// Wait this long (ms) for the command to end; ends early at an `until` line. Default
+    /// 10000 (background 1000).
     #[serde(default)]
+    #[schemars(range(min = 0, max = 300000))]
     pub yield_time_ms: Option<u64>,
-    /// Bound on the answer's output, in tokens (1 token ≈ 4 bytes). Default ≈ 12800 (50 KiB),
-    /// at most 1048576 (4 MiB).
+    /// End the wait at the first new output line matching this regex (e.g. `Listening`).
     #[serde(default)]
+    pub until: Option<String>,
+    /// Bound on the answer, in tokens (≈ 4 bytes each). Default 12800.
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 1048576))]
     pub max_output_tokens: Option<u64>,
     /// Bound on the answer's lines. Default 2000.
     #[serde(default)]
+    #[schemars(range(min = 1, max = 1000000))]
     pub max_lines: Option<usize>,
     /// Run on a pseudo-terminal (for REPLs and interactive programs); send keys with
     /// `write_stdin`.
@@ -122,6 +125,7 @@ pub struct ExecCommandArgs {
     pub background: bool,
     /// Terminate the whole process tree after this many milliseconds.
     #[serde(default)]
+    #[schemars(range(min = 1, max = 31536000000u64))]
     pub timeout_ms: Option<u64>,
     /// A key for a recurring job: if a running session already has it, no second copy is
     /// started and the answer describes that session.
@@ -144,12 +148,16 @@ pub struct WriteStdinArgs {
     /// Text to send: `\n` presses Enter, `\u0003` is Ctrl-C, `\u0004` Ctrl-D. May be empty.
     #[serde(default)]
     pub chars: String,
-    /// Milliseconds to collect output after writing. Default 1000; at most 300000.
+    /// Collect output this long (ms) after writing. Default 1000.
     #[serde(default)]
+    #[schemars(range(min = 0, max = 300000))]
     pub yield_time_ms: Option<u64>,
-    /// Bound on the answer's output, in tokens (1 token ≈ 4 bytes). Default ≈ 12800 (50 KiB),
-    /// at most 1048576 (4 MiB).
+    /// End the wait at the first new output line matching this regex.
     #[serde(default)]
+    pub until: Option<String>,
+    /// Bound on the answer, in tokens (≈ 4 bytes each). Default 12800.
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 1048576))]
     pub max_output_tokens: Option<u64>,
 }
 
@@ -183,22 +191,29 @@ pub enum StreamArg {
 pub struct ReadOutputArgs {
     /// The session id (`sh-3`).
     pub session_id: String,
-    /// Cursor: show what follows this byte offset (the `next_cursor` of the last answer).
+    /// Show what follows this byte offset (the last answer's `next_cursor`).
     #[serde(default)]
+    #[schemars(range(min = 0, max = 9007199254740991u64))]
     pub after: Option<u64>,
     /// `delta` (from `after`), `tail`, `head` or `middle`.
     #[serde(default)]
     pub mode: Option<ModeArg>,
-    /// Bound on the answer's output, in tokens (1 token ≈ 4 bytes). Default ≈ 12800 (50 KiB),
-    /// at most 1048576 (4 MiB).
+    /// Bound on the answer, in tokens (≈ 4 bytes each). Default 12800.
     #[serde(default)]
+    #[schemars(range(min = 1, max = 1048576))]
     pub max_output_tokens: Option<u64>,
     /// Bound on the answer's lines. Default 2000.
     #[serde(default)]
+    #[schemars(range(min = 1, max = 1000000))]
     pub max_lines: Option<usize>,
-    /// Wait up to this many milliseconds for new output (or the end). At most 300000.
+    /// Collect new output for up to this long (ms) before answering. Default 0 (30000 with
+    /// `until`).
+    #[serde(default, alias = "wait_ms")]
+    #[schemars(range(min = 0, max = 300000))]
+    pub yield_time_ms: Option<u64>,
+    /// End the wait at the first new line matching this regex.
     #[serde(default)]
-    pub wait_ms: Option<u64>,
+    pub until: Option<String>,
     /// Only `stdout` or only `stderr`.
     #[serde(default)]
     pub stream: Option<StreamArg>,
@@ -214,9 +229,11 @@ pub struct GrepOutputArgs {
     pub pattern: String,
     /// Lines of context before and after each match.
     #[serde(default)]
+    #[schemars(range(min = 0, max = 100))]
     pub context: Option<usize>,
     /// Stop after this many matching lines (default 200).
     #[serde(default)]
+    #[schemars(range(min = 1, max = 10000))]
     pub max_matches: Option<usize>,
     /// Case-insensitive.
     #[serde(default)]
@@ -234,10 +251,31 @@ pub struct KillSessionArgs {
     pub signal: Option<String>,
 }
 
-/// `list_sessions` arguments (none).
+/// Which sessions `list_sessions` shows.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum StateArg {
+    /// Running sessions.
+    Running,
+    /// Finished sessions (exited, killed, timed out, failed).
+    Finished,
+}
+
+/// `list_sessions` arguments.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ListSessionsArgs {}
+pub struct ListSessionsArgs {
+    /// At most this many sessions (default 50).
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 500))]
+    pub limit: Option<usize>,
+    /// Only `running` or only `finished` sessions.
+    #[serde(default)]
+    pub state: Option<StateArg>,
+    /// Only sessions started with this `source`.
+    #[serde(default)]
+    pub source: Option<String>,
+}
 
 /// Every tool, in the order `tools/list` shows them.
 pub fn all() -> Vec<Tool> {
@@ -274,19 +312,79 @@ pub fn all() -> Vec<Tool> {
 }
 
 /// The input schema of an argument struct, as MCP wants it (a JSON object with `type: object`).
+/// Optional arguments are simply left out, so `anyOf [T, null]` is just `T`; only each
+/// argument keeps its description.
 fn input_schema<T: JsonSchema>() -> Arc<JsonObject> {
-    let schema = schemars::generate::SchemaSettings::draft2020_12()
-        .with(|s| s.inline_subschemas = true)
-        .into_generator()
-        .into_root_schema_for::<T>();
-    let mut value = serde_json::to_value(schema).unwrap_or_else(|_| json!({}));
+    let mut value = schema_of::<T>();
     if let Some(map) = value.as_object_mut() {
-        map.remove("$schema");
-        map.remove("title");
-        map.entry("type").or_insert_with(|| json!("object"));
-        map.entry("properties").or_insert_with(|| json!({}));
+        map.remove("description");
+        let props = map.entry("properties").or_insert_with(|| json!({}));
+        if let Value::Object(props) = props {
+            props.values_mut().for_each(optional_argument);
+        }
     }
     object(value)
+}
+
+/// One argument's schema: its description kept, `null` dropped from its choices, the rest
+/// [`compact`]ed.
+fn optional_argument(prop: &mut Value) {
+    let Value::Object(map) = prop else { return };
+    let description = map.remove("description");
+    if let Some(Value::Array(branches)) = map.get("anyOf") {
+        let not_null: Vec<&Value> =
+            branches.iter().filter(|b| b.get("type") != Some(&json!("null"))).collect();
+        if let [only] = not_null.as_slice()
+            && let Value::Object(only) = (*only).clone()
+        {
+            map.remove("anyOf");
+            map.extend(only);
+        }
+    }
+    compact(prop);
+    if let (Some(d), Value::Object(map)) = (description, prop) {
+        map.insert("description".into(), d);
+    }
+}
+
+/// The output schema of a daemon result type: the shape of `structuredContent`, derived from
+/// proto's type (so it cannot drift from the wire). Without descriptions (the fields are
+/// documented in `docs/protocol.md`; the model reads the text content) and with string choices
+/// as plain `enum`s, so `tools/list` stays small.
+fn output_schema<T: JsonSchema>() -> Arc<JsonObject> {
+    let mut value = schema_of::<T>();
+    compact(&mut value);
+    object(value)
+}
+
+/// Drop descriptions and defaults; turn a `oneOf` of string constants into an `enum`.
+fn compact(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.remove("description");
+            map.remove("default");
+            map.values_mut().for_each(compact);
+            let consts: Option<Vec<Value>> = match map.get("oneOf") {
+                Some(Value::Array(branches)) => branches
+                    .iter()
+                    .map(|b| match b.as_object() {
+                        Some(o) if o.len() == 2 && o.get("type") == Some(&json!("string")) => {
+                            o.get("const").cloned()
+                        }
+                        _ => None,
+                    })
+                    .collect(),
+                _ => None,
+            };
+            if let Some(consts) = consts {
+                map.remove("oneOf");
+                map.insert("type".into(), json!("string"));
+                map.insert("enum".into(), Value::Array(consts));
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(compact),
+        _ => {}
+    }
 }
 
 fn object(value: Value) -> Arc<JsonObject> {
@@ -296,41 +394,110 @@ fn object(value: Value) -> Arc<JsonObject> {
     }
 }
 
-/// The output schema of a daemon result type: the shape of `structuredContent`, derived from
-/// proto's type (so it cannot drift from the wire), inlined, without the integer `format`s
-/// (`uint64`, …) that JSON Schema validators do not know.
-fn output_schema<T: JsonSchema>() -> Arc<JsonObject> {
+/// `T`'s JSON Schema (draft 2020-12, inlined) in the form every host compiles: see [`portable`].
+fn schema_of<T: JsonSchema>() -> Value {
     let schema = schemars::generate::SchemaSettings::draft2020_12()
         .with(|s| s.inline_subschemas = true)
         .into_generator()
         .into_root_schema_for::<T>();
     let mut value = serde_json::to_value(schema).unwrap_or_else(|_| json!({}));
-    drop_integer_formats(&mut value);
+    portable(&mut value);
     if let Some(map) = value.as_object_mut() {
         map.remove("$schema");
         map.remove("title");
         map.entry("type").or_insert_with(|| json!("object"));
     }
-    object(value)
+    value
 }
 
-/// Remove `format` wherever it qualifies an integer type.
-fn drop_integer_formats(value: &mut Value) {
+/// Largest integer a JSON number holds exactly (2^53 - 1): the `maximum` of counters and
+/// cursors.
+const MAX_SAFE_INTEGER: u64 = 9_007_199_254_740_991;
+
+/// Rewrite what strict validators (Ajv in strict mode) refuse: integer `format`s (`uint64`,
+/// `uint`, …) become `minimum`/`maximum`; a type list such as `["integer", "null"]` becomes an
+/// `anyOf` of single types; `nullable`-style unions keep their keywords on the right branch.
+fn portable(value: &mut Value) {
     match value {
         Value::Object(map) => {
-            let integer = match map.get("type") {
-                Some(Value::String(t)) => t == "integer",
-                Some(Value::Array(ts)) => ts.iter().any(|t| t == "integer"),
-                _ => false,
-            };
-            if integer {
-                map.remove("format");
+            map.values_mut().for_each(portable);
+            if let Some(Value::Array(types)) = map.get("type").cloned() {
+                // Split the keywords of each type onto its own branch.
+                let mut branches = Vec::new();
+                for t in types {
+                    let mut branch = serde_json::Map::new();
+                    branch.insert("type".into(), t.clone());
+                    if t != "null" {
+                        for key in TYPED_KEYWORDS {
+                            if let Some(v) = map.get(*key) {
+                                branch.insert((*key).into(), v.clone());
+                            }
+                        }
+                    }
+                    let mut branch = Value::Object(branch);
+                    integer_bounds(&mut branch);
+                    branches.push(branch);
+                }
+                map.remove("type");
+                for key in TYPED_KEYWORDS {
+                    map.remove(*key);
+                }
+                map.insert("anyOf".into(), Value::Array(branches));
+            } else {
+                integer_bounds_map(map);
             }
-            map.values_mut().for_each(drop_integer_formats);
         }
-        Value::Array(items) => items.iter_mut().for_each(drop_integer_formats),
+        Value::Array(items) => items.iter_mut().for_each(portable),
         _ => {}
     }
+}
+
+/// Keywords that belong to one type (moved onto that type's branch of an `anyOf`).
+const TYPED_KEYWORDS: &[&str] = &[
+    "format",
+    "minimum",
+    "maximum",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "enum",
+    "minLength",
+    "maxLength",
+];
+
+fn integer_bounds(value: &mut Value) {
+    if let Value::Object(map) = value {
+        integer_bounds_map(map);
+    }
+}
+
+/// An integer with a `format` gets bounds instead: `uint*` from 0, `int*` within ±2^53.
+fn integer_bounds_map(map: &mut serde_json::Map<String, Value>) {
+    if map.get("type") != Some(&json!("integer")) {
+        return;
+    }
+    let Some(Value::String(format)) = map.remove("format") else {
+        if !map.contains_key("minimum") {
+            map.insert("minimum".into(), json!(-(MAX_SAFE_INTEGER as i64)));
+        }
+        if !map.contains_key("maximum") {
+            map.insert("maximum".into(), json!(MAX_SAFE_INTEGER));
+        }
+        return;
+    };
+    let (min, max): (i64, u64) = match format.as_str() {
+        "uint8" => (0, u8::MAX.into()),
+        "uint16" => (0, u16::MAX.into()),
+        "uint32" => (0, u32::MAX.into()),
+        "int8" => (i8::MIN.into(), i8::MAX as u64),
+        "int16" => (i16::MIN.into(), i16::MAX as u64),
+        "int32" => (i32::MIN.into(), i32::MAX as u64),
+        f if f.starts_with("uint") => (0, MAX_SAFE_INTEGER),
+        _ => (-(MAX_SAFE_INTEGER as i64), MAX_SAFE_INTEGER),
+    };
+    map.entry("minimum").or_insert_with(|| json!(min));
+    map.entry("maximum").or_insert_with(|| json!(max));
 }
 
 #[cfg(test)]
@@ -364,6 +531,7 @@ mod tests {
             assert!(run.contains(key), "{key} in {run}");
         }
         assert!(!run.contains("uint"), "no integer formats: {run}");
+        assert!(!run.contains("\"format\""), "no formats: {run}");
         let list = schema(LIST_SESSIONS);
         assert_eq!(list["required"], json!(["sessions"]));
         assert!(schema(GREP_OUTPUT).to_string().contains("\"is_match\""));

@@ -305,4 +305,7 @@ pub struct RunResult {
     /// The bounded output (`output`, `truncated`, `total_bytes`, `next_cursor`, …, flattened).
     #[serde(flatten)]
     pub view: OutputView,
+    /// How the call's `yield_ms` wait went, when it waited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait: Option<rpc::WaitReport>,
 }

@@ -1,19 +1,39 @@
-//! `list`: every session the engine keeps, oldest first.
+//! `list`: the sessions the engine keeps, filtered by state and source; every one oldest first,
+//! or with `limit` the running ones first, then the newest finished, and how many more exist.
 //!
 //! Counting processes costs O(processes) per call, not per session: a session with a cgroup is
 //! counted from its `cgroup.procs`, the others from one `/proc` census shared by all of them
 //! (taken only when some running session has no cgroup).
 
 use stockade_core::process::ProcessCensus;
-use stockade_proto::rpc::{ListResult, NoParams, RpcError, SessionInfo};
+use stockade_proto::rpc::{ListParams, ListResult, RpcError, SessionInfo, StateFilter};
 
 use super::ctx::Ctx;
 use crate::error::join_error;
 
-pub(super) async fn handle(ctx: &Ctx, _: NoParams) -> Result<ListResult, RpcError> {
+pub(super) async fn handle(ctx: &Ctx, p: ListParams) -> Result<ListResult, RpcError> {
     // Foreground runs of other processes, and owners that died, are seen before answering.
     ctx.engine().sync_others().await;
-    let sessions = ctx.engine().sessions();
+    let mut sessions = ctx.engine().sessions();
+    sessions.retain(|s| {
+        let running = !s.state().is_terminal();
+        let state_ok = match p.state {
+            None => true,
+            Some(StateFilter::Running) => running,
+            Some(StateFilter::Finished) => !running,
+        };
+        state_ok && p.source.as_deref().is_none_or(|src| s.source() == Some(src))
+    });
+    let mut more = 0;
+    if let Some(limit) = p.limit {
+        // Running first (oldest first, as kept), then finished, newest first.
+        let (running, mut finished): (Vec<_>, Vec<_>) =
+            sessions.into_iter().partition(|s| !s.state().is_terminal());
+        finished.reverse();
+        sessions = running.into_iter().chain(finished).collect();
+        more = sessions.len().saturating_sub(limit) as u64;
+        sessions.truncate(limit);
+    }
     // Counting a running session's processes reads /proc: off the async workers.
     let infos = tokio::task::spawn_blocking(move || {
         let mut census: Option<ProcessCensus> = None;
@@ -62,5 +82,5 @@ pub(super) async fn handle(ctx: &Ctx, _: NoParams) -> Result<ListResult, RpcErro
     })
     .await
     .map_err(join_error)?;
-    Ok(ListResult { sessions: infos })
+    Ok(ListResult { sessions: infos, more })
 }

@@ -1,11 +1,12 @@
-//! `read`: a bounded view (or exact bytes) of a session's log, optionally long-polling for new
-//! output or the end. The engine plans and renders the view (`Session::plan_read`,
+//! `read`: a bounded view (or exact bytes) of a session's log, optionally collecting new output
+//! first (`Session::collect`: until the window, the end, a full answer or an `until` line). The engine plans and renders the view (`Session::plan_read`,
 //! `Session::view`, `Session::raw_view`); this handler waits as asked and puts the answer on
 //! the wire (raw bytes as base64).
 
 use std::sync::Arc;
 
-use stockade_core::ReadPlan;
+use stockade_core::{ReadPlan, Until, WaitFor};
+use stockade_proto::OutputLimits;
 use stockade_proto::rpc::{ReadParams, ReadResult, RpcError, encode_bytes};
 
 use super::ctx::{Ctx, disconnected, wait};
@@ -14,15 +15,24 @@ use crate::error::{from_engine, join_error};
 pub(super) async fn handle(ctx: &Ctx, p: ReadParams) -> Result<ReadResult, RpcError> {
     let session = ctx.engine().session(&p.id).map_err(from_engine)?;
     let plan = session.plan_read(&p).map_err(from_engine)?;
+    let until = p.until.as_deref().map(Until::new).transpose().map_err(from_engine)?;
+    let mut report = None;
     if let Some(ms) = p.wait_ms.filter(|&ms| ms > 0)
         && !session.state().is_terminal()
     {
-        let log = session.log();
-        let after = p.after.unwrap_or_else(|| log.stats().total_bytes);
-        let timeout = wait(ms);
+        // Collecting, the wait ends with the window, the session, a full answer or an `until`
+        // line; a plain long poll also at the first new byte.
+        let first_byte = !p.collect && until.is_none();
+        let full = match &plan {
+            ReadPlan::View { request, .. } => request.limits,
+            ReadPlan::Raw { max_bytes, .. } => {
+                OutputLimits { max_bytes: *max_bytes, max_lines: usize::MAX }
+            }
+        };
+        let from = p.after.unwrap_or_else(|| session.log().stats().total_bytes);
+        let what = WaitFor { from, full: Some(full), until, first_byte };
         tokio::select! {
-            _ = log.wait_for_output(after, timeout) => {}
-            _ = session.wait(Some(timeout)) => {}
+            r = session.collect(Some(wait(ms)), what) => report = Some(r),
             () = ctx.conn.cancelled() => return Err(disconnected()),
         }
     }
@@ -40,5 +50,6 @@ pub(super) async fn handle(ctx: &Ctx, p: ReadParams) -> Result<ReadResult, RpcEr
     .await
     .map_err(join_error)?
     .map_err(from_engine)?;
-    Ok(ReadResult { id, state, view, bytes_b64 })
+    let wall_time_ms = session.wall_time().as_millis() as u64;
+    Ok(ReadResult { id, state, view, wall_time_ms, wait: report, bytes_b64 })
 }

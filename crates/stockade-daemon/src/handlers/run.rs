@@ -5,15 +5,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use stockade_core::output::ReadRequest;
-use stockade_core::{RunSpec, Session};
+use stockade_core::{RunSpec, Session, Until, WaitFor};
 use stockade_proto::RunResult;
-use stockade_proto::rpc::{Render, RpcError, RunParams};
+use stockade_proto::rpc::{Render, RpcError, RunParams, WaitReport};
 
 use super::ctx::{Ctx, disconnected, wait};
 use crate::error::{from_engine, join_error};
 
 pub(super) async fn handle(ctx: &Ctx, p: RunParams) -> Result<RunResult, RpcError> {
     let request = ReadRequest::for_run(&p);
+    let until = p.until.as_deref().map(Until::new).transpose().map_err(from_engine)?;
     let (background, yield_ms) = (p.background, p.yield_ms);
     let spec = RunSpec::from(p);
     // Spawning forks and touches the disk: keep it off the async workers.
@@ -24,16 +25,20 @@ pub(super) async fn handle(ctx: &Ctx, p: RunParams) -> Result<RunResult, RpcErro
     ctx.shared.metrics.spawned(asked.elapsed(), started.is_ok());
     let started = started.map_err(from_engine)?;
     let session = started.session;
+    let mut report = None;
     if !started.deduplicated {
         // Foreground: until the end (or `yield_ms`). Background: `yield_ms` (default 0), early
-        // on exit. A deduplicated answer never waits: the session is someone else's.
+        // on exit. Either ends early at an `until` line. A tail view never fills, so output
+        // alone does not end the wait. A deduplicated answer never waits: the session is
+        // someone else's.
         let limit = match (background, yield_ms) {
             (_, Some(ms)) => Some(wait(ms)),
             (true, None) => Some(Duration::ZERO),
             (false, None) => None,
         };
+        let what = WaitFor { from: 0, full: None, until, first_byte: false };
         tokio::select! {
-            _ = session.wait(limit) => {}
+            r = session.collect(limit, what) => report = Some(r),
             () = ctx.conn.cancelled() => {
                 if !background {
                     // The client that waited on a foreground run is gone: end the run, through
@@ -45,13 +50,14 @@ pub(super) async fn handle(ctx: &Ctx, p: RunParams) -> Result<RunResult, RpcErro
             }
         }
     }
-    answer(session, request, started.deduplicated).await
+    answer(session, request, started.deduplicated, report).await
 }
 
 async fn answer(
     session: Arc<Session>,
     request: ReadRequest,
     deduplicated: bool,
+    wait: Option<WaitReport>,
 ) -> Result<RunResult, RpcError> {
     // The state first: once it is terminal the log is complete, so the view shows the end.
     let state = session.state();
@@ -69,5 +75,6 @@ async fn answer(
         cleanup: session.end().and_then(|e| e.cleanup),
         deduplicated,
         view,
+        wait,
     })
 }

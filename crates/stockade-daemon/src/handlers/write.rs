@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use stockade_core::output::ReadRequest;
 use stockade_core::process::{DEFAULT_INPUT_TIMEOUT, InputError, PtyError};
-use stockade_core::{InputRefused, limits};
+use stockade_core::{InputRefused, Until, WaitFor, limits};
 use stockade_proto::ReadMode;
 use stockade_proto::rpc::{
     DEFAULT_WRITE_YIELD_MS, ReadResult, Render, RpcError, WriteParams, code, decode_bytes,
@@ -17,6 +17,7 @@ use crate::error::{from_engine, join_error, rpc_error};
 
 pub(super) async fn handle(ctx: &Ctx, p: WriteParams) -> Result<ReadResult, RpcError> {
     let session = ctx.engine().session(&p.id).map_err(from_engine)?;
+    let until = p.until.as_deref().map(Until::new).transpose().map_err(from_engine)?;
     let bytes = match (p.chars, p.bytes_b64) {
         (Some(_), Some(_)) => {
             return Err(rpc_error(
@@ -39,24 +40,28 @@ pub(super) async fn handle(ctx: &Ctx, p: WriteParams) -> Result<ReadResult, RpcE
         session.close_stdin(DEFAULT_INPUT_TIMEOUT).await.map_err(from_input)?;
     }
     let window = wait(p.yield_ms.unwrap_or(DEFAULT_WRITE_YIELD_MS));
-    tokio::select! {
-        _ = session.wait(Some(window)) => {}
+    let limits = limits::view_limits(p.max_bytes, None);
+    let what = WaitFor { from: cursor, full: Some(limits), until, first_byte: false };
+    let report = tokio::select! {
+        r = session.collect(Some(window), what) => r,
         () = ctx.conn.cancelled() => return Err(disconnected()),
-    }
+    };
     // The state first: once it is terminal the log is complete, so the view reaches the end.
     let state = session.settle().await;
-    let request = ReadRequest {
-        mode: ReadMode::Delta,
-        after: cursor,
-        limits: limits::view_limits(p.max_bytes, None),
-        stream: None,
-    };
+    let request = ReadRequest { mode: ReadMode::Delta, after: cursor, limits, stream: None };
     let s = Arc::clone(&session);
     let view = tokio::task::spawn_blocking(move || s.view(&request, Render::Text))
         .await
         .map_err(join_error)?
         .map_err(from_engine)?;
-    Ok(ReadResult { id: session.id().to_owned(), state, view, bytes_b64: None })
+    Ok(ReadResult {
+        id: session.id().to_owned(),
+        state,
+        view,
+        wall_time_ms: session.wall_time().as_millis() as u64,
+        wait: Some(report),
+        bytes_b64: None,
+    })
 }
 
 /// A refused `write`, `close_stdin` or `resize` as a JSON-RPC error. Input that did not (all)

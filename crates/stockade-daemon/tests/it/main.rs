@@ -7,4 +7,5 @@
 mod daemon_fuzz;
 mod daemon_pty;
 mod daemon_rpc;
+mod daemon_wait;
 mod ws_door;

@@ -11,10 +11,10 @@ use serde::de::DeserializeOwned;
 
 use super::{
     CleanupParams, CleanupResult, DEFAULT_WRITE_YIELD_MS, ForgetParams, ForgetResult, GrepParams,
-    GrepResultMsg, KillParams, KillResult, ListResult, NoParams, ReadParams, ReadResult,
-    ResizeParams, ResizeResult, RunParams, ScheduleAddParams, ScheduleInfo, ScheduleListResult,
-    ScheduleNameParams, ScheduleRunsParams, ScheduleRunsResult, ShutdownResult, StatsResult,
-    StatusResult, WriteParams,
+    GrepResultMsg, KillParams, KillResult, ListParams, ListResult, NoParams, ReadParams,
+    ReadResult, ResizeParams, ResizeResult, RunParams, ScheduleAddParams, ScheduleInfo,
+    ScheduleListResult, ScheduleNameParams, ScheduleRunsParams, ScheduleRunsResult, ShutdownResult,
+    StatsResult, StatusResult, WriteParams,
 };
 use crate::{DEFAULT_GRACE_MS, RunResult};
 
@@ -108,7 +108,7 @@ methods! {
     /// `kill`: terminate a session's tree.
     Kill = "kill", KillParams => KillResult, wait |p| p.grace_ms.unwrap_or(DEFAULT_GRACE_MS);
     /// `list`: list sessions.
-    List = "list", NoParams => ListResult;
+    List = "list", ListParams => ListResult;
     /// `forget`: terminate if running, delete the spool, drop the record.
     Forget = "forget", ForgetParams => ForgetResult, wait |_p| DEFAULT_GRACE_MS;
     /// `cleanup`: forget finished sessions (or all).

@@ -107,6 +107,10 @@ pub struct RunParams {
     /// Disk-cap policy.
     #[serde(default)]
     pub disk_policy: Option<DiskPolicy>,
+    /// End the `yield_ms` wait early at the first output line matching this regex (see
+    /// [`WaitReport`]).
+    #[serde(default)]
+    pub until: Option<String>,
 }
 
 /// `read` parameters.
@@ -130,9 +134,19 @@ pub struct ReadParams {
     /// Only this stream.
     #[serde(default)]
     pub stream: Option<Stream>,
-    /// Long poll: wait up to this long for output after `after`, or for the end.
+    /// Long poll: wait up to this long for output after `after`, or for the end. With
+    /// `collect` (or `until`), the wait goes on past the first new byte (see `collect`).
     #[serde(default)]
     pub wait_ms: Option<u64>,
+    /// Collect: the wait ends only when `wait_ms` passes, the session ends, the answer is full
+    /// (`max_bytes`/`max_lines` after the cursor) or a new line matches `until` — not at the
+    /// first new byte (what a follower streaming output wants, and the default).
+    #[serde(default)]
+    pub collect: bool,
+    /// End the wait at the first new line (after the cursor) matching this regex (implies
+    /// `collect`).
+    #[serde(default)]
+    pub until: Option<String>,
     /// Exact bytes (base64 in `bytes_b64`), no notice, no lossy conversion.
     #[serde(default)]
     pub raw: bool,
@@ -169,6 +183,12 @@ pub struct ReadResult {
     /// The bounded view.
     #[serde(flatten)]
     pub view: OutputView,
+    /// The session's wall time: from spawn to its end, or to this answer while running.
+    #[serde(default)]
+    pub wall_time_ms: u64,
+    /// How the call's wait went, when it waited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait: Option<WaitReport>,
     /// With `raw`: the exact bytes, base64.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bytes_b64: Option<String>,
@@ -240,6 +260,51 @@ pub struct WriteParams {
     /// Bound on the answer's bytes.
     #[serde(default)]
     pub max_bytes: Option<usize>,
+    /// End the wait early at the first new line matching this regex.
+    #[serde(default)]
+    pub until: Option<String>,
+}
+
+/// What ended a call's wait for output.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitEnd {
+    /// The whole window passed.
+    Window,
+    /// The session ended.
+    Exit,
+    /// The answer was full (its `max_bytes` or `max_lines` arrived).
+    Full,
+    /// A new line matched `until`.
+    Match,
+    /// New output arrived (a plain long poll, without `collect`).
+    Output,
+}
+
+/// The first new line that matched `until`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UntilMatch {
+    /// The line (without its newline; escape codes removed on a terminal).
+    pub line: String,
+    /// Byte offset of the line's start in the log.
+    pub offset: u64,
+    /// Byte offset just after the line: read on from here with `after`.
+    pub cursor: u64,
+}
+
+/// How a call's wait for output went: how long it took and what ended it.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaitReport {
+    /// Milliseconds this call waited (not the session's wall time).
+    pub waited_ms: u64,
+    /// What ended the wait.
+    pub ended_by: WaitEnd,
+    /// The line that matched `until`, when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matched: Option<UntilMatch>,
 }
 
 /// `kill` parameters.
@@ -316,12 +381,41 @@ pub struct SessionInfo {
     pub spool_path: PathBuf,
 }
 
+/// Which sessions `list` shows, by state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StateFilter {
+    /// Only running sessions.
+    Running,
+    /// Only finished sessions (any terminal state).
+    Finished,
+}
+
+/// `list` parameters (all optional: `{}` lists every session, oldest first).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListParams {
+    /// At most this many sessions: then the answer shows running sessions first (oldest
+    /// first), then the newest finished ones, and `more` counts the rest.
+    #[serde(default)]
+    pub limit: Option<usize>,
+    /// Only running or only finished sessions.
+    #[serde(default)]
+    pub state: Option<StateFilter>,
+    /// Only sessions with this `source`.
+    #[serde(default)]
+    pub source: Option<String>,
+}
+
 /// `list` result.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ListResult {
-    /// Sessions, oldest first.
+    /// Sessions: oldest first, or with `limit` running first, then the newest finished.
     pub sessions: Vec<SessionInfo>,
+    /// Sessions that matched the filters but were left out by `limit`.
+    #[serde(default)]
+    pub more: u64,
 }
 
 /// `forget` parameters.

@@ -26,7 +26,7 @@ use rustix::stdio::stdin;
 use rustix::termios::{OptionalActions, Termios, isatty, tcgetattr, tcgetwinsize, tcsetattr};
 use stockade_client::{Client, ConnectOptions, raw_bytes};
 use stockade_proto::rpc::{
-    NoParams, PtySize, ReadParams, Render, ResizeParams, WriteParams, encode_bytes, method,
+    ListParams, PtySize, ReadParams, Render, ResizeParams, WriteParams, encode_bytes, method,
 };
 use stockade_proto::{ReadMode, SessionState};
 
@@ -67,7 +67,7 @@ pub fn attach(global: &Global, args: AttachArgs) -> anyhow::Result<ExitCode> {
     }
     let opts = global.connect_options()?;
     let mut control = Client::connect(&opts)?;
-    let list = control.call::<method::List>(NoParams {})?;
+    let list = control.call::<method::List>(ListParams::default())?;
     let Some(info) = list.sessions.into_iter().find(|s| s.id == id) else {
         bail!("no session {id}; `stockade ps` lists the sessions");
     };

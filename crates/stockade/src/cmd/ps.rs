@@ -6,7 +6,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use comfy_table::{Cell, CellAlignment, Color, ContentArrangement, Table, presets};
 use stockade_core::answer::signal_name;
 use stockade_proto::SessionState;
-use stockade_proto::rpc::{NoParams, SessionInfo, method};
+use stockade_proto::rpc::{ListParams, SessionInfo, method};
 
 use super::Global;
 use crate::cli::PsArgs;
@@ -16,7 +16,7 @@ use crate::out;
 const COMMAND_WIDTH: usize = 60;
 
 pub fn ps(global: &Global, args: PsArgs) -> anyhow::Result<ExitCode> {
-    let list = global.connect()?.call::<method::List>(NoParams {})?;
+    let list = global.connect()?.call::<method::List>(ListParams::default())?;
     if args.json {
         out::print_json(&list)?;
         return Ok(ExitCode::SUCCESS);

@@ -56,6 +56,7 @@ pub fn run(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
             cleanup: end.and_then(|e| e.cleanup),
             deduplicated: false,
             view,
+            wait: None,
         })
     })?;
     print_result(&result, args.json)
@@ -111,6 +112,7 @@ fn params(args: &RunArgs, cwd: Option<PathBuf>) -> RunParams {
             Some(StdinArg::Pipe) => StdinMode::Pipe,
             _ => StdinMode::Null,
         },
+        until: None,
     }
 }
 

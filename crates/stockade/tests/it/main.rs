@@ -23,6 +23,7 @@ mod grep_bounds;
 mod hardening;
 mod kill_matrix;
 mod list_cost;
+mod mcp_agents;
 mod mcp_http;
 mod mcp_inspector;
 mod mcp_python;

@@ -15,7 +15,7 @@ use stockade_client::{Client, raw_bytes};
 use stockade_proto::ReadMode;
 use stockade_proto::SessionState;
 use stockade_proto::rpc::{
-    KillParams, NoParams, PtySize, ReadParams, RunParams, SessionInfo, method,
+    KillParams, ListParams, NoParams, PtySize, ReadParams, RunParams, SessionInfo, method,
 };
 use stockade_testkit::eventually;
 
@@ -90,7 +90,7 @@ fn read_by_cursor(client: &mut Client, id: &str, until_has: Option<&str>) -> Vec
 }
 
 fn list(client: &mut Client) -> BTreeMap<String, SessionInfo> {
-    let sessions = client.call::<method::List>(NoParams {}).unwrap().sessions;
+    let sessions = client.call::<method::List>(ListParams::default()).unwrap().sessions;
     sessions.into_iter().map(|s| (s.id.clone(), s)).collect()
 }
 
