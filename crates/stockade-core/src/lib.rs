@@ -48,7 +48,8 @@ mod view;
 
 pub use atomic_write::atomic_write;
 pub use engine::{
-    Engine, EngineConfig, EngineError, EngineLimits, EngineStats, Forgotten, Started,
+    Engine, EngineConfig, EngineError, EngineLimits, EngineStats, Forgotten, MAX_RETAINED_CAP,
+    MIN_RETAINED_CAP, Started,
 };
 pub use input::{InputKind, InputRefused};
 pub use recovery::{RecoveredSession, RecoveryError, RecoveryReport};

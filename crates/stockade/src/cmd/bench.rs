@@ -10,6 +10,7 @@ use stockade_bench::peers::{self, PeerSpec};
 use stockade_bench::runner::{self, GrowthConfig, Variant};
 use stockade_bench::{edges, plots, speed, summary};
 use stockade_proto::Capture;
+use crate::examples as ex;
 
 /// `stockade bench` arguments.
 #[derive(Debug, Args)]
@@ -40,19 +41,19 @@ pub enum BenchCommand {
     /// BENCH_SLEEP and BENCH_PROGRESS (a file it may overwrite with the output bytes received);
     /// it starts the N commands its own way, prints `ready` on stdout, and exits 0 when all have
     /// ended. Its root process is what is sampled; its process group is killed at the end.
-    ///
-    /// Examples:
-    ///   stockade bench growth --variants pipe,file,node
-    ///   stockade bench growth --variants pipe --concurrency 64,128
-    ///   stockade bench growth --variants pipe --concurrency 4 --bytes 20MiB,256MiB,1GiB
+    #[command(after_help = ex::BENCH_GROWTH)]
     Growth(GrowthArgs),
     /// Ten hard cases as a 0/1 table with the reason for each 0.
+    #[command(after_help = ex::BENCH_EDGES)]
     Edges(EdgesArgs),
     /// 1 GiB through a daemon session (pipe capture) against writing it straight to a file.
+    #[command(after_help = ex::BENCH_DRAIN)]
     Drain(DrainArgs),
     /// `run true` round trips through the daemon against a bare fork+exec+wait.
+    #[command(after_help = ex::BENCH_SPAWN)]
     Spawn(SpawnArgs),
     /// Redraw `summary.md` and the SVGs of an output directory from its JSONL.
+    #[command(after_help = ex::BENCH_PLOT)]
     Plot(PlotArgs),
 }
 

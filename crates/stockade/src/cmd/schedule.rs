@@ -14,6 +14,7 @@ use stockade_proto::rpc::{
 
 use super::Global;
 use crate::args::{CaptureArg, DiskPolicyArg};
+use crate::examples as ex;
 use crate::out;
 
 /// `stockade schedule`.
@@ -34,22 +35,22 @@ pub enum ScheduleAction {
     /// Each fire is an ordinary session (`ps`, `logs`, `grep`, `kill` work on it) whose source is
     /// the schedule's key. A fire while the previous run is still active is skipped and counted,
     /// never queued. After the daemon was down, at most one catch-up fire (`--catch-up once`).
-    ///
-    /// Examples:
-    ///   stockade schedule add tests --every 10m -- cargo test
-    ///   stockade schedule add backup --cron '0 3 * * *' --timeout-ms 3600000 'rsync -a src/ bak/'
+    #[command(after_help = ex::SCHEDULE_ADD)]
     Add(AddArgs),
     /// List the schedules: timing, next fire, fires, skipped overlaps, the run active now.
-    #[command(alias = "ls")]
+    #[command(alias = "ls", after_help = ex::SCHEDULE_LIST)]
     List(JsonArgs),
     /// Remove a schedule (its runs stay until pruned or forgotten).
-    #[command(alias = "remove")]
+    #[command(alias = "remove", after_help = ex::SCHEDULE_RM)]
     Rm(NameArgs),
     /// Stop firing a schedule until `resume`.
+    #[command(after_help = ex::SCHEDULE_PAUSE)]
     Pause(NameArgs),
     /// Fire a paused schedule again, from its next tick (missed ticks are not caught up).
+    #[command(after_help = ex::SCHEDULE_RESUME)]
     Resume(NameArgs),
     /// A schedule's recent runs, newest first: session, state, exit, duration, bytes.
+    #[command(after_help = ex::SCHEDULE_RUNS)]
     Runs(RunsArgs),
 }
 
