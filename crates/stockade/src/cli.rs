@@ -5,11 +5,11 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use stockade_proto::{ReadMode, Stream};
 
-use crate::examples as ex;
 use crate::args::{
     CaptureArg, DiskPolicyArg, parse_age, parse_env, parse_retained_cap, parse_size_u64,
     parse_size_usize,
 };
+use crate::examples as ex;
 
 /// Stockade runs shell commands for AI coding agents: it keeps every byte they print on disk,
 /// shows a bounded, honest view of it, and makes sure nothing they started outlives them.

@@ -122,7 +122,11 @@ pub fn seconds(ms: u64) -> String {
 
 /// How a session ended, in one line: `sh-3 exited 3 after 4.2 s`, `sh-3 was killed by SIGKILL
 /// after 0.1 s`, `sh-3 timed out after 5.0 s` (`wall_ms` unknown: no "after").
-pub fn ended_phrase(id: &str, state: &stockade_proto::SessionState, wall_ms: Option<u64>) -> String {
+pub fn ended_phrase(
+    id: &str,
+    state: &stockade_proto::SessionState,
+    wall_ms: Option<u64>,
+) -> String {
     use stockade_proto::SessionState as S;
     let what = match state {
         S::Running => "is still running".to_owned(),

@@ -42,7 +42,9 @@ pub fn sentence(e: &clap::Error) -> String {
         ErrorKind::InvalidSubcommand => {
             let sub = context(e, ContextKind::InvalidSubcommand).unwrap_or_default();
             match context(e, ContextKind::SuggestedSubcommand) {
-                Some(s) => format!("`{command}` has no command {sub:?} (did you mean {s}?); {help}"),
+                Some(s) => {
+                    format!("`{command}` has no command {sub:?} (did you mean {s}?); {help}")
+                }
                 None => format!("`{command}` has no command {sub:?}; {help}"),
             }
         }
@@ -101,7 +103,9 @@ fn command_path(rendered: &str) -> String {
     };
     let words: Vec<&str> = usage
         .split_whitespace()
-        .take_while(|w| !w.starts_with(['-', '<', '[']) && w.chars().all(|c| c.is_ascii_lowercase() || c == '-'))
+        .take_while(|w| {
+            !w.starts_with(['-', '<', '[']) && w.chars().all(|c| c.is_ascii_lowercase() || c == '-')
+        })
         .collect();
     if words.is_empty() { "stockade".into() } else { words.join(" ") }
 }

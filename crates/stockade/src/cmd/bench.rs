@@ -4,13 +4,13 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::examples as ex;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use stockade_bench::peers::{self, PeerSpec};
 use stockade_bench::runner::{self, GrowthConfig, Variant};
 use stockade_bench::{edges, plots, speed, summary};
 use stockade_proto::Capture;
-use crate::examples as ex;
 
 /// `stockade bench` arguments.
 #[derive(Debug, Args)]

@@ -40,10 +40,12 @@ pub fn man(args: ManArgs) -> anyhow::Result<ExitCode> {
     let cmd = Cli::command();
     match args.dir {
         Some(dir) => {
-            std::fs::create_dir_all(&dir)
-                .with_context(|| format!("cannot create the directory {} (--dir)", dir.display()))?;
-            clap_mangen::generate_to(cmd, &dir)
-                .with_context(|| format!("cannot write the man pages into {} (--dir)", dir.display()))?;
+            std::fs::create_dir_all(&dir).with_context(|| {
+                format!("cannot create the directory {} (--dir)", dir.display())
+            })?;
+            clap_mangen::generate_to(cmd, &dir).with_context(|| {
+                format!("cannot write the man pages into {} (--dir)", dir.display())
+            })?;
             out::print(&format!("Wrote the man pages into {}\n", dir.display()))?;
         }
         None => {

@@ -121,15 +121,17 @@ pub(crate) fn wall_time(client: &mut Client, id: &str) -> Option<u64> {
 }
 
 /// The session's record in the state directory, read again until it says the session ended.
-fn from_disk(global: &Global, id: &str, deadline: Option<Instant>) -> anyhow::Result<Option<Ended>> {
+fn from_disk(
+    global: &Global,
+    id: &str,
+    deadline: Option<Instant>,
+) -> anyhow::Result<Option<Ended>> {
     let dir = super::state_dir(global.home.clone())?.find_session(id)?;
     loop {
         if let Some(record) = read_record(&dir)
             && record.state.is_terminal()
         {
-            let wall = record
-                .finished_at_ms
-                .map(|end| end.saturating_sub(record.started_at_ms));
+            let wall = record.finished_at_ms.map(|end| end.saturating_sub(record.started_at_ms));
             return Ok(Some(Ended { state: record.state, wall_time_ms: wall }));
         }
         if deadline.is_some_and(|d| Instant::now() >= d) {
