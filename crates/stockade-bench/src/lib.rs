@@ -30,6 +30,7 @@
 pub mod daemon;
 pub mod edges;
 mod error;
+pub mod meta;
 pub mod peers;
 pub mod plots;
 pub mod proc;

@@ -73,7 +73,8 @@ pub enum Command {
     Attach(crate::cmd::attach::AttachArgs),
     /// List the daemon's sessions: state or exit, pid, output size, age, command.
     ///
-    /// By default: every running session and the 20 newest finished ones; `-a` lists all.
+    /// By default: every running session and the 20 newest finished ones; `-a` (or `--json`)
+    /// lists all.
     #[command(after_help = ex::PS)]
     Ps(PsArgs),
     /// Print a session's output from the daemon; `-f` follows it until the session ends.

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use crate::examples as ex;
 use anyhow::Context;
 use clap::{Args, Subcommand};
+use stockade_bench::meta::RunMeta;
 use stockade_bench::peers::{self, PeerSpec};
 use stockade_bench::runner::{self, GrowthConfig, Variant};
 use stockade_bench::{edges, plots, speed, summary};
@@ -148,6 +149,7 @@ pub fn bench(home: Option<PathBuf>, args: BenchArgs) -> anyhow::Result<ExitCode>
                 out: a.common.out.clone(),
                 sizes: if a.common.quick { edges::Sizes::QUICK } else { edges::Sizes::FULL },
                 work_dir: work,
+                meta: RunMeta::collect(env!("CARGO_PKG_VERSION"), a.common.quick),
             };
             let results = edges::edges(&cfg)?;
             print!("{}", edges::markdown(&results));
@@ -223,6 +225,7 @@ fn growth(exe: PathBuf, work: PathBuf, a: GrowthArgs) -> anyhow::Result<ExitCode
         sleep_s: a.sleep.unwrap_or(if quick { 1 } else { 2 }),
         work_dir: work,
         memory_line_mib: a.memory_line as f64 / (1 << 20) as f64,
+        meta: RunMeta::collect(env!("CARGO_PKG_VERSION"), quick),
     };
     let rows = runner::growth(&cfg);
     let _ = std::fs::remove_dir_all(&scripts);

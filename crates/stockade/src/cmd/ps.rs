@@ -48,14 +48,14 @@ pub fn ps(global: &Global, args: PsArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Keep the sessions `args` ask for, oldest first; returns how many finished sessions were left
-/// out only for being old (without `-a` or `--state`).
+/// out only for being old (never with `-a`, `--state` or `--json`: scripts get every session).
 fn filter(sessions: &mut Vec<SessionInfo>, args: &PsArgs) -> usize {
     sessions.retain(|s| {
         (args.state.is_empty() || args.state.iter().any(|f| matches(*f, &s.state)))
             && args.source.as_deref().is_none_or(|k| s.source.as_deref() == Some(k))
     });
     sessions.sort_by_key(|s| s.started_at_ms);
-    if args.all || !args.state.is_empty() {
+    if args.all || args.json || !args.state.is_empty() {
         return 0;
     }
     let finished = sessions.iter().filter(|s| s.state.is_terminal()).count();

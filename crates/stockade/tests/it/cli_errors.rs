@@ -40,7 +40,7 @@ const TABLE: &[(&[&str], &str)] = &[
     (&["kill"], "`stockade kill` needs <ID>...; `stockade kill --help` lists what it takes"),
     (
         &["logs", "sh-1", "--raw", "--tail", "3"],
-        "--tail cannot be used with --raw; drop one of them",
+        "--raw cannot be used with --tail; drop one of them",
     ),
     (
         &["ps", "--state", "sleeping"],
