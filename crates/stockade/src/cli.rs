@@ -573,6 +573,26 @@ mod tests {
         Cli::command().debug_assert();
     }
 
+    /// Every subcommand, at every depth, ends its help with examples, one a line.
+    #[test]
+    fn every_subcommand_has_examples() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for sub in cmd.get_subcommands() {
+                let path = format!("{path} {}", sub.get_name());
+                let examples = sub.get_after_help().map(ToString::to_string).unwrap_or_default();
+                let lines = examples.lines().filter(|l| l.starts_with("  stockade ")).count();
+                if !examples.starts_with("Examples:\n") || lines == 0 {
+                    missing.push(path.clone());
+                }
+                walk(sub, &path, missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&Cli::command(), "stockade", &mut missing);
+        missing.retain(|p| !p.ends_with(" help"));
+        assert!(missing.is_empty(), "no examples: {missing:?}");
+    }
+
     #[test]
     fn background_flags_need_bg_and_json_stays_out_of_the_command() {
         let cli =
