@@ -75,6 +75,9 @@ pub struct Session {
     input: Option<SessionInput>,
     /// The process whose engine started it (this one, unless recovered from a record).
     owner: Option<Owner>,
+    /// What it was started with (`None` when recovered from a record, which keeps no
+    /// environment or options): what `restart` starts again.
+    spec: Option<crate::RunSpec>,
 }
 
 impl std::fmt::Debug for Session {
@@ -99,6 +102,7 @@ pub(crate) struct SessionParts {
     pub timeout: Option<Duration>,
     pub grace: Duration,
     pub input: Option<SessionInput>,
+    pub spec: crate::RunSpec,
 }
 
 impl Session {
@@ -123,6 +127,7 @@ impl Session {
             dir: parts.dir,
             input: parts.input,
             owner: Owner::current(),
+            spec: Some(parts.spec),
         });
         session.write_record(None);
         let supervisor = Supervisor {
@@ -135,6 +140,12 @@ impl Session {
         };
         tokio::spawn(supervisor.run());
         session
+    }
+
+    /// What the session was started with; `None` for a session recovered from a record (its
+    /// environment and options were not kept).
+    pub fn spec(&self) -> Option<&crate::RunSpec> {
+        self.spec.as_ref()
     }
 
     /// The session id (`sh-N`).
@@ -380,6 +391,7 @@ impl Session {
             dir,
             input: None,
             owner: record.owner,
+            spec: None,
         })
     }
 }

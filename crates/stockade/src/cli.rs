@@ -102,6 +102,14 @@ pub enum Command {
     /// when an id was unknown.
     #[command(after_help = ex::KILL)]
     Kill(KillArgs),
+    /// Start a session again: same command, working directory, environment and options.
+    ///
+    /// The new session gets a new id and runs in the background; the old one keeps its output.
+    /// A session still running is refused unless `--kill` is given (it is then terminated
+    /// first). Sessions a previous daemon ran cannot be restarted (their environment was not
+    /// kept).
+    #[command(after_help = ex::RESTART)]
+    Restart(crate::cmd::restart::RestartArgs),
     /// Terminate sessions if they are running, delete their spools and drop their records.
     #[command(after_help = ex::FORGET)]
     Forget(ForgetArgs),

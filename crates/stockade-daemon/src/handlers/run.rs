@@ -47,7 +47,7 @@ pub(super) async fn handle(ctx: &Ctx, p: RunParams) -> Result<RunResult, RpcErro
     answer(session, request, started.deduplicated).await
 }
 
-async fn answer(
+pub(super) async fn answer(
     session: Arc<Session>,
     request: ReadRequest,
     deduplicated: bool,

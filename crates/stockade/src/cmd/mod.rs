@@ -11,8 +11,10 @@ mod logs;
 pub mod mcp;
 mod ps;
 mod read;
+pub mod restart;
 mod run;
 pub mod schedule;
+mod schedule_table;
 pub mod send;
 mod stats;
 pub mod wait;
@@ -39,6 +41,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Logs(args) => logs::logs(&global, args),
         Command::Wait(args) => wait::wait(&global, args),
         Command::Kill(args) => kill::kill(&global, args),
+        Command::Restart(args) => restart::restart(&global, args),
         Command::Forget(args) => kill::forget(&global, args),
         Command::Cleanup(args) => kill::cleanup(&global, args),
         Command::Stats(args) => stats::stats(&global, args),

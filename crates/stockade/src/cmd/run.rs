@@ -223,7 +223,7 @@ fn params(args: &RunArgs, cwd: Option<PathBuf>) -> RunParams {
     }
 }
 
-fn print_result(result: &RunResult, json: bool) -> anyhow::Result<ExitCode> {
+pub(crate) fn print_result(result: &RunResult, json: bool) -> anyhow::Result<ExitCode> {
     if json {
         out::print_json(result)?;
     } else {

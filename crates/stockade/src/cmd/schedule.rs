@@ -52,6 +52,11 @@ pub enum ScheduleAction {
     /// A schedule's recent runs, newest first: session, state, exit, duration, bytes.
     #[command(after_help = ex::SCHEDULE_RUNS)]
     Runs(RunsArgs),
+    /// Fire a schedule now, as a tick would: skipped (exit 1) while its last run is active.
+    ///
+    /// Its next tick does not move. Prints the session started.
+    #[command(after_help = ex::SCHEDULE_RUN)]
+    Run(NameArgs),
 }
 
 /// `stockade schedule add`.
@@ -174,14 +179,39 @@ pub fn schedule(global: &Global, args: ScheduleArgs) -> anyhow::Result<ExitCode>
             } else if list.schedules.is_empty() {
                 out::print("no schedules\n")?;
             } else {
-                let text: String = list.schedules.iter().map(describe).collect();
-                out::print(&text)?;
+                out::print(&super::schedule_table::table(&list.schedules))?;
             }
             Ok(ExitCode::SUCCESS)
         }
         ScheduleAction::Rm(a) => named::<method::ScheduleRemove>(&mut client, a, "Removed"),
         ScheduleAction::Pause(a) => named::<method::SchedulePause>(&mut client, a, "Paused"),
         ScheduleAction::Resume(a) => named::<method::ScheduleResume>(&mut client, a, "Resumed"),
+        ScheduleAction::Run(a) => {
+            let fired =
+                client.call::<method::ScheduleFire>(ScheduleNameParams { name: a.name.clone() })?;
+            if a.json {
+                out::print_json(&fired)?;
+            }
+            let name = &fired.schedule.name;
+            let (text, code) = match (&fired.session, &fired.error) {
+                (Some(id), _) => {
+                    (format!("Fired {name}: {id} (follow it: stockade logs -f {id})\n"), 0)
+                }
+                (None, Some(why)) => (format!("Could not fire {name}: {why}\n"), 1),
+                (None, None) => (
+                    format!(
+                        "Skipped {name}: its last run {} is still active (skips so far: {})\n",
+                        fired.schedule.active_session.as_deref().unwrap_or("?"),
+                        fired.schedule.skipped_overlap
+                    ),
+                    1,
+                ),
+            };
+            if !a.json {
+                out::print(&text)?;
+            }
+            Ok(ExitCode::from(code))
+        }
         ScheduleAction::Runs(a) => {
             let params = ScheduleRunsParams { name: a.name, limit: a.limit };
             let r = client.call::<method::ScheduleRuns>(params)?;

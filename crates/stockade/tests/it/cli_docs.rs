@@ -22,7 +22,7 @@ fn help_shows_examples_line_by_line() {
         (&["daemon", "--help"], "  stockade daemon status\n"),
     ] {
         let help = home.ok(args);
-        assert!(help.contains(&format!("Examples:\n")), "{args:?}: {help}");
+        assert!(help.contains("Examples:\n"), "{args:?}: {help}");
         assert!(help.contains(line), "{args:?} lacks {line:?}: {help}");
     }
     // Global options are listed apart from the command's own.

@@ -12,6 +12,7 @@ mod cli_docs;
 mod cli_errors;
 mod cli_live;
 mod cli_pty;
+mod cli_restart;
 mod cli_wait;
 mod client_daemon;
 mod client_sessions;
