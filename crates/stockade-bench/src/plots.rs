@@ -249,8 +249,9 @@ pub fn draw(chart: &Chart, path: &Path) -> Result<()> {
 /// no data point is hidden behind it.
 fn legend_corner(chart: &Chart, (x0, x1): (f64, f64), y1: f64) -> SeriesLabelPosition {
     let labels = chart.series.iter().filter(|s| !s.label.is_empty()).count() as f64;
-    // The legend's share of the plot: about 45 % of the width, 6 % of the height per line.
-    let (w, h) = (0.45, (0.06 * labels + 0.04).min(0.9));
+    // The legend's share of the plot: about 45 % of the width, 6 % of the height per line and
+    // its margins, and room for the text a mark puts above its point.
+    let (w, h) = (0.45, (0.06 * labels + 0.10).min(0.9));
     let points: Vec<(f64, f64)> = chart
         .series
         .iter()
