@@ -105,6 +105,8 @@ pub struct EdgeConfig {
     pub sizes: Sizes,
     /// Temporary state (daemon homes and spools), removed after each case.
     pub work_dir: PathBuf,
+    /// What `edges.md` records about this invocation (`ran` is filled in from the sizes).
+    pub meta: crate::meta::RunMeta,
 }
 
 struct Ctx {
@@ -121,15 +123,21 @@ struct Ctx {
 type Case = (&'static str, &'static str, fn(&mut Ctx) -> Result<()>);
 
 const CASES: [Case; 10] = [
-    ("B4_stdout_4x20MB", "4 background commands print 20 MiB each on stdout at once", case_b4),
-    ("C2_stderr_4x20MB", "the same on stderr", case_c2),
-    ("R2_log_stream_4x20MB", "4 × 20 MiB of a real log line", case_r2),
-    ("B6_small_chunks_30MB", "30 MiB written 32 bytes at a time", case_b6),
-    ("huge_single_line_30MB", "30 MiB without a newline; the tail view stays bounded", case_line),
-    ("slow_stream_120s", "one line every 0.5 s for 120 s, followed by long polls", case_slow),
+    // `{four}`, `{thirty}`, `{slow}`, `{no_poll}` (and `_id` forms in case ids) are replaced by
+    // the sizes that really ran (see `label`), so a `--quick` table says 2 MiB, not 20 MiB.
+    ("B4_stdout_4x{four_id}", "4 background commands print {four} each on stdout at once", case_b4),
+    ("C2_stderr_4x{four_id}", "the same on stderr", case_c2),
+    ("R2_log_stream_4x{four_id}", "4 × {four} of a real log line", case_r2),
+    ("B6_small_chunks_{thirty_id}", "{thirty} written 32 bytes at a time", case_b6),
+    (
+        "huge_single_line_{thirty_id}",
+        "{thirty} without a newline; the tail view stays bounded",
+        case_line,
+    ),
+    ("slow_stream_{slow}", "one line every 0.5 s for {slow}, followed by long polls", case_slow),
     (
         "no_poll_background",
-        "200 MiB in the background, never read: the pipe is drained",
+        "{no_poll} in the background, never read: the pipe is drained",
         case_no_poll,
     ),
     (
@@ -155,8 +163,9 @@ pub fn edges(cfg: &EdgeConfig) -> Result<Vec<EdgeResult>> {
     let pb = progress::bar(CASES.len() as u64, "edges");
     let mut results = Vec::new();
     for (case, what, f) in CASES {
-        pb.set_message(case);
-        let r = run_case(cfg, case, what, f);
+        let (case, what) = (label(case, &cfg.sizes), label(what, &cfg.sizes));
+        pb.set_message(case.clone());
+        let r = run_case(cfg, &case, &what, f);
         progress::note(
             &pb,
             &format!("{case}: {} {}", r.pass, if r.pass == 1 { "" } else { r.reason.as_str() }),
@@ -173,8 +182,38 @@ pub fn edges(cfg: &EdgeConfig) -> Result<Vec<EdgeResult>> {
     let p = cfg.out.join("edges.jsonl");
     std::fs::write(&p, jsonl).map_err(|e| BenchError::path("write", &p, e))?;
     let p = cfg.out.join("edges.md");
-    std::fs::write(&p, markdown(&results)).map_err(|e| BenchError::path("write", &p, e))?;
+    let mut meta = cfg.meta.clone();
+    let z = cfg.sizes;
+    meta.ran = format!(
+        "4 × {} per command, {} single commands, a {} slow stream, {} never read, {} read after spooling, a {} disk cap against {}",
+        crate::meta::size_label(z.four_each),
+        crate::meta::size_label(z.thirty),
+        seconds(z.slow),
+        crate::meta::size_label(z.no_poll),
+        crate::meta::size_label(z.spooled),
+        crate::meta::size_label(z.cap),
+        crate::meta::size_label(z.cap_print),
+    );
+    let text = format!("# stockade bench edges\n\n{}\n{}", meta.markdown(), markdown(&results));
+    std::fs::write(&p, text).map_err(|e| BenchError::path("write", &p, e))?;
     Ok(results)
+}
+
+/// A case's id or description with the sizes that ran in place of its placeholders.
+fn label(template: &str, z: &Sizes) -> String {
+    let id = |b: u64| format!("{}MB", b / MIB);
+    template
+        .replace("{four_id}", &id(z.four_each))
+        .replace("{thirty_id}", &id(z.thirty))
+        .replace("{four}", &crate::meta::size_label(z.four_each))
+        .replace("{thirty}", &crate::meta::size_label(z.thirty))
+        .replace("{slow}", &seconds(z.slow))
+        .replace("{no_poll}", &crate::meta::size_label(z.no_poll))
+}
+
+/// `120s`, `5s`.
+fn seconds(d: Duration) -> String {
+    format!("{}s", d.as_secs())
 }
 
 /// The 0/1 table.

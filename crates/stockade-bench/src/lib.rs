@@ -33,6 +33,7 @@ pub mod daemon;
 pub mod edges;
 mod error;
 pub mod memory;
+pub mod meta;
 pub mod peers;
 pub mod plots;
 pub mod proc;

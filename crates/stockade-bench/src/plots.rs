@@ -234,7 +234,7 @@ pub fn draw(chart: &Chart, path: &Path) -> Result<()> {
     }
     if chart.series.iter().any(|s| !s.label.is_empty()) {
         ctx.configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
+            .position(legend_corner(chart, (x0, x1), y1))
             .background_style(BG.mix(0.92))
             .border_style(SPINE)
             .label_font((BODY_FONT, 12).into_font().color(&TEXT))
@@ -243,6 +243,41 @@ pub fn draw(chart: &Chart, path: &Path) -> Result<()> {
     }
     root.present().map_err(perr)?;
     Ok(())
+}
+
+/// The corner of the plot the legend covers fewest points and marks in (upper right first), so
+/// no data point is hidden behind it.
+fn legend_corner(chart: &Chart, (x0, x1): (f64, f64), y1: f64) -> SeriesLabelPosition {
+    let labels = chart.series.iter().filter(|s| !s.label.is_empty()).count() as f64;
+    // The legend's share of the plot: about 45 % of the width, 6 % of the height per line and
+    // its margins, and room for the text a mark puts above its point.
+    let (w, h) = (0.45, (0.06 * labels + 0.10).min(0.9));
+    let points: Vec<(f64, f64)> = chart
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter().copied())
+        .chain(chart.marks.iter().map(|m| m.at))
+        .map(|(x, y)| ((x - x0) / (x1 - x0).max(1e-9), y / y1.max(1e-9)))
+        .collect();
+    let covered = |right: bool, upper: bool| {
+        points
+            .iter()
+            .filter(|&&(x, y)| {
+                let in_x = if right { x >= 1.0 - w } else { x <= w };
+                let in_y = if upper { y >= 1.0 - h } else { y <= h };
+                in_x && in_y
+            })
+            .count()
+    };
+    [
+        (SeriesLabelPosition::UpperRight, covered(true, true)),
+        (SeriesLabelPosition::UpperLeft, covered(false, true)),
+        (SeriesLabelPosition::LowerRight, covered(true, false)),
+        (SeriesLabelPosition::LowerLeft, covered(false, false)),
+    ]
+    .into_iter()
+    .min_by_key(|(_, n)| *n)
+    .map_or(SeriesLabelPosition::UpperRight, |(p, _)| p)
 }
 
 fn trim_num(x: f64) -> String {
@@ -463,6 +498,17 @@ fn time_chart(
     let mut ns: Vec<usize> = runs.iter().map(|(r, _)| r.n).collect();
     ns.sort_unstable();
     ns.dedup();
+    // The N each variant really ran (a variant skipped or failed at some N does not list it).
+    let ran = |variant: &str| {
+        let mut v: Vec<usize> = runs
+            .iter()
+            .filter(|(r, _)| r.variant == variant && r.rows > 0)
+            .map(|(r, _)| r.n)
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+    };
     let mut labelled: Vec<String> = Vec::new();
     let mut peak_per_variant: BTreeMap<String, (f64, f64, usize)> = BTreeMap::new();
     for (r, samples) in runs {
@@ -478,11 +524,7 @@ fn time_chart(
             String::new()
         } else {
             labelled.push(r.variant.clone());
-            format!(
-                "{} (N = {})",
-                r.variant,
-                ns.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", ")
-            )
+            format!("{} (N = {})", r.variant, ran(&r.variant))
         };
         if let Some(&(x, y)) = points.iter().max_by(|a, b| a.1.total_cmp(&b.1)) {
             let e = peak_per_variant.entry(r.variant.clone()).or_insert((x, y, r.n));
@@ -550,5 +592,47 @@ mod tests {
         assert!(svg.contains("Georgia"));
         assert!(svg.to_lowercase().contains("#7a5ea8"));
         assert!(svg.contains("stroke-dasharray") || svg.matches("#7A5EA8").count() > 2);
+    }
+
+    #[test]
+    fn the_legend_goes_where_no_point_is() {
+        // A rising line: its peak is in the upper right, so the legend must not go there.
+        let series = |label: &str, points: Vec<(f64, f64)>| Series {
+            label: label.into(),
+            color: PALETTE[1],
+            alpha: 1.0,
+            points,
+            markers: true,
+        };
+        let rising = Chart {
+            series: vec![series("a", vec![(0.0, 1.0), (1.0, 5.0), (2.0, 10.0)])],
+            ..Chart::default()
+        };
+        let corner = legend_corner(&rising, (0.0, 2.0), 10.0 * 1.12);
+        assert!(!matches!(corner, SeriesLabelPosition::UpperRight), "{corner:?}");
+        let falling = Chart {
+            series: vec![series("a", vec![(0.0, 10.0), (1.0, 5.0), (2.0, 1.0)])],
+            ..Chart::default()
+        };
+        let corner = legend_corner(&falling, (0.0, 2.0), 10.0 * 1.12);
+        assert!(matches!(corner, SeriesLabelPosition::UpperRight), "{corner:?}");
+    }
+
+    #[test]
+    fn a_time_chart_legend_lists_only_the_n_each_variant_ran() {
+        let row = |variant: &str, n: usize| RunSummary {
+            variant: variant.into(),
+            n,
+            rows: 3,
+            ..RunSummary::default()
+        };
+        let samples = vec![Sample { alive: true, rss_bytes: 1 << 20, ..Sample::default() }];
+        let (a2, a4, b2) = (row("stockade-pipe", 2), row("stockade-pipe", 4), row("node", 2));
+        let runs = [(&a2, samples.clone()), (&a4, samples.clone()), (&b2, samples)];
+        let picked: Vec<&(&RunSummary, Vec<Sample>)> = runs.iter().collect();
+        let chart = time_chart(&picked, &["node".into()], |s| Some(mib(s.rss_bytes)));
+        let labels: Vec<&str> =
+            chart.series.iter().map(|s| s.label.as_str()).filter(|l| !l.is_empty()).collect();
+        assert_eq!(labels, ["stockade-pipe (N = 2, 4)", "node (N = 2)"]);
     }
 }

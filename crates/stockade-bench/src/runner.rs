@@ -94,6 +94,8 @@ pub struct GrowthConfig {
     pub work_dir: PathBuf,
     /// The dashed memory line on the RSS plots, MiB.
     pub memory_line_mib: f64,
+    /// What every row of this invocation records about it (`ran` is filled in by [`growth`]).
+    pub meta: crate::meta::RunMeta,
 }
 
 /// Run every (bytes, variant, N) combination, append each row to `summary.jsonl`, then rewrite
@@ -102,19 +104,28 @@ pub fn growth(cfg: &GrowthConfig) -> Result<Vec<RunSummary>> {
     std::fs::create_dir_all(&cfg.out).map_err(|e| BenchError::path("create", &cfg.out, e))?;
     let total = cfg.bytes.len() * cfg.variants.len() * cfg.concurrency.len();
     let pb = progress::bar(u64::try_from(total).unwrap_or(0), "growth");
+    let mut meta = cfg.meta.clone();
+    meta.ran = format!(
+        "N = {}; {} each; variants {}; {} s sleep after printing",
+        cfg.concurrency.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
+        cfg.bytes.iter().map(|&b| crate::meta::size_label(b)).collect::<Vec<_>>().join(", "),
+        cfg.variants.iter().map(Variant::name).collect::<Vec<_>>().join(", "),
+        cfg.sleep_s
+    );
     let mut done = Vec::new();
     for &bytes in &cfg.bytes {
         for variant in &cfg.variants {
             for &n in &cfg.concurrency {
                 pb.set_message(format!("{} N={n} × {}", variant.name(), human(bytes)));
                 let row = match run_one(cfg, variant, n, bytes) {
-                    Ok(r) => r,
+                    Ok(r) => RunSummary { meta: Some(meta.clone()), ..r },
                     Err(e) => RunSummary {
                         variant: variant.name(),
                         n,
                         bytes_each: bytes,
                         exit: "harness error".into(),
                         note: e.to_string(),
+                        meta: Some(meta.clone()),
                         ..RunSummary::default()
                     },
                 };

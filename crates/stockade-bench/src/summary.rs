@@ -59,6 +59,10 @@ pub struct RunSummary {
     /// Anything worth knowing (why a run did not finish, …).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub note: String,
+    /// The invocation that made this row: version, commit, date, machine, command line, what
+    /// ran (absent in rows written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<crate::meta::RunMeta>,
 }
 
 /// Summarise samples. `expected_output` is N × bytes.
@@ -309,6 +313,26 @@ pub fn write_markdown(path: &Path, rows: &[RunSummary]) -> Result<()> {
         "`summary.jsonl` holds one row per run. RSS is the engine process's VmRSS/VmHWM; ",
     );
     text.push_str("alloc is the daemon's allocator (`stats.allocated_bytes`).\n\n");
+    // Every invocation whose rows are in the table, in order: what it measured and where.
+    let mut seen: Vec<&crate::meta::RunMeta> = Vec::new();
+    for m in rows.iter().filter_map(|r| r.meta.as_ref()) {
+        if !seen.iter().any(|s| s.date == m.date && s.command_line == m.command_line) {
+            seen.push(m);
+        }
+    }
+    let unrecorded = rows.iter().filter(|r| r.meta.is_none()).count();
+    if !seen.is_empty() || unrecorded > 0 {
+        text.push_str("## Runs in this table\n\n");
+        for (i, m) in seen.iter().enumerate() {
+            text.push_str(&format!("Run {}:\n\n{}\n", i + 1, m.markdown()));
+        }
+        if unrecorded > 0 {
+            text.push_str(&format!(
+                "{unrecorded} row(s) come from a run that recorded no version, machine or command line.\n\n"
+            ));
+        }
+        text.push_str("## Results\n\n");
+    }
     text.push_str(&markdown(rows));
     std::fs::write(path, text).map_err(|e| BenchError::path("write", path, e))
 }

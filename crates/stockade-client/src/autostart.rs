@@ -37,12 +37,11 @@ pub(crate) fn start_and_connect(
 ) -> Result<UnixStream, ClientError> {
     let log = log_path(&opts.home);
     let fail = |reason: String| ClientError::AutostartFailed { reason, log: log.clone() };
+    let unprepared = |reason: String| ClientError::AutostartUnprepared { reason };
 
-    DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&opts.home)
-        .map_err(|e| fail(format!("cannot create {}: {e}", opts.home.display())))?;
+    DirBuilder::new().recursive(true).mode(0o700).create(&opts.home).map_err(|e| {
+        unprepared(format!("cannot create the state directory {}: {e}", opts.home.display()))
+    })?;
     crate::peer::check_home(&opts.home)?;
     let mut log_file = OpenOptions::new()
         .create(true)
@@ -50,7 +49,7 @@ pub(crate) fn start_and_connect(
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(&log)
-        .map_err(|e| fail(format!("cannot open the log: {e}")))?;
+        .map_err(|e| unprepared(format!("cannot open its log {}: {e}", log.display())))?;
     let program = match &opts.daemon_program {
         Some(p) => p.clone(),
         None => std::env::current_exe()
@@ -63,7 +62,9 @@ pub(crate) fn start_and_connect(
         program.display(),
         opts.home.display()
     );
-    let stderr = log_file.try_clone().map_err(|e| fail(format!("cannot open the log: {e}")))?;
+    let stderr = log_file
+        .try_clone()
+        .map_err(|e| unprepared(format!("cannot open its log {}: {e}", log.display())))?;
 
     let mut command = Command::new(&program);
     command.arg("--home").arg(&opts.home).arg("daemon").arg("run");

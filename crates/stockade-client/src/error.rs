@@ -15,6 +15,13 @@ pub enum ClientError {
         /// The socket that did not answer.
         socket: PathBuf,
     },
+    /// Auto-start could not even begin: the state directory or the daemon's log is unusable
+    /// (so there is no log to point at).
+    #[error("could not start the daemon: {reason}; pass a writable --home (or STOCKADE_HOME)")]
+    AutostartUnprepared {
+        /// Why, naming the path.
+        reason: String,
+    },
     /// Auto-start spawned a daemon, but no socket came up.
     #[error("could not start the daemon: {reason} (see {log})", log = .log.display())]
     AutostartFailed {

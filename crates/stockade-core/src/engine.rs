@@ -369,6 +369,7 @@ impl Engine {
     }
 
     fn spawn_session(&self, spec: RunSpec) -> Result<Arc<Session>, EngineError> {
+        let kept = spec.clone();
         if spec.command.trim().is_empty() {
             return Err(EngineError::Invalid(
                 "the command is empty: give a shell command to run".into(),
@@ -490,6 +491,7 @@ impl Engine {
             timeout: spec.timeout,
             grace: self.config.grace,
             input,
+            spec: kept,
         });
         let key = id_number(&id);
         self.registry().sessions.insert(key, Arc::clone(&session));

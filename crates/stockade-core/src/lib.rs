@@ -54,7 +54,8 @@ mod wait;
 
 pub use atomic_write::{atomic_replace, atomic_write};
 pub use engine::{
-    Engine, EngineConfig, EngineError, EngineLimits, EngineStats, Forgotten, Started,
+    Engine, EngineConfig, EngineError, EngineLimits, EngineStats, Forgotten, MAX_RETAINED_CAP,
+    MIN_RETAINED_CAP, Started,
 };
 pub use input::{InputKind, InputRefused};
 pub use others::{OWNER_WATCH_INTERVAL, OthersReport};

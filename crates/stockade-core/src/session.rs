@@ -80,6 +80,9 @@ pub struct Session {
     record_pending: AtomicBool,
     /// Started by this engine (not loaded from another process's record).
     own: bool,
+    /// What it was started with (`None` when recovered from a record, which keeps no
+    /// environment or options): what `restart` starts again.
+    spec: Option<crate::RunSpec>,
 }
 
 impl std::fmt::Debug for Session {
@@ -103,6 +106,7 @@ pub(crate) struct SessionParts {
     pub timeout: Option<Duration>,
     pub grace: Duration,
     pub input: Option<SessionInput>,
+    pub spec: crate::RunSpec,
 }
 
 impl Session {
@@ -129,6 +133,7 @@ impl Session {
             owner: Owner::current(),
             record_pending: AtomicBool::new(false),
             own: true,
+            spec: Some(parts.spec),
         });
         session.write_record(None);
         let supervisor = Supervisor {
@@ -140,6 +145,12 @@ impl Session {
         };
         tokio::spawn(supervisor.run());
         session
+    }
+
+    /// What the session was started with; `None` for a session recovered from a record (its
+    /// environment and options were not kept).
+    pub fn spec(&self) -> Option<&crate::RunSpec> {
+        self.spec.as_ref()
     }
 
     /// The session id (`sh-N`).
@@ -426,6 +437,7 @@ impl Session {
             owner: record.owner,
             record_pending: AtomicBool::new(false),
             own: false,
+            spec: None,
         })
     }
 }

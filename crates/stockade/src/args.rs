@@ -46,18 +46,19 @@ pub(crate) fn parse_size_u64(s: &str) -> Result<u64, String> {
     parse_size::Config::new()
         .with_binary()
         .parse_size(s)
-        .map_err(|e| format!("{e}: write a size such as 4096, 64KiB, 20MiB or 1GiB"))
+        .map_err(|_| "is not a size; write one such as 4096, 64KiB, 20MiB or 1GiB".to_owned())
 }
 
 /// A size that must fit in `usize` (a memory budget).
 pub(crate) fn parse_size_usize(s: &str) -> Result<usize, String> {
+    // The messages follow the flag and the value the user typed (see `usage.rs`).
     let n = parse_size_u64(s)?;
-    usize::try_from(n).map_err(|_| format!("{s} is too large for this machine"))
+    usize::try_from(n).map_err(|_| "is too large for this machine".to_owned())
 }
 
 /// An age such as `90s`, `30m`, `12h` or `7d`.
 pub(crate) fn parse_age(s: &str) -> Result<std::time::Duration, String> {
-    let bad = || format!("{s:?} is not an age: write a number and a unit, e.g. 90s, 30m, 12h, 7d");
+    let bad = || "is not an age; write a number and a unit, e.g. 90s, 30m, 12h, 7d".to_owned();
     let s = s.trim();
     let (digits, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?);
     let n: u64 = digits.parse().map_err(|_| bad())?;
@@ -71,11 +72,26 @@ pub(crate) fn parse_age(s: &str) -> Result<std::time::Duration, String> {
     n.checked_mul(secs).map(std::time::Duration::from_secs).ok_or_else(bad)
 }
 
+/// The hot-tail size of one run: a size within the engine's bounds.
+pub(crate) fn parse_retained_cap(s: &str) -> Result<usize, String> {
+    use stockade_core::{MAX_RETAINED_CAP, MIN_RETAINED_CAP};
+    let n = parse_size_usize(s)?;
+    if (MIN_RETAINED_CAP..=MAX_RETAINED_CAP).contains(&n) {
+        Ok(n)
+    } else {
+        Err(format!(
+            "is out of range; write a size from {} to {} MiB",
+            "4KiB",
+            MAX_RETAINED_CAP >> 20
+        ))
+    }
+}
+
 /// `KEY=VALUE` for `--env`; shared by every subcommand.
 pub(crate) fn parse_env(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
-        _ => Err(format!("{s:?} is not KEY=VALUE")),
+        _ => Err("is not KEY=VALUE; write e.g. --env RUST_LOG=debug".to_owned()),
     }
 }
 

@@ -6,13 +6,16 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use stockade_proto::{ReadMode, Stream};
 
 use crate::args::{
-    CaptureArg, DiskPolicyArg, parse_age, parse_env, parse_size_u64, parse_size_usize,
+    CaptureArg, DiskPolicyArg, parse_age, parse_env, parse_retained_cap, parse_size_u64,
+    parse_size_usize,
 };
+use crate::examples as ex;
 
 /// Stockade runs shell commands for AI coding agents: it keeps every byte they print on disk,
 /// shows a bounded, honest view of it, and makes sure nothing they started outlives them.
 #[derive(Debug, Parser)]
 #[command(name = "stockade", version, propagate_version = true, max_term_width = 100)]
+#[command(next_help_heading = "Global options")]
 pub struct Cli {
     /// State directory (spools, session records). Default: $XDG_STATE_HOME/stockade, else
     /// ~/.local/state/stockade.
@@ -52,43 +55,43 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run a command and print its bounded output (full output kept on disk).
+    /// Run a command: live output on a terminal, else a bounded answer (full output kept on disk).
     ///
     /// The command runs under `/bin/sh -c` in its own session and process group (and cgroup where
     /// available). In the foreground (default) it runs inside this process: when it exits, times
     /// out or is interrupted, whatever it left running is terminated and the answer says so. The
     /// exit status is the command's own (128+N for a signal, 124 for a timeout).
     ///
+    /// On a terminal, a foreground run prints the output as it comes (as a shell would), then the
+    /// exit code, wall time and where the full output is. Piped, or with `--json`, it prints one
+    /// bounded answer at the end.
+    ///
     /// With `--bg` the daemon runs it (started on demand): the answer comes after `--yield-ms`
     /// (default 0) with `Process running with session ID sh-N`, and the command keeps running
-    /// after this client exits. Follow it with `stockade logs -f sh-N`.
-    ///
-    /// Examples:
-    ///   stockade run 'seq 1 3000000'
-    ///   stockade run --direction head -- cargo build
-    ///   stockade run --timeout-ms 5000 --json 'make test'
-    ///   stockade run --bg --yield-ms 1000 'npm run dev'
-    ///   stockade run --pty --bg 'python3 -i'     (then: stockade send / attach)
+    /// after this client exits. Follow it with `stockade logs -f sh-N` or `stockade wait sh-N`.
+    #[command(after_help = ex::RUN)]
     Run(RunArgs),
     /// Type into a session (its terminal or stdin pipe) and print what it answered.
     ///
     /// Escapes in TEXT: `\n` Enter, `\t` Tab, `\r`, `\\`, `\xNN` one byte (`\x03` Ctrl-C, `\x04`
     /// Ctrl-D), `\u{…}` a character. Prints the output from just before the write, collected for
     /// `--yield-ms`.
-    ///
-    /// Examples:
-    ///   stockade send sh-3 'print(6*7)\n'
-    ///   stockade send sh-3 '\x03'
-    ///   stockade send --close-stdin sh-4 'last line\n'
+    #[command(after_help = ex::SEND)]
     Send(crate::cmd::send::SendArgs),
     /// Change the terminal size of a PTY session (its foreground program gets SIGWINCH).
+    #[command(after_help = ex::RESIZE)]
     Resize(crate::cmd::send::ResizeArgs),
     /// Connect this terminal to a PTY session: type into it, see it live; Ctrl-] detaches.
     ///
     /// The session keeps running after a detach. Needs a terminal on stdin; from a script use
     /// `send` and `logs -f`.
+    #[command(after_help = ex::ATTACH)]
     Attach(crate::cmd::attach::AttachArgs),
     /// List the daemon's sessions: state or exit, pid, output size, age, command.
+    ///
+    /// By default: every running session and the 20 newest finished ones; `-a` (or `--json`)
+    /// lists all.
+    #[command(after_help = ex::PS)]
     Ps(PsArgs),
     /// Print a session's output from the daemon; `-f` follows it until the session ends.
     ///
@@ -96,33 +99,56 @@ pub enum Command {
     /// answer at a time. `--raw` writes the exact bytes of the spool (for piping). For a session
     /// the daemon does not know (a foreground `run`), the log is read from the state directory.
     ///
-    /// Examples:
-    ///   stockade logs -f sh-3
-    ///   stockade logs --tail 50 sh-3
-    ///   stockade logs --raw sh-3 > build.log
+    /// With `-f`, the last line (on stderr) says how the session ended, and the exit status is
+    /// the session's own (128+N for a signal, 124 for a timeout), as `wait` gives it.
+    #[command(after_help = ex::LOGS)]
     Logs(LogsArgs),
-    /// Terminate a session's whole process tree and report whether anything survived.
+    /// Wait until sessions end; the exit status is the session's own.
     ///
-    /// Sends the signal (default SIGTERM) to every process of the session, waits `--grace-ms`,
-    /// sends SIGKILL to what is left, then verifies. Exit status 1 when a process survived.
+    /// Prints one line per session as it ends (`sh-3 exited 3 after 4.2 s`). The exit status is
+    /// that of the first session (in the order given) that did not exit 0 — 128+N for a signal,
+    /// 124 for a timeout, 137 when killed — else 0. With `--timeout`, sessions still running
+    /// then are left running and the status is 124.
+    #[command(after_help = ex::WAIT)]
+    Wait(crate::cmd::wait::WaitArgs),
+    /// Terminate sessions' whole process trees and report whether anything survived.
+    ///
+    /// Sends the signal (default SIGTERM) to every process of each session, waits `--grace-ms`,
+    /// sends SIGKILL to what is left, then verifies. Exit status 1 when a process survived, 2
+    /// when an id was unknown.
+    #[command(after_help = ex::KILL)]
     Kill(KillArgs),
-    /// Terminate a session if it is running, delete its spool and drop its record.
+    /// Start a session again: same command, working directory, environment and options.
+    ///
+    /// The new session gets a new id and runs in the background; the old one keeps its output.
+    /// A session still running is refused unless `--kill` is given (it is then terminated
+    /// first). Sessions a previous daemon ran cannot be restarted (their environment was not
+    /// kept).
+    #[command(after_help = ex::RESTART)]
+    Restart(crate::cmd::restart::RestartArgs),
+    /// Terminate sessions if they are running, delete their spools and drop their records.
+    #[command(after_help = ex::FORGET)]
     Forget(ForgetArgs),
     /// Forget every finished session (`--all`: running ones too, after terminating them).
+    #[command(after_help = ex::CLEANUP)]
     Cleanup(CleanupArgs),
     /// The daemon's memory and output accounting (RSS, hot tails, spooled and dropped bytes).
+    #[command(after_help = ex::STATS)]
     Stats(StatsArgs),
     /// Read a session's output log: by cursor, its tail, its head, or head+tail.
     ///
     /// TARGET is a session id (`sh-3`), a session directory or a spool file. Every byte the
     /// command printed is on disk, so nothing is lost to a slow reader.
+    #[command(after_help = ex::READ)]
     Read(ReadArgs),
     /// Search a session's full output with a regular expression (ripgrep's engine).
     ///
     /// Asks the running daemon when it knows the session; otherwise searches the log in the
     /// state directory.
+    #[command(after_help = ex::GREP)]
     Grep(GrepArgs),
     /// Say which process containment is active on this machine, and why.
+    #[command(after_help = ex::DOCTOR)]
     Doctor(DoctorArgs),
     /// Run or control the daemon that keeps background sessions alive between clients.
     ///
@@ -130,8 +156,10 @@ pub enum Command {
     /// start it on demand unless `--no-autostart` is given. There is one daemon per state
     /// directory; its socket is $STOCKADE_HOME/stockade.sock and an auto-started daemon logs to
     /// $STOCKADE_HOME/daemon.log.
+    #[command(after_help = ex::DAEMON)]
     Daemon(DaemonArgs),
     /// Measure Stockade: memory growth with output, edge cases, drain and spawn speed.
+    #[command(after_help = ex::BENCH)]
     Bench(crate::cmd::bench::BenchArgs),
     /// Serve Stockade to an agent over MCP (stdio by default, or streamable HTTP).
     ///
@@ -143,24 +171,20 @@ pub enum Command {
     /// Over HTTP every request needs `Authorization: Bearer <token>`: without --token-file a
     /// token is generated into $STOCKADE_HOME/mcp-token (0600) and its path printed. Browser
     /// requests are refused unless their origin is given with --allow-origin.
-    ///
-    /// Examples:
-    ///   claude mcp add stockade -- stockade mcp
-    ///   stockade mcp --structured          # for a program that reads the JSON results
-    ///   stockade mcp --http 127.0.0.1:8765
-    ///   stockade mcp --http 0.0.0.0:8765 --token-file ~/.config/stockade/token
-    ///   stockade mcp --http 127.0.0.1:8765 --allow-origin http://localhost:6274
+    #[command(after_help = ex::MCP)]
     Mcp(crate::cmd::mcp::McpArgs),
-    /// Recurring runs kept by the daemon: add, list, rm, pause, resume, runs.
+    /// Recurring runs kept by the daemon: add, list, run, rm, pause, resume, runs.
     ///
     /// A schedule fires ordinary background sessions on an interval (`--every 30s`) or a cron
     /// expression; a fire while the previous run is still active is skipped and counted.
-    ///
-    /// Examples:
-    ///   stockade schedule add tests --every 10m -- cargo test
-    ///   stockade schedule list
-    ///   stockade schedule runs tests
+    #[command(after_help = ex::SCHEDULE)]
     Schedule(crate::cmd::schedule::ScheduleArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to stdout.
+    #[command(after_help = ex::COMPLETIONS)]
+    Completions(crate::cmd::docs::CompletionsArgs),
+    /// Print the man page (roff) to stdout, or write one page per subcommand into a directory.
+    #[command(after_help = ex::MAN)]
+    Man(crate::cmd::docs::ManArgs),
 }
 
 /// `stockade daemon`.
@@ -180,19 +204,17 @@ pub enum DaemonAction {
     /// With `--ws` it also serves remote clients (`stockade --remote …`) and orchestrators'
     /// probes (see docs/deploy.md). As a container's PID 1 it also reaps every orphan (Linux),
     /// e.g. `docker run IMAGE stockade daemon run`.
-    ///
-    /// Examples:
-    ///   stockade daemon run
-    ///   stockade daemon run --ws 127.0.0.1:7433 --token-file ~/.stockade-token
-    ///   stockade daemon run --ws 0.0.0.0:7433 --token-file /etc/stockade/token \
-    ///       --tls-cert /etc/stockade/tls.crt --tls-key /etc/stockade/tls.key
+    #[command(after_help = ex::DAEMON_RUN)]
     Run(Box<DaemonRunArgs>),
     /// Start the daemon in the background (if none is running) and wait until it answers.
+    #[command(after_help = ex::DAEMON_START)]
     Start(DaemonCtlArgs),
     /// Ask the daemon to terminate every session and exit; wait until it is gone. Says which
     /// sessions it terminated: `Daemon stopped (pid 7); terminated 2 running sessions: sh-3, sh-4`.
+    #[command(after_help = ex::DAEMON_STOP)]
     Stop(DaemonCtlArgs),
     /// Say whether a daemon is running: pid, socket, version, sessions. Exit status 1 if not.
+    #[command(after_help = ex::DAEMON_STATUS)]
     Status(DaemonCtlArgs),
 }
 
@@ -336,7 +358,7 @@ pub struct RunArgs {
     pub capture: CaptureArg,
     /// Bytes of the newest output kept in memory once the spool stops (disk cap or disk full),
     /// so `keep-head-tail` can write them at the end; until then output goes only to the spool.
-    #[arg(long, value_name = "SIZE", default_value = "1MiB", value_parser = parse_size_usize)]
+    #[arg(long, value_name = "SIZE", default_value = "1MiB", value_parser = parse_retained_cap)]
     pub retained_cap: usize,
     /// Most bytes written to the spool file for this command.
     #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = parse_size_u64)]
@@ -380,9 +402,36 @@ pub struct RunArgs {
 /// `stockade ps`.
 #[derive(Debug, Args)]
 pub struct PsArgs {
-    /// Print the sessions as JSON (the `list` result).
+    /// Every session the daemon knows, not only the running ones and the newest finished.
+    #[arg(short = 'a', long)]
+    pub all: bool,
+    /// Only sessions in this state (repeatable, or comma-separated).
+    #[arg(long, value_enum, value_name = "STATE", value_delimiter = ',')]
+    pub state: Vec<StateFilter>,
+    /// Only sessions started with this `--source` key (a schedule's is `schedule:NAME`).
+    #[arg(long, value_name = "KEY")]
+    pub source: Option<String>,
+    /// Print only the ids, one a line (for `stockade kill $(stockade ps -q)`).
+    #[arg(short = 'q', long, conflicts_with = "json")]
+    pub quiet: bool,
+    /// Print the sessions as JSON (the `list` result, filtered).
     #[arg(long)]
     pub json: bool,
+}
+
+/// `ps --state`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StateFilter {
+    /// Still running.
+    Running,
+    /// Ended, however it ended.
+    Done,
+    /// Exited with status 0.
+    Ok,
+    /// Exited non-zero, died of a signal, or failed to start.
+    Failed,
+    /// Terminated by Stockade (kill, timeout, shutdown, disk cap).
+    Killed,
 }
 
 /// `stockade logs`.
@@ -397,7 +446,7 @@ pub struct LogsArgs {
     #[arg(long, value_name = "CURSOR", conflicts_with_all = ["tail", "head"])]
     pub after: Option<u64>,
     /// Only the last N lines (then follow, with `-f`).
-    #[arg(long, value_name = "N", conflicts_with = "head")]
+    #[arg(short = 'n', long, value_name = "N", conflicts_with = "head")]
     pub tail: Option<usize>,
     /// Only the first N lines.
     #[arg(long, value_name = "N", conflicts_with = "follow")]
@@ -416,15 +465,16 @@ pub struct LogsArgs {
 /// `stockade kill`.
 #[derive(Debug, Args)]
 pub struct KillArgs {
-    /// The session id (`sh-3`).
-    pub id: String,
+    /// The session ids (`sh-3 sh-4`).
+    #[arg(required = true, value_name = "ID")]
+    pub ids: Vec<String>,
     /// The first signal: TERM (default), INT, HUP, KILL, … or a number.
     #[arg(short = 's', long, value_name = "SIGNAL")]
     pub signal: Option<String>,
     /// Grace between the first signal and SIGKILL, in milliseconds (default 2000).
     #[arg(long, value_name = "MS")]
     pub grace_ms: Option<u64>,
-    /// Print the terminate report as JSON.
+    /// Print the terminate report as JSON (an array when several ids are given).
     #[arg(long)]
     pub json: bool,
 }
@@ -432,9 +482,10 @@ pub struct KillArgs {
 /// `stockade forget`.
 #[derive(Debug, Args)]
 pub struct ForgetArgs {
-    /// The session id (`sh-3`).
-    pub id: String,
-    /// Print the result as JSON.
+    /// The session ids (`sh-3 sh-4`).
+    #[arg(required = true, value_name = "ID")]
+    pub ids: Vec<String>,
+    /// Print the result as JSON (an array when several ids are given).
     #[arg(long)]
     pub json: bool,
 }
@@ -570,6 +621,26 @@ mod tests {
     #[test]
     fn cli_is_well_formed() {
         Cli::command().debug_assert();
+    }
+
+    /// Every subcommand, at every depth, ends its help with examples, one a line.
+    #[test]
+    fn every_subcommand_has_examples() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for sub in cmd.get_subcommands() {
+                let path = format!("{path} {}", sub.get_name());
+                let examples = sub.get_after_help().map(ToString::to_string).unwrap_or_default();
+                let lines = examples.lines().filter(|l| l.starts_with("  stockade ")).count();
+                if !examples.starts_with("Examples:\n") || lines == 0 {
+                    missing.push(path.clone());
+                }
+                walk(sub, &path, missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&Cli::command(), "stockade", &mut missing);
+        missing.retain(|p| !p.ends_with(" help"));
+        assert!(missing.is_empty(), "no examples: {missing:?}");
     }
 
     #[test]

@@ -22,7 +22,9 @@ macro_rules! eprint {
 mod args;
 mod cli;
 mod cmd;
+mod examples;
 mod out;
+mod usage;
 
 use std::process::ExitCode;
 
@@ -67,7 +69,14 @@ fn reset_inherited_signals() {
 
 fn main() -> ExitCode {
     reset_inherited_signals();
-    let cli = cli::Cli::parse();
+    let cli = match cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => e.exit(), // --help, --version
+        Err(e) => {
+            eprintln!("stockade: {}", usage::sentence(&e));
+            return ExitCode::from(2);
+        }
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("STOCKADE_LOG")

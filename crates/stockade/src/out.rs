@@ -40,27 +40,29 @@ pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// An error as the one sentence `main` prints; an unknown session id says how to list them.
+/// A cause whose text the message already carries (an OS error quoted by the error that wraps
+/// it) is not repeated.
 pub fn error_text(e: &anyhow::Error) -> String {
-    let unknown = e
-        .chain()
-        .any(|c| c.downcast_ref::<ClientError>().is_some_and(ClientError::is_no_such_session));
-    let text = chain_text(e);
-    if unknown { format!("{text}; `stockade ps` lists the sessions") } else { text }
-}
-
-/// The error and its causes joined with `: `, leaving out a cause its parent already says (many
-/// errors print their source in their own message).
-fn chain_text(e: &anyhow::Error) -> String {
+    let unknown = e.chain().any(|c| {
+        c.downcast_ref::<ClientError>().is_some_and(ClientError::is_no_such_session)
+            || matches!(
+                c.downcast_ref::<stockade_core::StateDirError>(),
+                Some(stockade_core::StateDirError::NoSuchSession { .. })
+            )
+    });
     let mut text = String::new();
     for cause in e.chain() {
-        let part = cause.to_string();
-        if text.contains(part.as_str()) {
+        let cause = cause.to_string();
+        if text.contains(&cause) {
             continue;
         }
         if !text.is_empty() {
             text.push_str(": ");
         }
-        text.push_str(&part);
+        text.push_str(&cause);
+    }
+    if unknown {
+        text.push_str("; `stockade ps -a` lists the sessions");
     }
     text
 }
@@ -140,6 +142,33 @@ pub fn duration_ms(ms: u64) -> String {
         60..3600 => format!("{}m{:02}s", s / 60, s % 60),
         3600..86400 => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
         _ => format!("{}d{:02}h", s / 86400, (s % 86400) / 3600),
+    }
+}
+
+/// Seconds for a one-line report: `4.2 s` under a minute, else as [`duration_ms`].
+pub fn seconds(ms: u64) -> String {
+    if ms < 60_000 { format!("{:.1} s", ms as f64 / 1000.0) } else { duration_ms(ms) }
+}
+
+/// How a session ended, in one line: `sh-3 exited 3 after 4.2 s`, `sh-3 was killed by SIGKILL
+/// after 0.1 s`, `sh-3 timed out after 5.0 s` (`wall_ms` unknown: no "after").
+pub fn ended_phrase(
+    id: &str,
+    state: &stockade_proto::SessionState,
+    wall_ms: Option<u64>,
+) -> String {
+    use stockade_proto::SessionState as S;
+    let what = match state {
+        S::Running => "is still running".to_owned(),
+        S::Exited { code } => format!("exited {code}"),
+        S::Signaled { signal } => format!("was killed by {}", answer::signal_name(*signal)),
+        S::Killed { reason } => format!("was killed ({reason})"),
+        S::TimedOut => "timed out".to_owned(),
+        S::Failed { reason } => format!("failed to run ({reason})"),
+    };
+    match wall_ms {
+        Some(ms) => format!("{id} {what} after {}", seconds(ms)),
+        None => format!("{id} {what}"),
     }
 }
 
@@ -265,5 +294,8 @@ mod tests {
         assert_eq!(duration_ms(420), "0.4s");
         assert_eq!(duration_ms(184_000), "3m04s");
         assert_eq!(duration_ms(7_500_000), "2h05m");
+        assert_eq!(seconds(4_200), "4.2 s");
+        let exited = stockade_proto::SessionState::Exited { code: 3 };
+        assert_eq!(ended_phrase("sh-19", &exited, Some(4_200)), "sh-19 exited 3 after 4.2 s");
     }
 }

@@ -13,8 +13,10 @@ mod kill;
 mod list;
 mod read;
 mod resize;
+mod restart;
 mod run;
 mod schedule_add;
+mod schedule_fire;
 mod schedule_list;
 mod schedule_pause;
 mod schedule_remove;
@@ -99,6 +101,12 @@ pub(crate) async fn dispatch(ctx: &Ctx, name: &str, params: Value) -> Result<Vec
         ),
         MethodName::ScheduleRuns => answer::<m::ScheduleRuns>(
             schedule_runs::handle(ctx, parse::<m::ScheduleRuns>(params)?).await,
+        ),
+        MethodName::Restart => {
+            answer::<m::Restart>(restart::handle(ctx, parse::<m::Restart>(params)?).await)
+        }
+        MethodName::ScheduleFire => answer::<m::ScheduleFire>(
+            schedule_fire::handle(ctx, parse::<m::ScheduleFire>(params)?).await,
         ),
     }
 }

@@ -53,7 +53,7 @@ pub(super) async fn handle(ctx: &Ctx, p: RunParams) -> Result<RunResult, RpcErro
     answer(session, request, started.deduplicated, report).await
 }
 
-async fn answer(
+pub(super) async fn answer(
     session: Arc<Session>,
     request: ReadRequest,
     deduplicated: bool,

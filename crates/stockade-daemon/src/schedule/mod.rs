@@ -45,8 +45,8 @@ use std::time::{Duration, UNIX_EPOCH};
 use stockade_core::{Engine, RunSpec, Session};
 use stockade_proto::rpc::{
     CatchUp, DEFAULT_SCHEDULE_DISK_BUDGET, DEFAULT_SCHEDULE_KEEP_RUNS, MAX_SCHEDULE_KEEP_RUNS,
-    MAX_SCHEDULES, MIN_SCHEDULE_INTERVAL_MS, RpcError, ScheduleAddParams, ScheduleInfo,
-    ScheduleRun, ScheduleRunsResult, code,
+    MAX_SCHEDULES, MIN_SCHEDULE_INTERVAL_MS, RpcError, ScheduleAddParams, ScheduleFireResult,
+    ScheduleInfo, ScheduleRun, ScheduleRunsResult, code,
 };
 use tokio::sync::{Mutex, Notify};
 use tokio_util::sync::CancellationToken;
@@ -421,6 +421,45 @@ impl Scheduler {
         for (source, keep, budget) in prune {
             prune_runs(engine, &source, keep, budget).await;
         }
+    }
+
+    /// Fire a schedule now, as a tick would (skipped while its last run is active; counted
+    /// alike), without moving its next tick.
+    pub(crate) async fn fire_now(
+        &self,
+        engine: &Arc<Engine>,
+        name: &str,
+    ) -> Result<ScheduleFireResult, ScheduleError> {
+        let mut entries = self.entries.lock().await;
+        let i = position(&entries, name)?;
+        let outcome = self.fire(engine, &entries[i].schedule).await;
+        let s = &mut entries[i].schedule;
+        let (session, skipped, error) = match outcome {
+            Outcome::Fired(id) => {
+                s.fires += 1;
+                s.last_fire_ms = Some(now_ms());
+                s.last_session = Some(id.clone());
+                (Some(id), false, None)
+            }
+            Outcome::Skipped => {
+                s.skipped_overlap += 1;
+                (None, true, None)
+            }
+            Outcome::Failed(why) => {
+                s.failed_fires += 1;
+                s.last_error = Some(why.clone());
+                (None, false, Some(why))
+            }
+        };
+        let (source, keep, budget) = (s.source.clone(), s.keep_runs, s.disk_budget);
+        if let Err(err) = self.save(&entries).await {
+            // The run has started either way; only its counters may not survive a restart.
+            tracing::warn!(error = %err, "could not save the schedules after a fire on request");
+        }
+        let schedule = info(engine, &entries[i].schedule);
+        drop(entries);
+        prune_runs(engine, &source, keep, budget).await;
+        Ok(ScheduleFireResult { schedule, session, skipped, error })
     }
 
     /// Start one tick's run, or find its source still active.

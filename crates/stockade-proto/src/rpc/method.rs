@@ -12,9 +12,9 @@ use serde::de::DeserializeOwned;
 use super::{
     CleanupParams, CleanupResult, DEFAULT_WRITE_YIELD_MS, ForgetParams, ForgetResult, GrepParams,
     GrepResultMsg, KillParams, KillResult, ListParams, ListResult, NoParams, ReadParams,
-    ReadResult, ResizeParams, ResizeResult, RunParams, ScheduleAddParams, ScheduleInfo,
-    ScheduleListResult, ScheduleNameParams, ScheduleRunsParams, ScheduleRunsResult, ShutdownResult,
-    StatsResult, StatusResult, WriteParams,
+    ReadResult, ResizeParams, ResizeResult, RestartParams, RunParams, ScheduleAddParams,
+    ScheduleFireResult, ScheduleInfo, ScheduleListResult, ScheduleNameParams, ScheduleRunsParams,
+    ScheduleRunsResult, ShutdownResult, StatsResult, StatusResult, WriteParams,
 };
 use crate::{DEFAULT_GRACE_MS, RunResult};
 
@@ -134,6 +134,13 @@ methods! {
     ScheduleResume = "schedule.resume", ScheduleNameParams => ScheduleInfo;
     /// `schedule.runs`: a schedule's recent runs (its sessions), newest first.
     ScheduleRuns = "schedule.runs", ScheduleRunsParams => ScheduleRunsResult;
+    /// `restart`: start a session's command again (same directory, environment, options) as a
+    /// new background session; `kill` ends a running one first.
+    Restart = "restart", RestartParams => RunResult,
+        wait |p| if p.kill { DEFAULT_GRACE_MS } else { 0 };
+    /// `schedule.fire`: fire a schedule now, as a tick would (skipped while its last run is
+    /// active); its next tick does not move.
+    ScheduleFire = "schedule.fire", ScheduleNameParams => ScheduleFireResult;
 }
 
 #[cfg(test)]

@@ -162,6 +162,19 @@ pub struct ScheduleListResult {
     pub schedules: Vec<ScheduleInfo>,
 }
 
+/// `schedule.fire` result: what firing a schedule now came to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScheduleFireResult {
+    /// The schedule, counters updated.
+    pub schedule: ScheduleInfo,
+    /// The session started, if one was.
+    pub session: Option<String>,
+    /// Skipped: the previous run (`schedule.active_session`) is still active.
+    pub skipped: bool,
+    /// Why the run could not start, if it could not.
+    pub error: Option<String>,
+}
+
 /// `schedule.runs` parameters.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -418,6 +418,17 @@ pub struct ListResult {
     pub more: u64,
 }
 
+/// `restart` parameters: start a session's command again with everything it was started with.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RestartParams {
+    /// The session to start again.
+    pub id: String,
+    /// Terminate it first if it is still running (else a running session is refused).
+    #[serde(default)]
+    pub kill: bool,
+}
+
 /// `forget` parameters.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

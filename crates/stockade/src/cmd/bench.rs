@@ -4,8 +4,10 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::examples as ex;
 use anyhow::Context;
 use clap::{Args, Subcommand};
+use stockade_bench::meta::RunMeta;
 use stockade_bench::peers::{self, PeerSpec};
 use stockade_bench::runner::{self, GrowthConfig, Variant};
 use stockade_bench::{edges, memory, plots, scale, speed, summary};
@@ -40,17 +42,16 @@ pub enum BenchCommand {
     /// BENCH_SLEEP and BENCH_PROGRESS (a file it may overwrite with the output bytes received);
     /// it starts the N commands its own way, prints `ready` on stdout, and exits 0 when all have
     /// ended. Its root process is what is sampled; its process group is killed at the end.
-    ///
-    /// Examples:
-    ///   stockade bench growth --variants pipe,file,node
-    ///   stockade bench growth --variants pipe --concurrency 64,128
-    ///   stockade bench growth --variants pipe --concurrency 4 --bytes 20MiB,256MiB,1GiB
+    #[command(after_help = ex::BENCH_GROWTH)]
     Growth(GrowthArgs),
     /// Ten hard cases as a 0/1 table with the reason for each 0.
+    #[command(after_help = ex::BENCH_EDGES)]
     Edges(EdgesArgs),
     /// 1 GiB through a daemon session (pipe capture) against writing it straight to a file.
+    #[command(after_help = ex::BENCH_DRAIN)]
     Drain(DrainArgs),
     /// `run true` round trips through the daemon against a bare fork+exec+wait.
+    #[command(after_help = ex::BENCH_SPAWN)]
     Spawn(SpawnArgs),
     /// The daemon's memory as figures: idle, output nobody reads, live sessions, growth slope.
     ///
@@ -83,6 +84,7 @@ pub enum BenchCommand {
     ///   stockade bench list --sessions 500
     List(ListBenchArgs),
     /// Redraw `summary.md` and the SVGs of an output directory from its JSONL.
+    #[command(after_help = ex::BENCH_PLOT)]
     Plot(PlotArgs),
 }
 
@@ -228,6 +230,7 @@ pub fn bench(home: Option<PathBuf>, args: BenchArgs) -> anyhow::Result<ExitCode>
                 out: a.common.out.clone(),
                 sizes: if a.common.quick { edges::Sizes::QUICK } else { edges::Sizes::FULL },
                 work_dir: work,
+                meta: RunMeta::collect(env!("CARGO_PKG_VERSION"), a.common.quick),
             };
             let results = edges::edges(&cfg)?;
             print!("{}", edges::markdown(&results));
@@ -318,6 +321,7 @@ fn growth(exe: PathBuf, work: PathBuf, a: GrowthArgs) -> anyhow::Result<ExitCode
         sleep_s: a.sleep.unwrap_or(if quick { 1 } else { 2 }),
         work_dir: work,
         memory_line_mib: a.memory_line as f64 / (1 << 20) as f64,
+        meta: RunMeta::collect(env!("CARGO_PKG_VERSION"), quick),
     };
     let rows = runner::growth(&cfg);
     let _ = std::fs::remove_dir_all(&scripts);

@@ -1,5 +1,6 @@
-//! `stockade kill`, `forget` and `cleanup`: ending sessions through the daemon. Each prints the
-//! terminate report as it is: "terminated" only when every process is verified gone.
+//! `stockade kill`, `forget` and `cleanup`: ending sessions through the daemon (`kill` and
+//! `forget` take several ids). Each prints the terminate report as it is: "terminated" only when
+//! every process is verified gone.
 
 use std::process::ExitCode;
 
@@ -12,37 +13,98 @@ use crate::cli::{CleanupArgs, ForgetArgs, KillArgs};
 use crate::out;
 
 pub fn kill(global: &Global, args: KillArgs) -> anyhow::Result<ExitCode> {
-    let params = KillParams { id: args.id.clone(), signal: args.signal, grace_ms: args.grace_ms };
-    let result = global.connect()?.call::<method::Kill>(params)?;
-    if args.json {
-        out::print_json(&result)?;
-    } else {
-        out::print(&format!(
-            "{}\n{}\n",
-            answer::status_line(&result.id, &result.state),
-            report_line(&result.report)
-        ))?;
+    let mut client = global.connect()?;
+    let mut each = Each::new(args.json, args.ids.len());
+    for id in &args.ids {
+        let params =
+            KillParams { id: id.clone(), signal: args.signal.clone(), grace_ms: args.grace_ms };
+        match client.call::<method::Kill>(params) {
+            Ok(result) => {
+                each.survived |= !result.report.terminated;
+                let text = format!(
+                    "{}\n{}\n",
+                    answer::status_line(&result.id, &result.state),
+                    report_line(&result.report)
+                );
+                each.done(&result, &text)?;
+            }
+            Err(e) => each.failed(e.into())?,
+        }
     }
-    Ok(exit(Some(&result.report)))
+    each.finish()
 }
 
 pub fn forget(global: &Global, args: ForgetArgs) -> anyhow::Result<ExitCode> {
-    let result = global.connect()?.call::<method::Forget>(ForgetParams { id: args.id.clone() })?;
-    if args.json {
-        out::print_json(&result)?;
-    } else {
-        let mut text = format!(
-            "Forgot {}: removed {} of output\n",
-            result.id,
-            out::bytes(result.removed_bytes)
-        );
-        if let Some(report) = &result.report {
-            text.push_str(&report_line(report));
-            text.push('\n');
+    let mut client = global.connect()?;
+    let mut each = Each::new(args.json, args.ids.len());
+    for id in &args.ids {
+        match client.call::<method::Forget>(ForgetParams { id: id.clone() }) {
+            Ok(result) => {
+                let mut text = format!(
+                    "Forgot {}: removed {} of output\n",
+                    result.id,
+                    out::bytes(result.removed_bytes)
+                );
+                if let Some(report) = &result.report {
+                    each.survived |= !report.terminated;
+                    text.push_str(&report_line(report));
+                    text.push('\n');
+                }
+                each.done(&result, &text)?;
+            }
+            Err(e) => each.failed(e.into())?,
         }
-        out::print(&text)?;
     }
-    Ok(exit(result.report.as_ref()))
+    each.finish()
+}
+
+/// One command over several ids: every id is tried; an unknown one is reported on stderr and
+/// the others still run. Exit status 2 if an id failed, else 1 if a process survived, else 0.
+struct Each {
+    json: bool,
+    several: bool,
+    results: Vec<serde_json::Value>,
+    failed: bool,
+    survived: bool,
+}
+
+impl Each {
+    fn new(json: bool, ids: usize) -> Each {
+        Each { json, several: ids > 1, results: Vec::new(), failed: false, survived: false }
+    }
+
+    fn done<T: serde::Serialize>(&mut self, result: &T, text: &str) -> anyhow::Result<()> {
+        if !self.json {
+            out::print(text)?;
+        } else if self.several {
+            self.results.push(serde_json::to_value(result)?);
+        } else {
+            out::print_json(result)?;
+        }
+        Ok(())
+    }
+
+    fn failed(&mut self, e: anyhow::Error) -> anyhow::Result<()> {
+        if !self.several {
+            return Err(e);
+        }
+        eprintln!("stockade: {}", out::error_text(&e));
+        self.failed = true;
+        Ok(())
+    }
+
+    fn finish(self) -> anyhow::Result<ExitCode> {
+        if self.json && self.several {
+            out::print_json(&self.results)?;
+        }
+        Ok(if self.failed {
+            ExitCode::from(2)
+        } else if self.survived {
+            ExitCode::from(1)
+        } else {
+            ExitCode::SUCCESS
+        })
+    }
 }
 
 pub fn cleanup(global: &Global, args: CleanupArgs) -> anyhow::Result<ExitCode> {
@@ -74,9 +136,4 @@ fn report_line(report: &TerminateReport) -> String {
     } else {
         answer::cleanup_line(report)
     }
-}
-
-/// 1 when a process of the session survived.
-fn exit(report: Option<&TerminateReport>) -> ExitCode {
-    if report.is_some_and(|r| !r.terminated) { ExitCode::from(1) } else { ExitCode::SUCCESS }
 }

@@ -1,6 +1,7 @@
 //! `stockade logs`: a session's output from the daemon — all of it from a cursor, its tail or
-//! its head — and with `-f`, long-poll reads until the session ends. Only one answer at a time
-//! is in this process's memory, whatever the log's size.
+//! its head — and with `-f`, long-poll reads until the session ends, then a footer saying how it
+//! ended and its exit status. Only one answer at a time is in this process's memory, whatever
+//! the log's size.
 //!
 //! Sessions the daemon does not know (a foreground `run`, or no daemon at all) are read from
 //! the state directory, like `stockade read`.
@@ -77,10 +78,11 @@ fn from_daemon(
             }
             out::print(&text)?;
         }
-        if !args.follow
-            || (answer.state.is_terminal() && answer.view.next_cursor >= answer.view.total_bytes)
-        {
+        if !args.follow {
             return Ok(ExitCode::SUCCESS);
+        }
+        if answer.state.is_terminal() && answer.view.next_cursor >= answer.view.total_bytes {
+            return footer(client, args, &answer.state);
         }
         cursor = answer.view.next_cursor;
     }
@@ -88,7 +90,7 @@ fn from_daemon(
     // Exact bytes unless a stream filter or JSON asks for views.
     let raw = stream.is_none() && !args.json;
     let mut utf8 = out::Utf8Stream::default();
-    loop {
+    let state = loop {
         let asked = Instant::now();
         let answer = client.call::<method::Read>(ReadParams {
             id: args.id.clone(),
@@ -132,17 +134,31 @@ fn from_daemon(
         cursor = next;
         let at_end = cursor >= answer.view.total_bytes;
         if at_end && (!args.follow || answer.state.is_terminal()) {
-            break;
+            break answer.state;
         }
         if !progressed && !args.follow {
-            break; // Nothing more can be read now (a gap the daemon cannot jump?): stop.
+            break answer.state; // Nothing more can be read now (a gap the daemon cannot jump?).
         }
         if !progressed && asked.elapsed() < IDLE_PAUSE {
             std::thread::sleep(IDLE_PAUSE);
         }
-    }
+    };
     out::print(&out::escape_controls(&utf8.finish()))?;
-    Ok(ExitCode::SUCCESS)
+    if args.follow { footer(client, args, &state) } else { Ok(ExitCode::SUCCESS) }
+}
+
+/// The end of `logs -f`: one line on stderr saying how the session ended (`[sh-3 exited 3 after
+/// 4.2 s]`; not with `--json`, whose answers carry the state), and the session's exit status.
+fn footer(
+    client: &mut Client,
+    args: &LogsArgs,
+    state: &stockade_proto::SessionState,
+) -> anyhow::Result<ExitCode> {
+    if !args.json {
+        let wall = super::wait::wall_time(client, &args.id);
+        eprintln!("[{}]", out::ended_phrase(&args.id, state, wall));
+    }
+    Ok(ExitCode::from(stockade_core::answer::exit_status(state).clamp(0, 255) as u8))
 }
 
 /// The log in the state directory: for sessions the daemon does not know.

@@ -4,16 +4,20 @@ pub mod attach;
 pub mod bench;
 mod daemon_ctl;
 mod daemon_run;
+pub mod docs;
 mod doctor;
 mod kill;
 mod logs;
 pub mod mcp;
 mod ps;
 mod read;
+pub mod restart;
 mod run;
 pub mod schedule;
+mod schedule_table;
 pub mod send;
 mod stats;
+pub mod wait;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -41,7 +45,9 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Attach(args) => attach::attach(&global, args),
         Command::Ps(args) => ps::ps(&global, args),
         Command::Logs(args) => logs::logs(&global, args),
+        Command::Wait(args) => wait::wait(&global, args),
         Command::Kill(args) => kill::kill(&global, args),
+        Command::Restart(args) => restart::restart(&global, args),
         Command::Forget(args) => kill::forget(&global, args),
         Command::Cleanup(args) => kill::cleanup(&global, args),
         Command::Stats(args) => stats::stats(&global, args),
@@ -51,6 +57,8 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Bench(args) => bench::bench(home, args),
         Command::Mcp(args) => mcp::mcp(&global, args),
         Command::Schedule(args) => schedule::schedule(&global, args),
+        Command::Completions(args) => docs::completions(args),
+        Command::Man(args) => docs::man(args),
         Command::Daemon(args) => match args.action {
             None => daemon_run::run(home, crate::cli::DaemonRunArgs::default()),
             Some(DaemonAction::Run(run)) => daemon_run::run(home, *run),

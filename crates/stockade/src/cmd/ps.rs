@@ -1,4 +1,5 @@
-//! `stockade ps`: the daemon's sessions as a table.
+//! `stockade ps`: the daemon's sessions as a table, filtered here (by state, source and age)
+//! from the daemon's `list`.
 
 use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -9,25 +10,85 @@ use stockade_proto::SessionState;
 use stockade_proto::rpc::{ListParams, SessionInfo, method};
 
 use super::Global;
-use crate::cli::PsArgs;
+use crate::cli::{PsArgs, StateFilter};
 use crate::out;
 
 /// Characters of the command shown before it is cut with `…`.
 const COMMAND_WIDTH: usize = 60;
+/// Finished sessions listed without `-a` (the newest).
+const RECENT_FINISHED: usize = 20;
 
 pub fn ps(global: &Global, args: PsArgs) -> anyhow::Result<ExitCode> {
-    let list = global.connect()?.call::<method::List>(ListParams::default())?;
+    let mut list = global.connect()?.call::<method::List>(ListParams::default())?;
+    let hidden = filter(&mut list.sessions, &args);
     if args.json {
         out::print_json(&list)?;
         return Ok(ExitCode::SUCCESS);
     }
-    if list.sessions.is_empty() {
-        out::print("no sessions\n")?;
+    if args.quiet {
+        let ids: String = list.sessions.iter().map(|s| format!("{}\n", s.id)).collect();
+        out::print(&ids)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
-    out::print(&table(&list.sessions, now_ms, out::colors()))?;
+    let mut text = if list.sessions.is_empty() {
+        "no sessions\n".to_owned()
+    } else {
+        let now_ms =
+            SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+        table(&list.sessions, now_ms, out::colors())
+    };
+    if hidden > 0 {
+        text.push_str(&format!(
+            "({hidden} older finished session{} not shown; `stockade ps -a` lists all)\n",
+            if hidden == 1 { "" } else { "s" }
+        ));
+    }
+    out::print(&text)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Keep the sessions `args` ask for, oldest first; returns how many finished sessions were left
+/// out only for being old (never with `-a`, `--state` or `--json`: scripts get every session).
+fn filter(sessions: &mut Vec<SessionInfo>, args: &PsArgs) -> usize {
+    sessions.retain(|s| {
+        (args.state.is_empty() || args.state.iter().any(|f| matches(*f, &s.state)))
+            && args.source.as_deref().is_none_or(|k| s.source.as_deref() == Some(k))
+    });
+    sessions.sort_by_key(|s| s.started_at_ms);
+    if args.all || args.json || !args.state.is_empty() {
+        return 0;
+    }
+    let finished = sessions.iter().filter(|s| s.state.is_terminal()).count();
+    let mut hidden = finished.saturating_sub(RECENT_FINISHED);
+    let cut = hidden;
+    // The oldest finished sessions go first.
+    sessions.retain(|s| {
+        if hidden > 0 && s.state.is_terminal() {
+            hidden -= 1;
+            false
+        } else {
+            true
+        }
+    });
+    cut
+}
+
+/// Whether a session in `state` passes `--state f`.
+fn matches(f: StateFilter, state: &SessionState) -> bool {
+    match f {
+        StateFilter::Running => !state.is_terminal(),
+        StateFilter::Done => state.is_terminal(),
+        StateFilter::Ok => matches!(state, SessionState::Exited { code: 0 }),
+        StateFilter::Failed => matches!(
+            state,
+            SessionState::Exited { code: i32::MIN..=-1 | 1.. }
+                | SessionState::Signaled { .. }
+                | SessionState::Failed { .. }
+        ),
+        StateFilter::Killed => {
+            matches!(state, SessionState::Killed { .. } | SessionState::TimedOut)
+        }
+    }
 }
 
 fn table(sessions: &[SessionInfo], now_ms: u64, colors: bool) -> String {

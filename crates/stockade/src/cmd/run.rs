@@ -1,12 +1,15 @@
 //! `stockade run`: one command in the foreground through an in-process engine, or with `--bg`
-//! in the background through the daemon. `--pty` runs always go through the daemon (the session
+//! in the background through the daemon. A foreground run on a terminal streams the output live
+//! from the log (bounded chunks; the spool keeps it all), then prints the summary. `--pty` runs always go through the daemon (the session
 //! can then be typed into with `send`/`attach`).
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
-use stockade_core::output::ReadRequest;
+use stockade_core::output::{OutputLog, ReadRequest};
 use stockade_core::process::{CgroupMode, ContainmentConfig};
 use stockade_core::{Engine, EngineConfig, RunSpec, answer};
 use stockade_proto::RunResult;
@@ -17,7 +20,11 @@ use crate::cli::{RunArgs, StdinArg};
 use crate::out;
 
 pub fn run(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
-    // A remote daemon runs a foreground command too (and ends it if this client goes away).
+    // A remote daemon runs a foreground command too (and ends it if this client goes away);
+    // its paths are the remote machine's, so they are not checked here.
+    if global.remote.is_none() {
+        check_paths(&args)?;
+    }
     if args.bg || args.pty || global.remote.is_some() {
         return background(global, args);
     }
@@ -34,10 +41,12 @@ pub fn run(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
         RunParams { stdin: StdinMode::Null, source: None, ..params(&args, args.cwd.clone()) };
     let request = ReadRequest::for_run(&params);
     let spec = RunSpec::from(params);
+    let live = !args.json && std::io::stdout().is_terminal();
     let rt = super::runtime()?;
     let result = rt.block_on(async {
         let engine = Engine::new(config)?;
         let session = engine.run(spec)?;
+        let streamed = live.then(|| tokio::spawn(stream(Arc::clone(session.log()))));
         // Ctrl-C or SIGTERM to this client ends the command's whole tree, through the same
         // terminate routine as everything else.
         tokio::select! {
@@ -46,9 +55,21 @@ pub fn run(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
                 session.kill(engine.terminate_options(), "interrupted (the client got SIGINT/SIGTERM)").await;
             }
         }
+        if let Some(streamed) = streamed {
+            // The log is finished once the session ended: the stream drains it and stops.
+            let ended_with_newline = streamed.await??;
+            return anyhow::Ok(Answer::Streamed {
+                id: session.id().to_owned(),
+                state: session.state(),
+                wall_time: session.wall_time(),
+                cleanup: session.end().and_then(|e| e.cleanup),
+                spool: session.log().spool_path().to_owned(),
+                ended_with_newline,
+            });
+        }
         let view = session.view(&request, Render::Text)?;
         let end = session.end();
-        anyhow::Ok(RunResult {
+        anyhow::Ok(Answer::Bounded(RunResult {
             id: session.id().to_owned(),
             state: session.state(),
             pid: session.pid(),
@@ -57,9 +78,75 @@ pub fn run(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
             deduplicated: false,
             view,
             wait: None,
-        })
+        }))
     })?;
-    print_result(&result, args.json)
+    match result {
+        Answer::Bounded(result) => print_result(&result, args.json),
+        Answer::Streamed { id, state, wall_time, cleanup, spool, ended_with_newline } => {
+            // The output is on the screen already: the summary and where all of it is kept.
+            let mut text = String::new();
+            if !ended_with_newline {
+                text.push('\n');
+            }
+            text.push_str(&answer::status_line(&id, &state));
+            text.push_str(&format!("\nWall time: {:.2} s\n", wall_time.as_secs_f64()));
+            if let Some(report) = &cleanup {
+                text.push_str(&answer::cleanup_line(report));
+                text.push('\n');
+            }
+            text.push_str(&format!(
+                "[Full output: {}. Read it again: stockade read {id}, or stockade grep {id} REGEX]\n",
+                spool.display()
+            ));
+            out::print(&text)?;
+            Ok(ExitCode::from(answer::exit_status(&state).clamp(0, 255) as u8))
+        }
+    }
+}
+
+/// What a foreground run ends with: the bounded answer, or (streamed live) only the facts for
+/// the summary.
+enum Answer {
+    Bounded(RunResult),
+    Streamed {
+        id: String,
+        state: stockade_proto::SessionState,
+        wall_time: Duration,
+        cleanup: Option<stockade_proto::TerminateReport>,
+        spool: PathBuf,
+        ended_with_newline: bool,
+    },
+}
+
+/// Bytes copied from the log to the terminal at a time: memory stays bounded whatever the
+/// command prints, since the log (spool and hot tail) holds the output, not this copy.
+const STREAM_CHUNK: usize = 64 * 1024;
+
+/// Copy the log to stdout as it grows, until it is finished and fully copied. Returns whether
+/// the last byte written was a newline (or nothing was written).
+async fn stream(log: Arc<OutputLog>) -> anyhow::Result<bool> {
+    let mut cursor = 0;
+    let mut last = b'\n';
+    loop {
+        let finished = log.stats().finished;
+        let (bytes, next) = log.read_raw(cursor, STREAM_CHUNK)?;
+        if let Some(&b) = bytes.last() {
+            last = b;
+            out::print_bytes(&bytes)?;
+        } else if next > cursor {
+            // A range the disk policy dropped: say so where it was.
+            let note = format!("[… {} bytes dropped here …]\n", next - cursor);
+            out::print(&note)?;
+            last = b'\n';
+        }
+        if next == cursor {
+            if finished {
+                return Ok(last == b'\n');
+            }
+            log.wait_for_output(cursor, Duration::from_millis(500)).await;
+        }
+        cursor = next;
+    }
 }
 
 /// Longest a foreground run through the daemon (`--pty` without `--bg`) is waited for.
@@ -86,6 +173,38 @@ fn background(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
         client.call_waiting::<method::Run>(params, wait)?
     };
     print_result(&result, args.json)
+}
+
+/// The directory and shell the user named, checked here so the error names the flag they typed
+/// (the engine's own check words it for every door alike).
+fn check_paths(args: &RunArgs) -> anyhow::Result<()> {
+    match &args.cwd {
+        Some(cwd) => match std::fs::metadata(cwd) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => anyhow::bail!(
+                "--cwd {} is not a directory; pass a directory to run in",
+                cwd.display()
+            ),
+            Err(_) => anyhow::bail!(
+                "--cwd {} does not exist; create it or pass another directory",
+                cwd.display()
+            ),
+        },
+        None => {
+            if std::env::current_dir().is_err() {
+                anyhow::bail!(
+                    "the current directory was deleted; cd to an existing directory or pass --cwd DIR"
+                );
+            }
+        }
+    }
+    match std::fs::metadata(&args.shell) {
+        Ok(m) if m.is_file() => Ok(()),
+        _ => anyhow::bail!(
+            "--shell {} is not a program that exists; pass an existing shell, e.g. --shell /bin/bash",
+            args.shell.display()
+        ),
+    }
 }
 
 /// The `run` request `args` describe, with working directory `cwd`.
@@ -116,7 +235,7 @@ fn params(args: &RunArgs, cwd: Option<PathBuf>) -> RunParams {
     }
 }
 
-fn print_result(result: &RunResult, json: bool) -> anyhow::Result<ExitCode> {
+pub(crate) fn print_result(result: &RunResult, json: bool) -> anyhow::Result<ExitCode> {
     if json {
         out::print_json(result)?;
     } else {

@@ -14,6 +14,7 @@ use stockade_proto::rpc::{
 
 use super::Global;
 use crate::args::{CaptureArg, DiskPolicyArg};
+use crate::examples as ex;
 use crate::out;
 
 /// `stockade schedule`.
@@ -34,23 +35,28 @@ pub enum ScheduleAction {
     /// Each fire is an ordinary session (`ps`, `logs`, `grep`, `kill` work on it) whose source is
     /// the schedule's key. A fire while the previous run is still active is skipped and counted,
     /// never queued. After the daemon was down, at most one catch-up fire (`--catch-up once`).
-    ///
-    /// Examples:
-    ///   stockade schedule add tests --every 10m -- cargo test
-    ///   stockade schedule add backup --cron '0 3 * * *' --timeout-ms 3600000 'rsync -a src/ bak/'
+    #[command(after_help = ex::SCHEDULE_ADD)]
     Add(AddArgs),
     /// List the schedules: timing, next fire, fires, skipped overlaps, the run active now.
-    #[command(alias = "ls")]
+    #[command(alias = "ls", after_help = ex::SCHEDULE_LIST)]
     List(JsonArgs),
     /// Remove a schedule (its runs stay until pruned or forgotten).
-    #[command(alias = "remove")]
+    #[command(alias = "remove", after_help = ex::SCHEDULE_RM)]
     Rm(NameArgs),
     /// Stop firing a schedule until `resume`.
+    #[command(after_help = ex::SCHEDULE_PAUSE)]
     Pause(NameArgs),
     /// Fire a paused schedule again, from its next tick (missed ticks are not caught up).
+    #[command(after_help = ex::SCHEDULE_RESUME)]
     Resume(NameArgs),
     /// A schedule's recent runs, newest first: session, state, exit, duration, bytes.
+    #[command(after_help = ex::SCHEDULE_RUNS)]
     Runs(RunsArgs),
+    /// Fire a schedule now, as a tick would: skipped (exit 1) while its last run is active.
+    ///
+    /// Its next tick does not move. Prints the session started.
+    #[command(after_help = ex::SCHEDULE_RUN)]
+    Run(NameArgs),
 }
 
 /// `stockade schedule add`.
@@ -173,14 +179,39 @@ pub fn schedule(global: &Global, args: ScheduleArgs) -> anyhow::Result<ExitCode>
             } else if list.schedules.is_empty() {
                 out::print("no schedules\n")?;
             } else {
-                let text: String = list.schedules.iter().map(describe).collect();
-                out::print(&text)?;
+                out::print(&super::schedule_table::table(&list.schedules))?;
             }
             Ok(ExitCode::SUCCESS)
         }
         ScheduleAction::Rm(a) => named::<method::ScheduleRemove>(&mut client, a, "Removed"),
         ScheduleAction::Pause(a) => named::<method::SchedulePause>(&mut client, a, "Paused"),
         ScheduleAction::Resume(a) => named::<method::ScheduleResume>(&mut client, a, "Resumed"),
+        ScheduleAction::Run(a) => {
+            let fired =
+                client.call::<method::ScheduleFire>(ScheduleNameParams { name: a.name.clone() })?;
+            if a.json {
+                out::print_json(&fired)?;
+            }
+            let name = &fired.schedule.name;
+            let (text, code) = match (&fired.session, &fired.error) {
+                (Some(id), _) => {
+                    (format!("Fired {name}: {id} (follow it: stockade logs -f {id})\n"), 0)
+                }
+                (None, Some(why)) => (format!("Could not fire {name}: {why}\n"), 1),
+                (None, None) => (
+                    format!(
+                        "Skipped {name}: its last run {} is still active (skips so far: {})\n",
+                        fired.schedule.active_session.as_deref().unwrap_or("?"),
+                        fired.schedule.skipped_overlap
+                    ),
+                    1,
+                ),
+            };
+            if !a.json {
+                out::print(&text)?;
+            }
+            Ok(ExitCode::from(code))
+        }
         ScheduleAction::Runs(a) => {
             let params = ScheduleRunsParams { name: a.name, limit: a.limit };
             let r = client.call::<method::ScheduleRuns>(params)?;

@@ -3,13 +3,15 @@
 
 use std::process::Command;
 
+/// The case ids as `--quick` labels them: the sizes that ran (2 MiB, 3 MiB, 5 s), not the full
+/// run's.
 const CASES: [&str; 10] = [
-    "B4_stdout_4x20MB",
-    "C2_stderr_4x20MB",
-    "R2_log_stream_4x20MB",
-    "B6_small_chunks_30MB",
-    "huge_single_line_30MB",
-    "slow_stream_120s",
+    "B4_stdout_4x2MB",
+    "C2_stderr_4x2MB",
+    "R2_log_stream_4x2MB",
+    "B6_small_chunks_3MB",
+    "huge_single_line_3MB",
+    "slow_stream_5s",
     "no_poll_background",
     "poll_after_spool",
     "kill_while_outputting",
@@ -47,6 +49,14 @@ fn edges_quick_tables_all_ten_cases_and_they_pass() {
     for case in CASES {
         assert!(md.lines().any(|l| l.starts_with(&format!("| {case} |"))), "{case} in {md}");
     }
+    // What ran and where, and no label of the full run.
+    assert!(md.contains("- Ran: 4 × 2 MiB per command, 3 MiB single commands, a 5s slow stream, 16 MiB never read"), "{md}");
+    assert!(
+        md.contains("(`--quick`)") && md.contains("- Machine: ") && md.contains("- Command: `"),
+        "{md}"
+    );
+    assert!(md.contains(&format!("Stockade {} (commit ", env!("CARGO_PKG_VERSION"))), "{md}");
+    assert!(!md.contains("20 MiB") && !md.contains("120 s") && !md.contains("200 MiB"), "{md}");
     let failed: Vec<String> = rows
         .iter()
         .filter(|r| r["pass"] != 1)

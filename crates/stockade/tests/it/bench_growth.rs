@@ -86,6 +86,19 @@ fn growth_quick_writes_raw_samples_summary_and_plots_and_leaves_nothing_running(
     assert!(out.path().join("raw/stockade-file").is_dir());
     let md = std::fs::read_to_string(out.path().join("summary.md")).unwrap();
     assert!(md.contains("| stockade-pipe | 2 | 1 MiB |"), "{md}");
+    // The summary says what really ran (the --quick default would be 4 MiB; 1 MiB was asked
+    // for) and records the version, commit, date, machine and exact command line.
+    assert!(md.contains("- Ran: N = 1, 2; 1 MiB each; variants stockade-pipe, stockade-file; 0 s sleep after printing (`--quick`)"), "{md}");
+    assert!(md.contains(&format!("- Stockade {} (commit ", env!("CARGO_PKG_VERSION"))), "{md}");
+    let machine = md.lines().find(|l| l.starts_with("- Machine: ")).expect("a machine line");
+    assert!(machine.contains(" cores (") && machine.contains("GiB memory, Linux "), "{machine}");
+    let command = md.lines().find(|l| l.starts_with("- Command: `")).expect("a command line");
+    assert!(command.contains("bench growth --quick --variants pipe,file --concurrency 1,2 --bytes 1MiB --sleep 0 --out "), "{command}");
+    assert!(!md.contains("20 MiB"), "no label of the full run: {md}");
+    for r in &rows {
+        assert_eq!(r["meta"]["quick"], true, "{r}");
+        assert!(r["meta"]["date"].as_str().unwrap().ends_with('Z'), "{r}");
+    }
     for svg in [
         "time-rss-1MiB.svg",
         "time-output-1MiB.svg",

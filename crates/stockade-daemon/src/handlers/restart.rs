@@ -1,0 +1,41 @@
+//! `restart`: start a session's command again with the spec it was started with (command,
+//! directory, environment, options) as a new background session, and answer as `run --bg` does.
+
+use std::sync::Arc;
+
+use stockade_core::output::ReadRequest;
+use stockade_proto::RunResult;
+use stockade_proto::rpc::{RestartParams, RpcError, RunParams, code};
+
+use super::ctx::Ctx;
+use crate::error::{from_engine, join_error, rpc_error};
+
+pub(super) async fn handle(ctx: &Ctx, p: RestartParams) -> Result<RunResult, RpcError> {
+    let old = ctx.engine().session(&p.id).map_err(from_engine)?;
+    let Some(spec) = old.spec().cloned() else {
+        return Err(rpc_error(
+            code::NOT_SUPPORTED,
+            format!(
+                "{} was recovered from an earlier daemon, which kept no record of its environment and options; start it again with run",
+                p.id
+            ),
+        ));
+    };
+    if !old.state().is_terminal() {
+        if !p.kill {
+            return Err(rpc_error(
+                code::INVALID_PARAMS,
+                format!("{} is still running; end it first, or restart it with kill", p.id),
+            ));
+        }
+        let opts = ctx.engine().terminate_options();
+        old.kill(opts, "restarted").await;
+    }
+    let shared = Arc::clone(&ctx.shared);
+    let started = tokio::task::spawn_blocking(move || shared.engine.start(spec))
+        .await
+        .map_err(join_error)?
+        .map_err(from_engine)?;
+    let request = ReadRequest::for_run(&RunParams { background: true, ..RunParams::default() });
+    super::run::answer(started.session, request, started.deduplicated, None).await
+}

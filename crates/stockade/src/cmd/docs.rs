@@ -1,0 +1,58 @@
+//! `stockade completions` and `stockade man`: shell completion scripts and man pages generated
+//! from the same clap declaration as `--help` (`clap_complete`, `clap_mangen`), so they never
+//! drift from the real flags.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Args, CommandFactory};
+use clap_complete::Shell;
+
+use crate::cli::Cli;
+use crate::out;
+
+/// `stockade completions`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell: bash, zsh, fish, elvish or powershell.
+    #[arg(value_enum, value_name = "SHELL")]
+    pub shell: Shell,
+}
+
+/// `stockade man`.
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Write `stockade.1` and one page per subcommand (`stockade-run.1`, …) into this directory
+    /// instead of printing the main page.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+}
+
+pub fn completions(args: CompletionsArgs) -> anyhow::Result<ExitCode> {
+    let mut script = Vec::new();
+    clap_complete::generate(args.shell, &mut Cli::command(), "stockade", &mut script);
+    out::print_bytes(&script)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn man(args: ManArgs) -> anyhow::Result<ExitCode> {
+    let cmd = Cli::command();
+    match args.dir {
+        Some(dir) => {
+            std::fs::create_dir_all(&dir).with_context(|| {
+                format!("cannot create the directory {} (--dir)", dir.display())
+            })?;
+            clap_mangen::generate_to(cmd, &dir).with_context(|| {
+                format!("cannot write the man pages into {} (--dir)", dir.display())
+            })?;
+            out::print(&format!("Wrote the man pages into {}\n", dir.display()))?;
+        }
+        None => {
+            let mut page = Vec::new();
+            clap_mangen::Man::new(cmd).render(&mut page)?;
+            out::print_bytes(&page)?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
