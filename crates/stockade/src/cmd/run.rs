@@ -106,6 +106,7 @@ pub fn run(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
 
 /// What a foreground run ends with: the bounded answer, or (streamed live) only the facts for
 /// the summary.
+#[allow(clippy::large_enum_variant, reason = "one value per foreground run; boxing buys nothing")]
 enum Answer {
     Bounded(RunResult),
     Streamed {
