@@ -149,6 +149,22 @@ Examples:
   stockade bench spawn
   stockade bench spawn --rounds 1000";
 
+pub const BENCH_MEMORY: &str = "\
+Examples:
+  stockade bench memory
+  stockade bench memory --cases idle,live --live-sessions 1000
+  stockade bench memory --quick";
+
+pub const BENCH_GREP: &str = "\
+Examples:
+  stockade bench grep
+  stockade bench grep --quick";
+
+pub const BENCH_LIST: &str = "\
+Examples:
+  stockade bench list
+  stockade bench list --sessions 500";
+
 pub const BENCH_PLOT: &str = "\
 Examples:
   stockade bench plot

@@ -394,6 +394,12 @@ pub(crate) fn attribute(census: &ProcessCensus, q: &SessionQuery) -> Found {
         if !young(&st) || members.contains(&st.pid) {
             continue;
         }
+        // A child of ours between fork and exec still holds every descriptor of this process
+        // (other sessions' pipes among them): it is a spawn in progress, not a holder or an
+        // escapee.
+        if st.ppid == me && is_own_fork(st.pid) {
+            continue;
+        }
         if !q.io.is_empty() && descends_from(census, st.ppid, me) && holds_any(st.pid, &q.io) {
             add(&mut members, &mut found, st, Via::Holder);
         } else if st.ppid == me {
@@ -422,6 +428,16 @@ pub(crate) fn attribute(census: &ProcessCensus, q: &SessionQuery) -> Found {
         })
         .collect();
     found
+}
+
+/// Whether `pid` runs this process's own executable: a child forked by a spawn that has not
+/// reached `exec` yet.
+fn is_own_fork(pid: u32) -> bool {
+    static OWN: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+    let Some(own) = OWN.get_or_init(|| std::fs::read_link("/proc/self/exe").ok()) else {
+        return false;
+    };
+    std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| &exe == own)
 }
 
 /// Whether `ancestor` is `pid` or one of its ancestors in the census.

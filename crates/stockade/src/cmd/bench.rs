@@ -62,26 +62,16 @@ pub enum BenchCommand {
     /// `live`: LIVE_SESSIONS commands that each print LIVE_BYTES and keep running: peak RSS,
     /// then each killed and the processes left counted. `slope`: `output` (pipe) at each of
     /// COUNTS sessions: peak RSS per extra session (least squares). Appends `memory.jsonl`.
-    ///
-    /// Examples:
-    ///   stockade bench memory
-    ///   stockade bench memory --cases idle,live --live-sessions 1000
-    ///   stockade bench memory --quick
+    #[command(after_help = ex::BENCH_MEMORY)]
     Memory(MemoryArgs),
     /// grep over a 1 GiB spool (`seq` lines) against `rg -n` on the same file.
     ///
     /// Two patterns: the anchored last line (`'^N$'`) and the same digits as a literal; the
     /// figure is speed relative to ripgrep (goal ≥ 0.5×). Needs `rg` on PATH.
-    ///
-    /// Examples:
-    ///   stockade bench grep
-    ///   stockade bench grep --quick
+    #[command(after_help = ex::BENCH_GREP)]
     Grep(GrepBenchArgs),
     /// `list` with 1,000 running sessions: wall time and daemon CPU per call (goal ≤ 0.2 s each).
-    ///
-    /// Examples:
-    ///   stockade bench list
-    ///   stockade bench list --sessions 500
+    #[command(after_help = ex::BENCH_LIST)]
     List(ListBenchArgs),
     /// Redraw `summary.md` and the SVGs of an output directory from its JSONL.
     #[command(after_help = ex::BENCH_PLOT)]
