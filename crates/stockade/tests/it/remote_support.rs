@@ -256,9 +256,14 @@ impl Sandbox {
         assert!(self.launcher.is_none(), "already started");
         let root = self.root_dir();
         let r = root.display();
+        // A daemon on the host's root still gets its own /proc (in its private mount namespace):
+        // the host's would show the host's processes under pids of the wrong namespace.
         let (program, base) = match self.root {
             Root::Minimal => ("exec chroot . /stockade".to_owned(), String::new()),
-            Root::Host => (format!("exec {}", stockade_bin().display()), r.to_string()),
+            Root::Host => (
+                format!("mount -t proc proc /proc && exec {}", stockade_bin().display()),
+                r.to_string(),
+            ),
         };
         let (state, token, tls) =
             (format!("{base}/state"), format!("{base}/token"), format!("{base}/tls"));
