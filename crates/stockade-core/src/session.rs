@@ -529,6 +529,11 @@ impl Supervisor {
                 if let Some(hit) = session.log.cap_reached()
                     && hit.policy == DiskPolicy::Kill
                 {
+                    // A root that already ended on its own ended the session: that is its true
+                    // end, which the root's branch reports on its next poll.
+                    if session.tree.root_pidfd().is_some_and(|p| p.has_exited()) {
+                        continue;
+                    }
                     return hit.reason;
                 }
             }

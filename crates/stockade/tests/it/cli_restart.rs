@@ -17,7 +17,7 @@ fn restart_starts_the_same_command_in_the_same_place_with_the_same_environment()
         "GREETING=hello there",
         "--cwd",
         dir_path.to_str().unwrap(),
-        "echo \"$GREETING\"; pwd; exit 2",
+        "sleep 1; echo \"$GREETING\"; pwd; exit 2",
     ]);
     let old = first["id"].as_str().unwrap().to_owned();
     assert_eq!(home.run(&["wait", "-q", &old]).status.code(), Some(2));
