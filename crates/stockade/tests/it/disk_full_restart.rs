@@ -56,6 +56,7 @@ fn after_a_full_disk_and_a_restart_nothing_is_lost_or_mislabelled() {
     };
     let home = tmpfs.dir.join("state");
     let mut markers = Markers::default();
+    markers.home(&home);
     ok(&home, &["daemon", "start"]);
     markers.daemon(pid(&home));
     // Leave about 1 MiB of the 8 MiB free.

@@ -15,11 +15,17 @@ use serde_json::{Value, json};
 use stockade_testkit::procs::{instance_of, kill_marked, marked_processes, read_stat};
 use stockade_testkit::{DaemonProc, Home, Rpc, eventually};
 
-/// Kills (by pid, on drop) whatever still carries the marker of a daemon or run this test saw.
+/// Kills (by pid, on drop) whatever still carries the marker of a daemon or run this test saw,
+/// and every daemon still serving a state directory this test made.
 #[derive(Default)]
-pub(crate) struct Markers(Vec<String>);
+pub(crate) struct Markers(Vec<String>, Vec<std::path::PathBuf>);
 
 impl Markers {
+    /// Every daemon of this state directory (started with `daemon start` or auto-started, so
+    /// not this test's child).
+    pub(crate) fn home(&mut self, home: &Path) {
+        self.1.push(home.to_path_buf());
+    }
     /// Every session of the daemon with this pid.
     pub(crate) fn daemon(&mut self, pid: u32) {
         self.0.push(format!("STOCKADE_SESSION=daemon-{pid}-"));
@@ -32,6 +38,14 @@ impl Markers {
 
 impl Drop for Markers {
     fn drop(&mut self) {
+        for home in &self.1 {
+            for pid in stockade_testkit::procs::daemons_for(home) {
+                // SAFETY: kill(2) on a pid just seen serving this test's own state directory.
+                unsafe {
+                    libc::kill(pid as libc::pid_t, libc::SIGKILL);
+                }
+            }
+        }
         for m in &self.0 {
             kill_marked(m);
         }
