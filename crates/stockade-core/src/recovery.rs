@@ -335,8 +335,9 @@ pub(crate) async fn recover_one(
     (recovered, record, dir, warning)
 }
 
-/// A dead daemon's `stockade-<pid>[.<n>]` cgroup, once its last session cgroup is gone. Only removed
-/// when no process has that pid (a live daemon with a recycled pid would be using the same name).
+/// A dead daemon's instance cgroup (`stockade-<pid>-<pid namespace>[.<n>]`), once its last
+/// session cgroup is gone. Only removed when no process has that pid (a live daemon with a
+/// recycled pid would be using the same name), and never another PID namespace's.
 fn remove_dead_daemon_cgroup(session_cgroup: Option<&Path>) {
     let Some(parent) = session_cgroup.and_then(Path::parent) else { return };
     let Some(pid) =

@@ -19,7 +19,7 @@ use stockade_proto::{Capture, DiskPolicy, SessionState, TerminateReport};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::input::{InputKind, InputRefused, SessionInput};
-use crate::output::OutputLog;
+use crate::output::{OutputLog, REASON_DISK_CAP};
 use crate::process::{ProcessTree, TerminateOptions};
 use crate::registry::{self, Owner, RECORD_VERSION, RecordTotals, SessionRecord};
 
@@ -526,8 +526,12 @@ impl Supervisor {
                 if session.capture == Capture::File {
                     sync_file_capture(&session);
                 }
+                // The kill policy is for the session's own disk cap. A full disk (or a failing
+                // spool) is the machine's condition, not the command's: the command goes on,
+                // its bytes are dropped in a gap and its newest kept in memory.
                 if let Some(hit) = session.log.cap_reached()
                     && hit.policy == DiskPolicy::Kill
+                    && hit.reason == REASON_DISK_CAP
                 {
                     // A root that already ended on its own ended the session: that is its true
                     // end, which the root's branch reports on its next poll.

@@ -194,10 +194,7 @@ fn cgroup_root(mount: &Cgroup2Mount, mode: &CgroupMode) -> Result<PathBuf, Strin
     // embedded daemon beside a one-shot run) must never remove each other's session cgroups.
     static INSTANCES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = INSTANCES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let name = match n {
-        0 => format!("stockade-{}", std::process::id()),
-        n => format!("stockade-{}.{n}", std::process::id()),
-    };
+    let name = instance_cgroup_name(std::process::id(), own_pid_namespace(), n);
     let instance_dir = parent.join(name);
     cgroup::ensure_dir(&instance_dir)
         .map_err(|e| format!("cannot create cgroup {}: {e}", instance_dir.display()))?;
@@ -208,22 +205,58 @@ fn cgroup_root(mount: &Cgroup2Mount, mode: &CgroupMode) -> Result<PathBuf, Strin
     Ok(instance_dir)
 }
 
-/// The pid in an instance cgroup's name (`stockade-<pid>` or `stockade-<pid>.<n>`).
-pub(crate) fn instance_cgroup_pid(name: &str) -> Option<u32> {
-    name.strip_prefix("stockade-")?.split('.').next()?.parse().ok()
+/// The name of an instance cgroup: `stockade-<pid>-<pid namespace>[.<n>]`. The pid namespace
+/// (the inode of `/proc/self/ns/pid`) is part of the name because pids are only unique within
+/// one: daemons in different PID namespaces (containers, `unshare --pid`) under the same parent
+/// cgroup — each of them PID 1, say — must neither share a directory nor take each other's for
+/// a dead daemon's.
+fn instance_cgroup_name(pid: u32, pid_ns: Option<u64>, n: u32) -> String {
+    let base = match pid_ns {
+        Some(ns) => format!("stockade-{pid}-{ns}"),
+        None => format!("stockade-{pid}"),
+    };
+    match n {
+        0 => base,
+        n => format!("{base}.{n}"),
+    }
 }
 
-/// Removes the empty `stockade-<pid>[.<n>]` cgroups of daemons that are gone (a daemon that exited
-/// without dropping its containment leaves one). Populated ones are left for crash recovery;
-/// `rmdir` refuses them anyway.
+/// The inode of this process's PID namespace, if `/proc/self/ns/pid` can be read.
+fn own_pid_namespace() -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self/ns/pid").ok().map(|m| m.ino())
+}
+
+/// The owner of an instance cgroup, from its name: its pid, and its PID namespace when the name
+/// carries one (`stockade-<pid>` from an older daemon does not).
+fn instance_cgroup_owner(name: &str) -> Option<(u32, Option<u64>)> {
+    let rest = name.strip_prefix("stockade-")?;
+    let base = rest.split('.').next()?;
+    match base.split_once('-') {
+        Some((pid, ns)) => Some((pid.parse().ok()?, Some(ns.parse().ok()?))),
+        None => Some((base.parse().ok()?, None)),
+    }
+}
+
+/// The pid of an instance cgroup's owner if it was in this process's PID namespace — only then
+/// does that pid say anything here. `None` for other names and other namespaces' cgroups.
+pub(crate) fn instance_cgroup_pid(name: &str) -> Option<u32> {
+    let (pid, ns) = instance_cgroup_owner(name)?;
+    match ns {
+        Some(ns) if Some(ns) != own_pid_namespace() => None,
+        _ => Some(pid),
+    }
+}
+
+/// Removes the empty instance cgroups of daemons that are gone (a daemon that exited without
+/// dropping its containment leaves one). Only this PID namespace's: another namespace's pid
+/// cannot be looked up here. Populated ones are left for crash recovery; `rmdir` refuses them
+/// anyway.
 fn sweep_stale(parent: &std::path::Path) {
     let Ok(entries) = std::fs::read_dir(parent) else { return };
     for entry in entries.filter_map(Result::ok) {
         let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("stockade-")?.split('.').next()?.parse::<u32>().ok())
-        else {
+        let Some(pid) = name.to_str().and_then(instance_cgroup_pid) else {
             continue;
         };
         if pid != std::process::id() && !std::path::Path::new(&format!("/proc/{pid}")).exists() {
@@ -240,13 +273,32 @@ fn sweep_stale(parent: &std::path::Path) {
 
 #[cfg(test)]
 mod tests {
-    use super::instance_cgroup_pid;
+    use super::{
+        instance_cgroup_name, instance_cgroup_owner, instance_cgroup_pid, own_pid_namespace,
+    };
 
     #[test]
-    fn instance_cgroup_names_carry_the_owner_pid() {
+    fn instance_cgroup_names_carry_the_owner_pid_and_pid_namespace() {
+        assert_eq!(instance_cgroup_owner("stockade-4242"), Some((4242, None)));
+        assert_eq!(instance_cgroup_owner("stockade-4242.3"), Some((4242, None)));
+        assert_eq!(instance_cgroup_owner("stockade-1-4026532201"), Some((1, Some(4026532201))));
+        assert_eq!(instance_cgroup_owner("stockade-1-4026532201.2"), Some((1, Some(4026532201))));
+        assert_eq!(instance_cgroup_owner("stockade-x"), None);
+        assert_eq!(instance_cgroup_owner("stockade-1-x"), None);
+        assert_eq!(instance_cgroup_owner("other-4242"), None);
+        for (pid, ns, n) in [(7, Some(9), 0), (7, Some(9), 3), (7, None, 0), (7, None, 2)] {
+            assert_eq!(instance_cgroup_owner(&instance_cgroup_name(pid, ns, n)), Some((pid, ns)));
+        }
+    }
+
+    #[test]
+    fn another_pid_namespaces_instance_cgroup_has_no_pid_here() {
+        let own = own_pid_namespace().expect("/proc/self/ns/pid is readable");
+        let here = instance_cgroup_name(1, Some(own), 0);
+        assert_eq!(instance_cgroup_pid(&here), Some(1));
+        // PID 1 of another namespace is not this namespace's init: the sweep must leave it.
+        let there = instance_cgroup_name(1, Some(own + 1), 0);
+        assert_eq!(instance_cgroup_pid(&there), None);
         assert_eq!(instance_cgroup_pid("stockade-4242"), Some(4242));
-        assert_eq!(instance_cgroup_pid("stockade-4242.3"), Some(4242));
-        assert_eq!(instance_cgroup_pid("stockade-x"), None);
-        assert_eq!(instance_cgroup_pid("other-4242"), None);
     }
 }

@@ -42,6 +42,11 @@ pub(crate) struct Entry {
     /// Values (`<instance>:<id>`) of its `STOCKADE_SESSION` entries: empty when it has none, when
     /// it is a zombie, or when it started before the census read environments.
     pub markers: Vec<Box<[u8]>>,
+    /// A child of this process that still ran this process's executable when the census looked:
+    /// a spawn between fork and `exec`, holding every descriptor of this process. Decided before
+    /// the environment is read, so a child that `exec`s in between is either seen as a fork or
+    /// read with its new environment (its marker) — never as an unmarked stranger.
+    pub own_fork: bool,
 }
 
 #[cfg(test)]
@@ -97,7 +102,9 @@ impl ProcessCensus {
                 continue;
             }
             let mut markers = Vec::new();
+            let own_fork = stat.ppid == me && !stat.is_zombie() && is_own_fork(pid);
             if !stat.is_zombie()
+                && !own_fork
                 && stat.start_time >= environ_from
                 && read_environ(pid, &mut buf)
                 // The same start time after the read: the environment was this process's.
@@ -109,7 +116,7 @@ impl ProcessCensus {
                     .map(Box::from)
                     .collect();
             }
-            entries.push(Entry { stat, markers });
+            entries.push(Entry { stat, markers, own_fork });
         }
         ProcessCensus::indexed(entries, environ_from)
     }
@@ -397,7 +404,7 @@ pub(crate) fn attribute(census: &ProcessCensus, q: &SessionQuery) -> Found {
         // A child of ours between fork and exec still holds every descriptor of this process
         // (other sessions' pipes among them): it is a spawn in progress, not a holder or an
         // escapee.
-        if st.ppid == me && is_own_fork(st.pid) {
+        if census.entries[i].own_fork {
             continue;
         }
         if !q.io.is_empty() && descends_from(census, st.ppid, me) && holds_any(st.pid, &q.io) {
