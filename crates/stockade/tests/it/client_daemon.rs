@@ -77,7 +77,15 @@ fn racing_first_commands_end_with_one_daemon() {
         assert!(out.status.success(), "{}", text(&out.stderr));
     }
     let pid = home.json(&["daemon", "status"])["pid"].as_u64().unwrap() as u32;
-    assert_eq!(daemons_for(home.path()), vec![pid]);
+    // A loser of the race may still be starting when every client has its answer (on a loaded
+    // machine): it finds the lock taken and exits, leaving the one that serves.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let mut left = daemons_for(home.path());
+    while left != vec![pid] && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        left = daemons_for(home.path());
+    }
+    assert_eq!(left, vec![pid], "daemons left for the home (the second is no loser that exited)");
 }
 
 #[test]

@@ -410,8 +410,10 @@ fn every_cli_command_drives_a_remote_daemon() {
     let id =
         serde_json::from_str::<serde_json::Value>(&bg).unwrap()["id"].as_str().unwrap().to_owned();
     assert!(ok(&["ps"]).contains(&id));
+    // `grep` exits 1 until the line has been printed: poll without asserting success.
     eventually(Duration::from_secs(30), "the output", || {
-        ok(&["grep", &id, "^4999$"]).contains("4999").then_some(())
+        let out = sandbox.cli(&["grep", &id, "^4999$"]).output().unwrap();
+        stockade_testkit::text(&out.stdout).contains("4999").then_some(())
     });
     let pty = ok(&["run", "--pty", "--bg", "--json", "cat"]);
     let pty_id =
