@@ -167,6 +167,21 @@ impl StockadeMcp {
         cancel: &CancellationToken,
     ) -> Result<CallToolResult, ToolError> {
         let yield_ms = clamp_wait(a.yield_time_ms.unwrap_or(DEFAULT_WRITE_YIELD_MS));
+        if a.chars.is_empty() && self.remembered(&a.session_id).is_some() {
+            // An empty write is a poll (how Codex's models follow a command): the same
+            // continued read as `read_output` without `after`, so a loud log is not paged.
+            let read = ReadOutputArgs {
+                session_id: a.session_id,
+                after: None,
+                mode: None,
+                max_output_tokens: a.max_output_tokens,
+                max_lines: None,
+                yield_time_ms: Some(yield_ms),
+                until: a.until,
+                stream: None,
+            };
+            return self.read_output(read, cancel).await;
+        }
         let params = WriteParams {
             id: a.session_id,
             chars: (!a.chars.is_empty()).then_some(a.chars),

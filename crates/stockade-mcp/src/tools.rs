@@ -57,7 +57,7 @@ Send keys to a running session (started with `tty: true`) and collect what it pr
 or a new line matches `until`.
 
 `chars` is sent as is: `\\n` presses Enter, `\\u0003` is Ctrl-C, `\\u0004` Ctrl-D. Empty \
-`chars` only waits and collects.";
+`chars` only waits and shows the newest output, as `read_output` without `after` does.";
 
 const READ_OUTPUT_DESCRIPTION: &str = "\
 Read a session's output (kept on disk, never lost).
