@@ -247,4 +247,3 @@ fn codex_code_mode_hands_a_program_the_output_once() {
     assert_notice_both_ends("Codex code mode", text, "sh-2");
     assert!(text.len() <= 10_000 + 200, "{} bytes", text.len());
 }
-
