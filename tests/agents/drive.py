@@ -48,7 +48,7 @@ def setup_codex(out, port, env):
     os.makedirs(home, exist_ok=True)
     config = readme_snippet("codex") + f"""
 # The stand-in model (tests only).
-model = "stand-in"
+model = "{CODEX_MODEL}"
 model_provider = "standin"
 
 [model_providers.standin]
@@ -59,6 +59,9 @@ env_key = "STANDIN_API_KEY"
 request_max_retries = 0
 stream_max_retries = 0
 """
+    for feature in CODEX_FEATURES:
+        # Under the README's `[features]` table.
+        config = config.replace("[features]\n", f"[features]\n{feature} = true\n", 1)
     # Top-level keys must come before any table: move them up.
     top = [l for l in config.splitlines() if re.match(r"^(model|model_provider) = ", l)]
     rest = [l for l in config.splitlines() if l not in top]
@@ -107,6 +110,10 @@ def setup_opencode(out, port, env):
     return [os.path.join(BIN, "opencode"), "run", "-m", "standin/stand-in", PROMPT]
 
 
+# Set from the command line (main).
+CODEX_MODEL = "stand-in"
+CODEX_FEATURES = []
+
 SETUP = {"codex": setup_codex, "claude": setup_claude, "opencode": setup_opencode}
 
 
@@ -117,7 +124,13 @@ def main():
     p.add_argument("--out", required=True)
     p.add_argument("--timeout", type=float, default=90)
     p.add_argument("--dump", action="store_true", help="keep every request the agent sent")
+    p.add_argument("--codex-model", default="stand-in",
+                   help="the model name Codex is configured with (a known name changes its tools)")
+    p.add_argument("--codex-feature", action="append", default=[],
+                   help="a Codex feature to switch on (e.g. code_mode); repeatable")
     a = p.parse_args()
+    global CODEX_MODEL, CODEX_FEATURES
+    CODEX_MODEL, CODEX_FEATURES = a.codex_model, a.codex_feature
     out = os.path.abspath(a.out)
     for d in ("home/.local/state", "work", "xdg/config", "xdg/data", "xdg/cache"):
         os.makedirs(os.path.join(out, d), exist_ok=True)

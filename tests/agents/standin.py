@@ -16,7 +16,7 @@ It records exactly what the agent hands back for every tool call (the whole tool
 as the agent sent it, and the text a model reads from it) into a JSON-lines file, plus every
 count_tokens request. Stdlib only; no network beyond the loopback socket it listens on.
 
-Usage: standin.py --scenario basic|poll --record FILE --port-file FILE
+Usage: standin.py --scenario basic|poll|codemode --record FILE --port-file FILE
 """
 
 import argparse
@@ -108,7 +108,24 @@ def poll_step(results):
     return ("read_output", {"session_id": sid, "wait_ms": 10000})
 
 
-SCENARIOS = {"basic": basic_step, "poll": poll_step}
+# Codex's code mode (its `exec` tool: JavaScript in a V8 isolate that calls the MCP tools as
+# `tools.mcp__stockade__…`): programs that run `seq 1 100000` through Stockade and hand the
+# result back with `text(...)`, as a model writing code would: the whole result object, then
+# its text content.
+CODE_MODE_PROGRAMS = [
+    'const r = await tools.mcp__stockade__exec_command({cmd: "seq 1 100000"});\ntext(r);\n',
+    'const r = await tools.mcp__stockade__exec_command({cmd: "seq 1 100000"});\n'
+    'text(r.content.map((c) => c.text).join(""));\n',
+]
+
+
+def codemode_step(results):
+    if len(results) < len(CODE_MODE_PROGRAMS):
+        return ("@exec", CODE_MODE_PROGRAMS[len(results)])
+    return None
+
+
+SCENARIOS = {"basic": basic_step, "poll": poll_step, "codemode": codemode_step}
 
 
 def find_tool(names, short):
@@ -222,7 +239,9 @@ def next_action(api, body, results):
     if step is None:
         return None, "done"
     short, args = step
-    name = find_tool(names, short)
+    # "@exec": Codex's own code-mode tool (a custom tool taking source text), offered only with
+    # its code_mode feature.
+    name = short[1:] if short.startswith("@") and short[1:] in names else find_tool(names, short)
     if name is None:
         record({"kind": "missing_tool", "api": api, "wanted": short, "names": names})
         return None, "done"
@@ -310,7 +329,10 @@ class Handler(BaseHTTPRequestHandler):
             name, args, call_id = action
             item = {"type": "function_call", "id": "fc_" + call_id, "call_id": call_id,
                     "name": name, "arguments": json.dumps(args)}
-            if name in NAMESPACED:
+            if isinstance(args, str):
+                item = {"type": "custom_tool_call", "id": "ctc_" + call_id, "call_id": call_id,
+                        "name": name, "input": args}
+            elif name in NAMESPACED:
                 item["namespace"], item["name"] = NAMESPACED[name]
         else:
             item = {"type": "message", "role": "assistant", "id": "msg_" + rid,

@@ -416,6 +416,64 @@ async function buildScenario() {
   return { recommended, forgot };
 }
 
+/** A loud build (about 2 MB in 3 s) followed without a cursor, by `read_output` and by an empty
+ * `write_stdin` (a poll): each answer shows the newest output since the last one and says what it
+ * skipped, so following it takes a few calls, and no line is shown twice. */
+const LOUD_BUILD =
+  'for i in $(seq -w 1 30); do seq -f "step $i line %05g" 3000; sleep 0.1; done; echo "build failed"; exit 2';
+
+async function loudOnce(c, poll) {
+  let { s } = await c.call("exec_command", { cmd: LOUD_BUILD, background: true, yield_time_ms: 500 });
+  const id = s.id;
+  let cursor = s.next_cursor;
+  const seen = new Set();
+  const keep = (output) => {
+    for (const line of output.split("\n")) {
+      if (!/^step \d{2} line \d{5}$/.test(line)) continue;
+      assert.ok(!seen.has(line), `${line} shown twice`);
+      seen.add(line);
+    }
+  };
+  keep(s.output);
+  let skipped = 0;
+  const calls = c.meter.calls;
+  while (s.state === "running") {
+    let text;
+    ({ s, text } = await poll(id));
+    assert.ok(Buffer.byteLength(text) <= 60000, `answer of ${Buffer.byteLength(text)} B`);
+    assert.match(text, /^Continued after cursor \d+/m, text.slice(0, 400));
+    if (s.start_cursor > cursor) {
+      skipped += 1;
+      assert.equal(s.notice.after, cursor, "the notice reads on from where the last answer ended");
+      assert.equal(s.notice.omitted_bytes, s.start_cursor - cursor);
+      assert.ok(s.notice.omitted_lines > 0, JSON.stringify(s.notice));
+      assert.match(text, new RegExp(`read_output session_id=${id} after=${cursor}`));
+    }
+    keep(s.output);
+    cursor = s.next_cursor;
+    assert.ok(c.meter.calls - calls < 10, "following the loud build never ends");
+  }
+  assert.equal(s.state, "exited");
+  assert.equal(s.code, 2);
+  assert.match(s.output, /step 30 line 03000\nbuild failed\n$/, "the last answer ends with the build's end");
+  assert.ok(skipped > 0, "a loud build skips to the newest output");
+  return { calls: c.meter.calls - calls + 1, skipped };
+}
+
+async function loudScenario() {
+  const c = await connect();
+  try {
+    const read = await loudOnce(c, (id) => c.call("read_output", { session_id: id, yield_time_ms: 10000 }));
+    const write = await loudOnce(c, (id) =>
+      c.call("write_stdin", { session_id: id, chars: "", yield_time_ms: 10000 }),
+    );
+    for (const r of [read, write]) assert.ok(r.calls <= 4, `following the loud build took ${r.calls} calls`);
+    return { read, write };
+  } finally {
+    await c.close();
+  }
+}
+
 /** What a plain "run and return all output" tool costs: one call that returns when the command
  * ends (or its timeout kills it), with every byte printed. */
 function plainTool(cmd, timeoutS) {
@@ -509,6 +567,7 @@ async function costScenario() {
 
 const scenarios = {
   build: buildScenario,
+  loud: loudScenario,
   until: untilScenario,
   progress: progressScenario,
   cancel: cancelScenario,

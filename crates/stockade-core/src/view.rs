@@ -7,12 +7,18 @@
 use std::time::Duration;
 
 use stockade_proto::rpc::{ReadParams, Render, RunParams};
-use stockade_proto::{OutputView, ReadMode, SessionState};
+use stockade_proto::{Omission, OutputView, ReadMode, SessionState};
 
 use crate::EngineError;
 use crate::limits;
-use crate::output::{ReadRequest, strip_ansi};
+use crate::output::{ReadRequest, count_newlines, strip_ansi};
 use crate::session::Session;
+
+/// Longest skipped range whose lines a tail since a cursor counts (a page-cache read of this
+/// much takes milliseconds); beyond it the notice gives bytes only.
+const MAX_COUNTED_BYTES: u64 = 256 * 1024 * 1024;
+/// Bytes read at once while counting.
+const COUNT_CHUNK: usize = 1024 * 1024;
 
 /// After the log is finished, how long [`Session::settle`] waits for the terminal state to be
 /// published (the supervisor finishes the log first, then finalises).
@@ -88,8 +94,71 @@ impl Session {
 
     /// The view of `request` as `render` shapes it: for a PTY session, escape codes stripped
     /// (`text`, the default), left in (`raw`), or the current screen (`screen`); other sessions'
-    /// text as it is. Reads the spool: call it where blocking is fine.
+    /// text as it is. A `tail` with a cursor (`after` > 0) is the tail of what follows the
+    /// cursor ([`Session::tail_since`]). Reads the spool: call it where blocking is fine.
     pub fn view(&self, request: &ReadRequest, render: Render) -> Result<OutputView, EngineError> {
+        if request.mode == ReadMode::Tail
+            && request.after > 0
+            && request.stream.is_none()
+            && render != Render::Screen
+        {
+            return self.tail_since(request, render);
+        }
+        self.shaped(request, render)
+    }
+
+    /// The newest output after `request.after`, within the limits: everything after the cursor
+    /// when it fits, else the log's tail, and the notice says how many bytes and lines between
+    /// the cursor and the tail were skipped and that reading on from the cursor shows them. A
+    /// follower that looks now and then sees what is new without paging through a loud log.
+    fn tail_since(&self, request: &ReadRequest, render: Render) -> Result<OutputView, EngineError> {
+        let after = request.after;
+        let whole = ReadRequest { after: 0, ..request.clone() };
+        let mut view = self.shaped(&whole, render)?;
+        if !view.truncated || view.start_cursor <= after {
+            // What follows the cursor fits: show it from the cursor, as a delta would.
+            let delta = ReadRequest { mode: ReadMode::Delta, ..request.clone() };
+            return self.shaped(&delta, render);
+        }
+        let (start, gaps) = (view.start_cursor, &view.gaps);
+        let dropped: u64 =
+            gaps.iter().map(|g| g.end.min(start).saturating_sub(g.start.max(after))).sum();
+        let skipped = (start - after).saturating_sub(dropped);
+        let lines = self.newlines_between(after, start);
+        view.omitted_bytes = skipped;
+        view.omitted_lines = lines;
+        view.notice = Some(Omission {
+            omitted_bytes: skipped,
+            omitted_lines: lines,
+            dropped: view.notice.take().and_then(|o| o.dropped),
+            after,
+        });
+        Ok(view)
+    }
+
+    /// Newlines in the log's bytes `[from, to)` (`None` when that range is too long to count
+    /// or cannot be read). Reads the spool.
+    fn newlines_between(&self, from: u64, to: u64) -> Option<u64> {
+        if to.saturating_sub(from) > MAX_COUNTED_BYTES {
+            return None;
+        }
+        let log = self.log();
+        let (mut at, mut lines) = (from, 0);
+        while at < to {
+            let want = usize::try_from(to - at).unwrap_or(COUNT_CHUNK).min(COUNT_CHUNK);
+            let (bytes, next) = log.read_raw(at, want).ok()?;
+            if next <= at {
+                return None;
+            }
+            let keep = usize::try_from(to.min(next) - (next - bytes.len() as u64)).ok()?;
+            lines += count_newlines(&bytes[..keep.min(bytes.len())]);
+            at = next;
+        }
+        Some(lines)
+    }
+
+    /// [`Session::view`] without the cursor rule of a tail.
+    fn shaped(&self, request: &ReadRequest, render: Render) -> Result<OutputView, EngineError> {
         let log = self.log();
         let view = match (render, self.pty_size()) {
             (Render::Screen, Some(size)) => log.screen_view(size)?,

@@ -3,8 +3,8 @@
 //! text; with `--structured` also the daemon's `*Result` as `structuredContent`).
 //!
 //! Two things live per connection rather than in the daemon: where this connection's last
-//! answer for each session ended (a `read_output` without `after` continues there instead of
-//! re-sending the tail), and the waits' progress notifications and cancellation.
+//! answer for each session ended (a `read_output` without `after` shows the newest output since
+//! there, and says what it skipped), and the waits' progress notifications and cancellation.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -167,6 +167,21 @@ impl StockadeMcp {
         cancel: &CancellationToken,
     ) -> Result<CallToolResult, ToolError> {
         let yield_ms = clamp_wait(a.yield_time_ms.unwrap_or(DEFAULT_WRITE_YIELD_MS));
+        if a.chars.is_empty() && self.remembered(&a.session_id).is_some() {
+            // An empty write is a poll (how Codex's models follow a command): the same
+            // continued read as `read_output` without `after`, so a loud log is not paged.
+            let read = ReadOutputArgs {
+                session_id: a.session_id,
+                after: None,
+                mode: None,
+                max_output_tokens: a.max_output_tokens,
+                max_lines: None,
+                yield_time_ms: Some(yield_ms),
+                until: a.until,
+                stream: None,
+            };
+            return self.read_output(read, cancel).await;
+        }
         let params = WriteParams {
             id: a.session_id,
             chars: (!a.chars.is_empty()).then_some(a.chars),
@@ -198,12 +213,16 @@ impl StockadeMcp {
         a: ReadOutputArgs,
         cancel: &CancellationToken,
     ) -> Result<CallToolResult, ToolError> {
-        // No cursor and no mode: continue where this connection's last answer ended.
+        // No cursor and no mode: continue where this connection's last answer ended, with the
+        // newest output since then (a tail from that cursor), so a follower of a loud log sees
+        // what is new instead of paging through it; `after` pages through every byte. A
+        // stream filter keeps paging (the engine's tail-since counts the whole log).
         let continued = if a.after.is_none() && a.mode.is_none() {
             self.remembered(&a.session_id)
         } else {
             None
         };
+        let tail_since = continued.filter(|_| a.stream.is_none()).map(|_| ReadMode::Tail);
         let yield_ms =
             a.yield_time_ms.or_else(|| a.until.is_some().then_some(DEFAULT_UNTIL_YIELD_MS));
         let params = ReadParams {
@@ -211,12 +230,15 @@ impl StockadeMcp {
             after: a.after.or(continued),
             max_bytes: a.max_output_tokens.map(tokens_to_bytes),
             max_lines: a.max_lines,
-            mode: a.mode.map(|m| match m {
-                ModeArg::Delta => ReadMode::Delta,
-                ModeArg::Tail => ReadMode::Tail,
-                ModeArg::Head => ReadMode::Head,
-                ModeArg::Middle => ReadMode::Middle,
-            }),
+            mode: a
+                .mode
+                .map(|m| match m {
+                    ModeArg::Delta => ReadMode::Delta,
+                    ModeArg::Tail => ReadMode::Tail,
+                    ModeArg::Head => ReadMode::Head,
+                    ModeArg::Middle => ReadMode::Middle,
+                })
+                .or(tail_since),
             stream: a.stream.map(|s| match s {
                 StreamArg::Stdout => Stream::Stdout,
                 StreamArg::Stderr => Stream::Stderr,

@@ -88,10 +88,19 @@ pub fn run(r: &RunResult) -> String {
 pub fn read(r: &ReadResult, continued: Option<Continued>) -> String {
     let mut extra = Vec::new();
     if let Some(c) = continued {
-        extra.push(format!(
-            "Continued after cursor {} (where this connection's last answer ended); mode=tail shows the end instead.",
-            c.cursor
-        ));
+        let skipped = r.view.start_cursor > c.cursor
+            && r.view.notice.as_ref().is_some_and(|o| o.after == c.cursor);
+        extra.push(if skipped {
+            format!(
+                "Continued after cursor {} (where this connection's last answer ended) with the newest output; what came between is skipped (see the notice).",
+                c.cursor
+            )
+        } else {
+            format!(
+                "Continued after cursor {} (where this connection's last answer ended).",
+                c.cursor
+            )
+        });
     }
     extra.extend(r.wait.as_ref().map(wait_line));
     codex(&r.id, &r.state, Duration::from_millis(r.wall_time_ms), &r.view, None, extra)

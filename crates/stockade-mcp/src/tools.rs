@@ -57,17 +57,18 @@ Send keys to a running session (started with `tty: true`) and collect what it pr
 or a new line matches `until`.
 
 `chars` is sent as is: `\\n` presses Enter, `\\u0003` is Ctrl-C, `\\u0004` Ctrl-D. Empty \
-`chars` only waits and collects.";
+`chars` only waits and shows the newest output, as `read_output` without `after` does.";
 
 const READ_OUTPUT_DESCRIPTION: &str = "\
 Read a session's output (kept on disk, never lost).
 
-Without `after`, a session you have read before continues where your last answer ended; \
-otherwise you get the end (`mode: tail`). Pass `after` = `next_cursor` to page on; `mode: \
-head`/`middle`/`tail` pick a part. `yield_time_ms` collects new output first: the wait ends when \
-that time passes, the session ends, the answer is full, or a new line matches `until` (a regex). \
-Use it instead of sleeping: one call per wait, not per line. Waits over 50000 need a client \
-that resets its timeout on progress notifications.";
+Without `after` you get the newest output: of a session you have read before, what is new \
+since your last answer (its end, if more came than fits; the notice says what was skipped); \
+otherwise the end (`mode: tail`). Pass `after` = `next_cursor` to page through every byte; \
+`mode: head`/`middle`/`tail` pick a part. `yield_time_ms` collects new output first: the wait \
+ends when that time passes, the session ends, a new line matches `until` (a regex), or, paging \
+with `after`, the answer is full. Use it instead of sleeping: one call per wait, not per line. \
+Waits over 50000 need a client that resets its timeout on progress notifications.";
 
 const GREP_OUTPUT_DESCRIPTION: &str = "\
 Search a session's full output with a regex (Rust syntax, as ripgrep); matching lines come as \

@@ -1,13 +1,14 @@
 //! `read`: a bounded view (or exact bytes) of a session's log, optionally collecting new output
-//! first (`Session::collect`: until the window, the end, a full answer or an `until` line). The engine plans and renders the view (`Session::plan_read`,
+//! first (`Session::collect`: until the window, the end, a full answer — never for a tail — or
+//! an `until` line). The engine plans and renders the view (`Session::plan_read`,
 //! `Session::view`, `Session::raw_view`); this handler waits as asked and puts the answer on
 //! the wire (raw bytes as base64).
 
 use std::sync::Arc;
 
 use stockade_core::{ReadPlan, Until, WaitFor};
-use stockade_proto::OutputLimits;
 use stockade_proto::rpc::{ReadParams, ReadResult, RpcError, encode_bytes};
+use stockade_proto::{OutputLimits, ReadMode};
 
 use super::ctx::{Ctx, disconnected, wait};
 use crate::error::{from_engine, join_error};
@@ -23,14 +24,17 @@ pub(super) async fn handle(ctx: &Ctx, p: ReadParams) -> Result<ReadResult, RpcEr
         // Collecting, the wait ends with the window, the session, a full answer or an `until`
         // line; a plain long poll also at the first new byte.
         let first_byte = !p.collect && until.is_none();
+        // A tail view never fills: it shows the newest output whenever it answers, so output
+        // alone does not end its wait.
         let full = match &plan {
-            ReadPlan::View { request, .. } => request.limits,
+            ReadPlan::View { request, .. } if request.mode == ReadMode::Tail => None,
+            ReadPlan::View { request, .. } => Some(request.limits),
             ReadPlan::Raw { max_bytes, .. } => {
-                OutputLimits { max_bytes: *max_bytes, max_lines: usize::MAX }
+                Some(OutputLimits { max_bytes: *max_bytes, max_lines: usize::MAX })
             }
         };
         let from = p.after.unwrap_or_else(|| session.log().stats().total_bytes);
-        let what = WaitFor { from, full: Some(full), until, first_byte };
+        let what = WaitFor { from, full, until, first_byte };
         tokio::select! {
             r = session.collect(Some(wait(ms)), what) => report = Some(r),
             () = ctx.conn.cancelled() => return Err(disconnected()),

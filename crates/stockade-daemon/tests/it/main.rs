@@ -8,4 +8,5 @@ mod daemon_fuzz;
 mod daemon_pty;
 mod daemon_rpc;
 mod daemon_wait;
+mod tail_since;
 mod ws_door;

@@ -38,6 +38,11 @@ fn repo() -> &'static Path {
 
 /// Runs `agent` through the `basic` script; `None` (after `cannot_run`) when it is not here.
 fn drive(agent: &str, bin: &str) -> Option<Run> {
+    drive_with(agent, bin, "basic", &[])
+}
+
+/// Runs `agent` through the stand-in's `scenario`, with `extra` arguments to `drive.py`.
+fn drive_with(agent: &str, bin: &str, scenario: &str, extra: &[&str]) -> Option<Run> {
     let exe = repo().join("target/agents-node/node_modules/.bin").join(bin);
     if !exe.exists() {
         cannot_run(&format!(
@@ -55,7 +60,9 @@ fn drive(agent: &str, bin: &str) -> Option<Run> {
     let out = run_bounded(
         std::process::Command::new("python3")
             .arg(repo().join("tests/agents/drive.py"))
-            .args(["--agent", agent, "--scenario", "basic", "--timeout", "200", "--out"])
+            .args(["--agent", agent, "--scenario", scenario, "--timeout", "200"])
+            .args(extra)
+            .arg("--out")
             .arg(home.root())
             .env("PATH", path),
         RUN_TIMEOUT,
@@ -216,4 +223,27 @@ fn opencode_reads_lines_once_within_its_limit_and_its_session_outlives_it() {
         assert!(text.lines().count() <= 2_000, "opencode: {} lines", text.lines().count());
         assert!(text.len() <= 51_200, "opencode: {} bytes", text.len());
     });
+}
+
+/// Codex's code mode (its `code_mode` feature with a model name it knows): the model writes a
+/// program that calls Stockade's tools. The result object a program gets carries the output
+/// once (no structured content beside the text), whole, with the notice; its text content is
+/// the output as lines.
+#[test]
+fn codex_code_mode_hands_a_program_the_output_once() {
+    let args = ["--codex-model", "gpt-5.1-codex", "--codex-feature", "code_mode"];
+    let Some(run) = drive_with("codex", "codex", "codemode", &args) else { return };
+    assert!(run.tools.iter().any(|t| t == "exec"), "no code-mode tool: {:?}", run.tools);
+    assert_eq!(run.texts.len(), 2, "{:?}", run.calls);
+    let (object, text) = (&run.texts[0], &run.texts[1]);
+    // The whole result object, as `text(r)` hands it over: JSON, the output in it once.
+    assert!(!object.contains("structuredContent"), "{object}");
+    assert_eq!(object.matches("\\n100000\\n").count(), 1, "{object}");
+    assert_eq!(object.matches("\\n99000\\n").count(), 1, "{object}");
+    assert!(object.contains("omitted") && object.contains("read_output session_id=sh-1"));
+    // Its text content: lines, each once, to the end, the notice at both ends, within the limit.
+    let shown = assert_seq_lines("Codex code mode", text, None, Some(100_000));
+    assert!(shown >= 1_000, "{shown}");
+    assert_notice_both_ends("Codex code mode", text, "sh-2");
+    assert!(text.len() <= 10_000 + 200, "{} bytes", text.len());
 }

@@ -66,6 +66,12 @@ fn polling_a_200_line_build_costs_few_calls_and_little_text() {
 }
 
 #[test]
+fn following_a_loud_build_without_a_cursor_shows_the_newest_not_every_page() {
+    let home = Home::new();
+    typescript(&home, "loud");
+}
+
+#[test]
 fn until_answers_at_the_listening_line() {
     let home = Home::new();
     typescript(&home, "until");
