@@ -200,7 +200,7 @@ function daemonSockets() {
   return n;
 }
 
-async function eventually(what, check, ms = 10000) {
+async function eventually(what, check, ms = 30000) {
   const end = Date.now() + ms;
   while (!check()) {
     assert.ok(Date.now() < end, `never: ${what}`);
@@ -228,12 +228,12 @@ async function cancelScenario() {
         () => "answered",
         (e) => `rejected: ${e}`,
       );
-    await eventually("the wait holds a daemon connection", () => daemonSockets() === base + 1);
+    await eventually("the wait holds a daemon connection", () => daemonSockets() >= base + 1);
     await new Promise((r) => setTimeout(r, 1000));
     abort.abort("the agent changed its mind");
     const outcome = await pending;
     assert.match(outcome, /^rejected/, outcome);
-    await eventually("the daemon stops waiting", () => daemonSockets() === base);
+    await eventually("the daemon stops waiting", () => daemonSockets() <= base);
     const stopped = Date.now() - started;
     assert.ok(stopped < 30000, `the wait went on for ${stopped} ms`);
     const r = await c.call("read_output", { session_id: s.id, mode: "tail" });
