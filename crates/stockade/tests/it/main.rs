@@ -34,6 +34,7 @@ mod mcp_inspector;
 mod mcp_python;
 mod memory;
 mod pid1;
+mod remote_crd;
 mod remote_deploy;
 mod remote_ns;
 mod remote_support;
