@@ -33,6 +33,7 @@ mod mcp_http;
 mod mcp_inspector;
 mod mcp_python;
 mod memory;
+mod metrics_addr;
 mod pid1;
 mod remote_crd;
 mod remote_deploy;
