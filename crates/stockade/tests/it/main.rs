@@ -40,6 +40,7 @@ mod remote_deploy;
 mod remote_ns;
 mod remote_support;
 mod restart;
+mod restart_earlier;
 mod schedule_daemon;
 mod security;
 mod ws_cli;
