@@ -84,6 +84,10 @@ fn a_session_lost_in_a_daemon_crash_restarts_and_one_without_options_is_refused(
     unsafe {
         libc::kill(pid as libc::pid_t, libc::SIGKILL);
     }
+    // A zombie counts as dead (nothing here reaps it).
+    eventually(std::time::Duration::from_secs(30), "the daemon to die", || {
+        (!stockade_testkit::procs::pid_alive(pid)).then_some(())
+    });
     home.ok(&["daemon", "start"]);
     let recovered = home.session(&lost);
     assert_eq!(recovered["state"], "failed", "{recovered}");
