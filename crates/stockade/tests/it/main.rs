@@ -8,6 +8,7 @@ mod agent_exit;
 mod agents;
 mod bench_edges;
 mod bench_growth;
+mod binary_deps;
 mod chaos;
 mod cli;
 mod cli_docs;
