@@ -665,23 +665,35 @@ fn case_disk_cap(ctx: &mut Ctx) -> Result<()> {
         disk_policy: Some(DiskPolicy::Kill),
         ..base.clone()
     })?;
-    let kept = ctx.run(RunParams { disk_policy: Some(DiskPolicy::KeepHeadTail), ..base })?;
+    let kept = RunParams { disk_policy: Some(DiskPolicy::KeepHeadTail), ..base };
+    if ctx.capture == Capture::File {
+        // The child writes a file-capture spool itself, so no middle can be dropped: the daemon
+        // must refuse keep-head-tail, and only the kill policy is measured.
+        ctx.sessions = 1;
+        return match ctx.run(kept) {
+            Ok(r) => Err(fail(format!("keep-head-tail with file capture was accepted ({})", r.id))),
+            Err(e) if e.to_string().contains("file capture supports only the kill disk policy") => {
+                let all = ctx.wait_all(limit_for(print))?;
+                let Some(k) = all.iter().find(|s| s.id == killed.id).cloned() else {
+                    return Err(fail("a session is missing from list"));
+                };
+                let (k_disk, dropped) = check_killed_at_cap(&k, cap)?;
+                ctx.output = k.total_bytes;
+                ctx.checked.push(format!(
+                    "kill: killed at {k_disk} B, {dropped} B dropped; keep-head-tail: refused for file capture"
+                ));
+                Ok(())
+            }
+            Err(e) => Err(fail(format!("keep-head-tail with file capture: {e}"))),
+        };
+    }
+    let kept = ctx.run(kept)?;
     let all = ctx.wait_all(limit_for(2 * print))?;
     let find = |id: &str| all.iter().find(|s| s.id == id).cloned();
     let (Some(k), Some(h)) = (find(&killed.id), find(&kept.id)) else {
         return Err(fail("a session is missing from list"));
     };
-    // `kill`: terminated at the cap, the spool holds exactly the cap, the rest is reported dropped.
-    if !matches!(k.state, SessionState::Killed { .. }) {
-        return Err(fail(format!("kill policy: state {} (want killed)", k.state.name())));
-    }
-    let k_disk = std::fs::metadata(&k.spool_path).map(|m| m.len()).unwrap_or(0);
-    if k_disk > cap || k.total_bytes.saturating_sub(k_disk) != k.dropped_bytes {
-        return Err(fail(format!(
-            "kill policy: {k_disk} B on disk (cap {cap}), total {}, dropped {} (want total − disk)",
-            k.total_bytes, k.dropped_bytes
-        )));
-    }
+    let (k_disk, _) = check_killed_at_cap(&k, cap)?;
     // `keep-head-tail`: the head up to the cap, the newest retained_cap bytes, the middle dropped.
     if h.state != (SessionState::Exited { code: 0 }) || h.total_bytes != print {
         return Err(fail(format!(
@@ -720,6 +732,22 @@ fn case_disk_cap(ctx: &mut Ctx) -> Result<()> {
         k.dropped_bytes, want_gap.0, want_gap.1
     ));
     Ok(())
+}
+
+/// `kill` policy: terminated at the cap, the spool holds at most the cap, the rest is reported
+/// dropped. Bytes on disk and dropped.
+fn check_killed_at_cap(k: &SessionInfo, cap: u64) -> Result<(u64, u64)> {
+    if !matches!(k.state, SessionState::Killed { .. }) {
+        return Err(fail(format!("kill policy: state {} (want killed)", k.state.name())));
+    }
+    let k_disk = std::fs::metadata(&k.spool_path).map(|m| m.len()).unwrap_or(0);
+    if k_disk > cap || k.total_bytes.saturating_sub(k_disk) != k.dropped_bytes {
+        return Err(fail(format!(
+            "kill policy: {k_disk} B on disk (cap {cap}), total {}, dropped {} (want total − disk)",
+            k.total_bytes, k.dropped_bytes
+        )));
+    }
+    Ok((k_disk, k.dropped_bytes))
 }
 
 /// Where the edge results of a directory are.
