@@ -677,10 +677,25 @@ fn case_disk_cap(ctx: &mut Ctx) -> Result<()> {
                 let Some(k) = all.iter().find(|s| s.id == killed.id).cloned() else {
                     return Err(fail("a session is missing from list"));
                 };
-                let (k_disk, dropped) = check_killed_at_cap(&k, cap)?;
+                // The child writes past the cap until the engine sees it and kills the tree:
+                // everything written stays on disk, nothing is dropped; the overrun is reported.
+                if !matches!(k.state, SessionState::Killed { .. }) {
+                    return Err(fail(format!(
+                        "kill policy: state {} (want killed)",
+                        k.state.name()
+                    )));
+                }
+                let k_disk = std::fs::metadata(&k.spool_path).map(|m| m.len()).unwrap_or(0);
+                if k_disk < cap || k_disk != k.total_bytes || k.dropped_bytes != 0 {
+                    return Err(fail(format!(
+                        "kill policy: {k_disk} B on disk (cap {cap}), total {}, dropped {} (want total = disk ≥ cap, none dropped)",
+                        k.total_bytes, k.dropped_bytes
+                    )));
+                }
                 ctx.output = k.total_bytes;
                 ctx.checked.push(format!(
-                    "kill: killed at {k_disk} B, {dropped} B dropped; keep-head-tail: refused for file capture"
+                    "kill: killed with {k_disk} B on disk, {} B past the cap, none dropped; keep-head-tail: refused for file capture",
+                    k_disk - cap
                 ));
                 Ok(())
             }
@@ -734,8 +749,8 @@ fn case_disk_cap(ctx: &mut Ctx) -> Result<()> {
     Ok(())
 }
 
-/// `kill` policy: terminated at the cap, the spool holds at most the cap, the rest is reported
-/// dropped. Bytes on disk and dropped.
+/// `kill` policy on pipe capture: terminated at the cap, the spool holds at most the cap, the
+/// rest is reported dropped. Bytes on disk and dropped.
 fn check_killed_at_cap(k: &SessionInfo, cap: u64) -> Result<(u64, u64)> {
     if !matches!(k.state, SessionState::Killed { .. }) {
         return Err(fail(format!("kill policy: state {} (want killed)", k.state.name())));
