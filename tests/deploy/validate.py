@@ -2,9 +2,12 @@
 OpenAPI schemas bundled with kubernetes-validate (strict: unknown fields are errors), and the
 agent-sandbox SandboxTemplate under deploy/agent-sandbox/: its kind and group, its pod template
 validated as a Kubernetes Pod, and its pod spec equal to the Deployment's (one pod, two ways to
-schedule it).
+schedule it). With `--crd FILE` (the published agent-sandbox CRD
+`extensions.agents.x-k8s.io_sandboxtemplates.yaml`) the SandboxTemplate is also validated against
+the CRD's `openAPIV3Schema` for its version, strictly as the API server does (unknown fields are
+errors), with `jsonschema`.
 
-    target/deploy-venv/bin/python tests/deploy/validate.py [DEPLOY_DIR]
+    target/deploy-venv/bin/python tests/deploy/validate.py [--crd FILE] [DEPLOY_DIR]
 
 Prints one line per resource and `ok` at the end; exit status 1 with the reasons otherwise.
 Used by crates/stockade/tests/it/remote_deploy.rs (which also feeds it broken copies).
@@ -13,10 +16,23 @@ Used by crates/stockade/tests/it/remote_deploy.rs (which also feeds it broken co
 import pathlib
 import sys
 
+import jsonschema
 import kubernetes_validate
 import yaml
 
 VERSION = "1.37.0"
+# The agent-sandbox version the template is written for: the CRD's storage version, and the
+# fields of its SandboxTemplate spec (checked even without --crd; --crd checks everything).
+API_VERSION = "extensions.agents.x-k8s.io/v1beta1"
+SPEC_FIELDS = {
+    "podTemplate",
+    "networkPolicy",
+    "networkPolicyManagement",
+    "envVarsInjectionPolicy",
+    "service",
+    "volumeClaimTemplates",
+    "volumeClaimTemplatesPolicy",
+}
 
 
 def check(resource: dict, where: str, errors: list) -> None:
@@ -48,8 +64,56 @@ def policy(spec: dict) -> list:
     return errors
 
 
+def strict(schema):
+    """An openAPIV3Schema as a JSON Schema that refuses unknown fields: the API server prunes or
+    (with strict field validation) rejects them, and a typo must not pass silently."""
+    if isinstance(schema, list):
+        return [strict(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: strict(v) for k, v in schema.items()}
+    if schema.get("nullable") and "type" in schema:
+        out["type"] = [schema["type"], "null"]
+    if (
+        "properties" in schema
+        and "additionalProperties" not in schema
+        and not schema.get("x-kubernetes-preserve-unknown-fields")
+    ):
+        out["additionalProperties"] = False
+    return out
+
+
+def crd_schemas(path: pathlib.Path) -> dict:
+    """{apiVersion: JSON Schema} for every served version of the CRD at `path`."""
+    crd = yaml.safe_load(path.read_text())
+    spec = crd["spec"]
+    return {
+        f"{spec['group']}/{v['name']}": (spec["names"]["kind"], strict(v["schema"]["openAPIV3Schema"]))
+        for v in spec["versions"]
+        if v.get("served", True)
+    }
+
+
+def check_crd(doc: dict, schemas: dict, where: str, errors: list) -> None:
+    found = schemas.get(doc.get("apiVersion"))
+    if found is None or found[0] != doc.get("kind"):
+        errors.append(f"{where}: the CRD serves no {doc.get('kind')} at {doc.get('apiVersion')} (it serves {sorted(schemas)})")
+        return
+    problems = sorted(jsonschema.Draft4Validator(found[1]).iter_errors(doc), key=lambda e: list(e.absolute_path))
+    for e in problems:
+        at = ".".join(str(p) for p in e.absolute_path) or "(top)"
+        errors.append(f"{where}: against the CRD: {at}: {e.message}")
+    if not problems:
+        print(f"valid {doc['kind']}/{doc['metadata']['name']} against the CRD ({doc['apiVersion']})")
+
+
 def main() -> int:
-    root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "deploy")
+    args = sys.argv[1:]
+    schemas = None
+    if args[:1] == ["--crd"] and len(args) >= 2:
+        schemas = crd_schemas(pathlib.Path(args[1]))
+        args = args[2:]
+    root = pathlib.Path(args[0] if args else "deploy")
     errors: list = []
     pod_specs = {}
     manifests = sorted((root / "kubernetes").glob("*.yaml"))
@@ -64,13 +128,18 @@ def main() -> int:
                 pod_specs["Deployment"] = doc["spec"]["template"]["spec"]
     for path in sorted((root / "agent-sandbox").glob("*.yaml")):
         for doc in yaml.safe_load_all(path.read_text()):
-            if doc.get("apiVersion") != "extensions.agents.x-k8s.io/v1alpha1" or doc.get("kind") != "SandboxTemplate":
-                errors.append(f"{path}: not an extensions.agents.x-k8s.io/v1alpha1 SandboxTemplate")
+            if doc.get("apiVersion") != API_VERSION or doc.get("kind") != "SandboxTemplate":
+                errors.append(f"{path}: not an {API_VERSION} SandboxTemplate")
                 continue
-            extra = set(doc["spec"]) - {"podTemplate", "networkPolicy", "networkPolicyManagement"}
+            if schemas is not None:
+                check_crd(doc, schemas, str(path), errors)
+            extra = set(doc["spec"]) - SPEC_FIELDS
             if extra:
                 errors.append(f"{path}: unknown SandboxTemplate spec fields {sorted(extra)}")
-            template = doc["spec"]["podTemplate"]
+            template = doc["spec"].get("podTemplate")
+            if not isinstance(template, dict) or "spec" not in template:
+                errors.append(f"{path}: the SandboxTemplate has no spec.podTemplate.spec")
+                continue
             pod = {
                 "apiVersion": "v1",
                 "kind": "Pod",

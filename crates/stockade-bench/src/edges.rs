@@ -1,4 +1,5 @@
-//! Ten hard cases as a 0/1 table, each with the reason for a 0.
+//! Ten hard cases as a 0/1 table, each with the reason for a 0, run once per Stockade capture
+//! variant (`stockade-pipe`, `stockade-file`: every run of a case uses that capture mode).
 //!
 //! Every case runs in a fresh daemon with the sampler on; a case passes only if its bytes are
 //! exact (or its dropped range exact, or its kill verified) *and* the daemon's peak RSS stayed
@@ -13,11 +14,13 @@ use stockade_client::{Client, raw_bytes};
 use stockade_proto::rpc::{
     KillParams, KillResult, ListParams, ReadParams, ReadResult, RunParams, SessionInfo, method,
 };
-use stockade_proto::{DEFAULT_RETAINED_CAP, DiskPolicy, ReadMode, RunResult, SessionState};
+use stockade_proto::{
+    Capture, DEFAULT_RETAINED_CAP, DiskPolicy, ReadMode, RunResult, SessionState,
+};
 
 use crate::daemon::Daemon;
 use crate::progress;
-use crate::runner::{Load, barrier_command};
+use crate::runner::{Load, Variant, barrier_command};
 use crate::sampler::{Sampler, Source};
 use crate::summary;
 use crate::{BenchError, MIB, Result, mib};
@@ -74,6 +77,9 @@ impl Sizes {
 pub struct EdgeResult {
     /// Case id (`B4_stdout_4x20MB`, …).
     pub case: String,
+    /// The variant it ran on (`stockade-pipe`, `stockade-file`).
+    #[serde(default)]
+    pub variant: String,
     /// What it does.
     pub what: String,
     /// 1 = pass, 0 = fail.
@@ -107,13 +113,20 @@ pub struct EdgeConfig {
     pub work_dir: PathBuf,
     /// What `edges.md` records about this invocation (`ran` is filled in from the sizes).
     pub meta: crate::meta::RunMeta,
+    /// The capture modes to run every case with, in table order.
+    pub variants: Vec<Capture>,
 }
+
+/// The Node baseline is not a row of this table: why, in `edges.md`.
+pub const NODE_NOTE: &str = "The Node baseline (`bench growth --node`) is not in this table: its peer runs only the growth load (N commands printing in parallel), not these cases.";
 
 struct Ctx {
     client: Client,
     daemon: Daemon,
     tmp: PathBuf,
     sizes: Sizes,
+    /// The capture mode of every run of this case.
+    capture: Capture,
     /// Live sessions at once (for the memory bound).
     sessions: u64,
     output: u64,
@@ -160,18 +173,25 @@ const CASES: [Case; 10] = [
 /// Run all ten cases; write `edges.jsonl` and `edges.md` in `out`.
 pub fn edges(cfg: &EdgeConfig) -> Result<Vec<EdgeResult>> {
     std::fs::create_dir_all(&cfg.out).map_err(|e| BenchError::path("create", &cfg.out, e))?;
-    let pb = progress::bar(CASES.len() as u64, "edges");
+    let pb = progress::bar((CASES.len() * cfg.variants.len()) as u64, "edges");
     let mut results = Vec::new();
-    for (case, what, f) in CASES {
-        let (case, what) = (label(case, &cfg.sizes), label(what, &cfg.sizes));
-        pb.set_message(case.clone());
-        let r = run_case(cfg, &case, &what, f);
-        progress::note(
-            &pb,
-            &format!("{case}: {} {}", r.pass, if r.pass == 1 { "" } else { r.reason.as_str() }),
-        );
-        results.push(r);
-        pb.inc(1);
+    for &capture in &cfg.variants {
+        let variant = Variant::Stockade(capture).name();
+        for (case, what, f) in CASES {
+            let (case, what) = (label(case, &cfg.sizes), label(what, &cfg.sizes));
+            pb.set_message(format!("{variant} {case}"));
+            let r = run_case(cfg, capture, &case, &what, f);
+            progress::note(
+                &pb,
+                &format!(
+                    "{variant} {case}: {} {}",
+                    r.pass,
+                    if r.pass == 1 { "" } else { r.reason.as_str() }
+                ),
+            );
+            results.push(r);
+            pb.inc(1);
+        }
     }
     pb.finish_and_clear();
     let mut jsonl = String::new();
@@ -184,8 +204,11 @@ pub fn edges(cfg: &EdgeConfig) -> Result<Vec<EdgeResult>> {
     let p = cfg.out.join("edges.md");
     let mut meta = cfg.meta.clone();
     let z = cfg.sizes;
+    let variants: Vec<String> = cfg.variants.iter().map(|&c| Variant::Stockade(c).name()).collect();
     meta.ran = format!(
-        "4 × {} per command, {} single commands, a {} slow stream, {} never read, {} read after spooling, a {} disk cap against {}",
+        "{} cases on {}: 4 × {} per command, {} single commands, a {} slow stream, {} never read, {} read after spooling, a {} disk cap against {}",
+        CASES.len(),
+        variants.join(" and "),
         crate::meta::size_label(z.four_each),
         crate::meta::size_label(z.thirty),
         seconds(z.slow),
@@ -194,7 +217,11 @@ pub fn edges(cfg: &EdgeConfig) -> Result<Vec<EdgeResult>> {
         crate::meta::size_label(z.cap),
         crate::meta::size_label(z.cap_print),
     );
-    let text = format!("# stockade bench edges\n\n{}\n{}", meta.markdown(), markdown(&results));
+    let text = format!(
+        "# stockade bench edges\n\n{}\n{}\n{NODE_NOTE}\n",
+        meta.markdown(),
+        markdown(&results)
+    );
     std::fs::write(&p, text).map_err(|e| BenchError::path("write", &p, e))?;
     Ok(results)
 }
@@ -219,12 +246,13 @@ fn seconds(d: Duration) -> String {
 /// The 0/1 table.
 pub fn markdown(results: &[EdgeResult]) -> String {
     let mut s = String::from(
-        "| case | what | pass | reason / checked | idle RSS MiB | peak RSS MiB | ΔRSS bound MiB | output MiB | s |\n| --- | --- | :---: | --- | ---: | ---: | ---: | ---: | ---: |\n",
+        "| case | variant | what | pass | reason / checked | idle RSS MiB | peak RSS MiB | ΔRSS bound MiB | output MiB | s |\n| --- | --- | --- | :---: | --- | ---: | ---: | ---: | ---: | ---: |\n",
     );
     for r in results {
         s.push_str(&format!(
-            "| {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |\n",
+            "| {} | {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |\n",
             r.case,
+            r.variant,
             r.what,
             r.pass,
             r.reason.replace('|', "\\|"),
@@ -240,11 +268,19 @@ pub fn markdown(results: &[EdgeResult]) -> String {
     s
 }
 
-fn run_case(cfg: &EdgeConfig, case: &str, what: &str, f: fn(&mut Ctx) -> Result<()>) -> EdgeResult {
+fn run_case(
+    cfg: &EdgeConfig,
+    capture: Capture,
+    case: &str,
+    what: &str,
+    f: fn(&mut Ctx) -> Result<()>,
+) -> EdgeResult {
     let start = Instant::now();
-    let raw_rel = format!("raw/edges/{case}.jsonl");
+    let variant = Variant::Stockade(capture).name();
+    let raw_rel = format!("raw/edges/{variant}/{case}.jsonl");
     let mut r = EdgeResult {
         case: case.into(),
+        variant,
         what: what.into(),
         raw: raw_rel.clone(),
         ..EdgeResult::default()
@@ -273,6 +309,7 @@ fn run_case(cfg: &EdgeConfig, case: &str, what: &str, f: fn(&mut Ctx) -> Result<
             daemon,
             tmp: tmp.path().to_path_buf(),
             sizes: cfg.sizes,
+            capture,
             sessions: 1,
             output: 0,
             checked: Vec::new(),
@@ -325,7 +362,11 @@ fn fail(m: impl Into<String>) -> BenchError {
 }
 
 impl Ctx {
-    fn run(&mut self, params: RunParams) -> Result<RunResult> {
+    fn run(&mut self, mut params: RunParams) -> Result<RunResult> {
+        // Every run of the case on this variant's capture (a PTY has its own).
+        if params.pty.is_none() {
+            params.capture = self.capture;
+        }
         let res = self.client.call::<method::Run>(params)?;
         self.daemon.track_session(res.pid);
         Ok(res)
@@ -624,23 +665,50 @@ fn case_disk_cap(ctx: &mut Ctx) -> Result<()> {
         disk_policy: Some(DiskPolicy::Kill),
         ..base.clone()
     })?;
-    let kept = ctx.run(RunParams { disk_policy: Some(DiskPolicy::KeepHeadTail), ..base })?;
+    let kept = RunParams { disk_policy: Some(DiskPolicy::KeepHeadTail), ..base };
+    if ctx.capture == Capture::File {
+        // The child writes a file-capture spool itself, so no middle can be dropped: the daemon
+        // must refuse keep-head-tail, and only the kill policy is measured.
+        ctx.sessions = 1;
+        return match ctx.run(kept) {
+            Ok(r) => Err(fail(format!("keep-head-tail with file capture was accepted ({})", r.id))),
+            Err(e) if e.to_string().contains("file capture supports only the kill disk policy") => {
+                let all = ctx.wait_all(limit_for(print))?;
+                let Some(k) = all.iter().find(|s| s.id == killed.id).cloned() else {
+                    return Err(fail("a session is missing from list"));
+                };
+                // The child writes past the cap until the engine sees it and kills the tree:
+                // everything written stays on disk, nothing is dropped; the overrun is reported.
+                if !matches!(k.state, SessionState::Killed { .. }) {
+                    return Err(fail(format!(
+                        "kill policy: state {} (want killed)",
+                        k.state.name()
+                    )));
+                }
+                let k_disk = std::fs::metadata(&k.spool_path).map(|m| m.len()).unwrap_or(0);
+                if k_disk < cap || k_disk != k.total_bytes || k.dropped_bytes != 0 {
+                    return Err(fail(format!(
+                        "kill policy: {k_disk} B on disk (cap {cap}), total {}, dropped {} (want total = disk ≥ cap, none dropped)",
+                        k.total_bytes, k.dropped_bytes
+                    )));
+                }
+                ctx.output = k.total_bytes;
+                ctx.checked.push(format!(
+                    "kill: killed with {k_disk} B on disk, {} B past the cap, none dropped; keep-head-tail: refused for file capture",
+                    k_disk - cap
+                ));
+                Ok(())
+            }
+            Err(e) => Err(fail(format!("keep-head-tail with file capture: {e}"))),
+        };
+    }
+    let kept = ctx.run(kept)?;
     let all = ctx.wait_all(limit_for(2 * print))?;
     let find = |id: &str| all.iter().find(|s| s.id == id).cloned();
     let (Some(k), Some(h)) = (find(&killed.id), find(&kept.id)) else {
         return Err(fail("a session is missing from list"));
     };
-    // `kill`: terminated at the cap, the spool holds exactly the cap, the rest is reported dropped.
-    if !matches!(k.state, SessionState::Killed { .. }) {
-        return Err(fail(format!("kill policy: state {} (want killed)", k.state.name())));
-    }
-    let k_disk = std::fs::metadata(&k.spool_path).map(|m| m.len()).unwrap_or(0);
-    if k_disk > cap || k.total_bytes.saturating_sub(k_disk) != k.dropped_bytes {
-        return Err(fail(format!(
-            "kill policy: {k_disk} B on disk (cap {cap}), total {}, dropped {} (want total − disk)",
-            k.total_bytes, k.dropped_bytes
-        )));
-    }
+    let (k_disk, _) = check_killed_at_cap(&k, cap)?;
     // `keep-head-tail`: the head up to the cap, the newest retained_cap bytes, the middle dropped.
     if h.state != (SessionState::Exited { code: 0 }) || h.total_bytes != print {
         return Err(fail(format!(
@@ -679,6 +747,22 @@ fn case_disk_cap(ctx: &mut Ctx) -> Result<()> {
         k.dropped_bytes, want_gap.0, want_gap.1
     ));
     Ok(())
+}
+
+/// `kill` policy on pipe capture: terminated at the cap, the spool holds at most the cap, the
+/// rest is reported dropped. Bytes on disk and dropped.
+fn check_killed_at_cap(k: &SessionInfo, cap: u64) -> Result<(u64, u64)> {
+    if !matches!(k.state, SessionState::Killed { .. }) {
+        return Err(fail(format!("kill policy: state {} (want killed)", k.state.name())));
+    }
+    let k_disk = std::fs::metadata(&k.spool_path).map(|m| m.len()).unwrap_or(0);
+    if k_disk > cap || k.total_bytes.saturating_sub(k_disk) != k.dropped_bytes {
+        return Err(fail(format!(
+            "kill policy: {k_disk} B on disk (cap {cap}), total {}, dropped {} (want total − disk)",
+            k.total_bytes, k.dropped_bytes
+        )));
+    }
+    Ok((k_disk, k.dropped_bytes))
 }
 
 /// Where the edge results of a directory are.

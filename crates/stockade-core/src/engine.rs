@@ -400,6 +400,10 @@ impl Engine {
                 return Err(e.into());
             }
         };
+        // For `restart` after this daemon is gone; without it only this daemon can restart it.
+        if let Err(e) = crate::spec_file::store(&dir, &kept) {
+            tracing::warn!(%id, error = %e, "could not write the session's start options; a later daemon cannot restart it");
+        }
 
         let shell = spec.shell.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_SHELL));
         let flag = if spec.login { "-lc" } else { "-c" };

@@ -409,6 +409,8 @@ impl Session {
         tree: Arc<ProcessTree>,
     ) -> Arc<Session> {
         let (kill_tx, _) = mpsc::channel(1);
+        // Written at start by the daemon that ran it (`spec_file`); `restart` needs it.
+        let spec = crate::spec_file::load(&dir);
         let (state, _) = watch::channel(record.state.clone());
         let finished_ms = record.finished_at_ms.unwrap_or(record.started_at_ms);
         let wall_time = Duration::from_millis(finished_ms.saturating_sub(record.started_at_ms));
@@ -437,7 +439,7 @@ impl Session {
             owner: record.owner,
             record_pending: AtomicBool::new(false),
             own: false,
-            spec: None,
+            spec,
         })
     }
 }

@@ -47,6 +47,24 @@ pub struct DaemonConfig {
     pub sweep_interval: Duration,
     /// The WebSocket door for a remote gateway (off by default).
     pub ws: Option<WsConfig>,
+    /// A separate address for `GET /metrics` (and the probes), off by default.
+    pub metrics: Option<MetricsConfig>,
+}
+
+/// A listener of its own for `GET /metrics`, `/healthz` and `/readyz` (no WebSocket), for a
+/// scraper that should not reach the door. On a loopback address scrapes need no token (only
+/// this machine, or this pod, can reach it); anywhere else they need the door's bearer token and
+/// TLS (or `insecure_plaintext`), the same rules as the door.
+#[derive(Debug, Clone)]
+pub struct MetricsConfig {
+    /// Where to listen.
+    pub addr: SocketAddr,
+    /// The token file (the door's); required unless `addr` is loopback.
+    pub token_file: Option<PathBuf>,
+    /// Serve HTTPS with this certificate and key (the door's).
+    pub tls: Option<crate::tls::TlsFiles>,
+    /// Serve clear text on a non-loopback address (refused otherwise).
+    pub insecure_plaintext: bool,
 }
 
 /// The WebSocket door: the same JSON-RPC, one message per text frame, behind a bearer token.
@@ -85,6 +103,7 @@ impl DaemonConfig {
             retention: stockade_core::DEFAULT_RETENTION,
             sweep_interval: DEFAULT_SWEEP_INTERVAL,
             ws: None,
+            metrics: None,
         }
     }
 

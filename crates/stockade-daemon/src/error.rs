@@ -80,6 +80,33 @@ pub enum WsSetupError {
         /// What is wrong.
         problem: String,
     },
+    /// A metrics address other machines can reach, without a token to ask scrapes for.
+    #[error(
+        "the metrics address {addr} is not loopback, so scrapes must present the door's token: pass --token-file FILE, or bind --metrics to a loopback address"
+    )]
+    MetricsToken {
+        /// The address asked for.
+        addr: SocketAddr,
+    },
+    /// A clear-text metrics address other machines can reach.
+    #[error(
+        "refusing to serve metrics on {addr} without TLS: the token would cross the network in clear; pass --tls-cert and --tls-key, bind --metrics to a loopback address, or accept the risk with --insecure-plaintext"
+    )]
+    MetricsPlaintext {
+        /// The address asked for.
+        addr: SocketAddr,
+    },
+    /// The metrics listener could not be bound.
+    #[error(
+        "cannot listen for metrics on {addr}: {source}; choose another address or port with --metrics"
+    )]
+    MetricsBind {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
     /// The listener could not be bound.
     #[error(
         "cannot listen for WebSocket connections on {addr}: {source}; choose another address or port with --ws"

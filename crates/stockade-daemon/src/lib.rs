@@ -37,6 +37,7 @@ mod janitor;
 mod lockfile;
 mod memory;
 mod metrics;
+mod metrics_door;
 mod probes;
 mod requests;
 mod schedule;
@@ -50,7 +51,7 @@ mod ws;
 pub use admission::{PENDING_CAP, UNIX_RESERVE};
 pub use config::{
     DEFAULT_SWEEP_INTERVAL, DaemonConfig, MAX_CONNECTIONS, MAX_IN_FLIGHT_PER_CONNECTION,
-    MIN_SWEEP_INTERVAL, WsConfig,
+    MIN_SWEEP_INTERVAL, MetricsConfig, WsConfig,
 };
 pub use error::{DaemonError, WsSetupError};
 pub use schedule::{CRASH_AFTER_CLAIM_ENV, MIN_INTERVAL_ENV};

@@ -1,10 +1,13 @@
 //! Plain HTTP on the WebSocket door's port, for orchestrators: `GET /healthz` (the daemon is
 //! alive and serving), `GET /readyz` (start-up recovery is done and runs are accepted) without
-//! a token, and `GET /metrics` (see `metrics`) with the door's bearer token.
+//! a token, and `GET /metrics` (see `metrics`) with the door's bearer token. The same answers
+//! are served on the separate `--metrics` address (`metrics_door`), where a loopback address
+//! needs no token.
 //!
-//! [`front`] runs first on every door connection: TLS handshake when the door has TLS, then it
-//! reads the HTTP request head. A WebSocket upgrade is handed on (with the bytes read put back);
-//! anything else is answered here and the connection closed.
+//! [`front`] runs first on every door (and metrics) connection: TLS handshake when the listener
+//! has TLS, then it reads the HTTP request head. A WebSocket upgrade is handed on (with the bytes
+//! read put back) where [`Access::upgrade`] allows it; anything else is answered here and the
+//! connection closed.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -23,6 +26,9 @@ const MAX_HEAD: usize = 16 * 1024;
 /// How long a client has for TLS and its request head.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// The answer of the metrics address to anything but its three paths.
+const NOT_A_DOOR: &str = "this is a Stockade metrics address: GET /metrics, /healthz or /readyz (sessions are served on the WebSocket door)\n";
+
 /// What the request head asks for.
 #[derive(Debug, PartialEq, Eq)]
 enum Ask {
@@ -31,11 +37,20 @@ enum Ask {
     Other,
 }
 
+/// What a listener lets a request do.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Access<'a> {
+    /// A WebSocket upgrade is handed on (the door); refused with 404 otherwise.
+    pub(crate) upgrade: bool,
+    /// The token `/metrics` asks for; `None`: no token (a loopback metrics address).
+    pub(crate) metrics_token: Option<&'a WsToken>,
+}
+
 /// TLS (when configured) and the request head: `Some(stream)` for a WebSocket upgrade, `None`
 /// when the request was answered here or the connection failed.
 pub(crate) async fn front(
     shared: &Shared,
-    token: &WsToken,
+    access: Access<'_>,
     stream: TcpStream,
     tls: Option<&TlsAcceptor>,
     peer: SocketAddr,
@@ -57,9 +72,13 @@ pub(crate) async fn front(
     let (mut stream, head) = tokio::time::timeout(HEAD_TIMEOUT, work).await.ok()??;
     let (ask, request) = parse(&head);
     let path = match ask {
-        Ask::Upgrade => {
+        Ask::Upgrade if access.upgrade => {
             stream.unread(head);
             return Some(stream);
+        }
+        Ask::Upgrade => {
+            let _ = respond(&mut stream, 404, "text/plain", NOT_A_DOOR).await;
+            return None;
         }
         Ask::Get(path) => path,
         Ask::Other => {
@@ -71,7 +90,11 @@ pub(crate) async fn front(
         "/healthz" => (200, "text/plain", "ok\n".to_owned()),
         "/readyz" if ready(shared) => (200, "text/plain", "ready\n".to_owned()),
         "/readyz" => (503, "text/plain", "not ready: the daemon is stopping\n".to_owned()),
-        "/metrics" if request.as_ref().is_some_and(|r| token.authorizes(r)) => {
+        "/metrics"
+            if access
+                .metrics_token
+                .is_none_or(|token| request.as_ref().is_some_and(|r| token.authorizes(r))) =>
+        {
             match shared.metrics.encode(shared) {
                 Ok(text) => (200, "application/openmetrics-text; version=1.0.0; charset=utf-8", text),
                 Err(_) => (500, "text/plain", "the metrics could not be written\n".to_owned()),
@@ -82,12 +105,13 @@ pub(crate) async fn front(
             "text/plain",
             "a token is required: send the header `Authorization: Bearer <token>`\n".to_owned(),
         ),
-        _ => (
+        _ if access.upgrade => (
             404,
             "text/plain",
             "this is a Stockade WebSocket door: GET /healthz, /readyz, /metrics, or upgrade to a WebSocket\n"
                 .to_owned(),
         ),
+        _ => (404, "text/plain", NOT_A_DOOR.to_owned()),
     };
     let _ = respond(&mut stream, status, kind, &body).await;
     None

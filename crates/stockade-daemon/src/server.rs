@@ -46,6 +46,8 @@ pub struct Daemon {
     socket_ino: (u64, u64),
     lock: DaemonLock,
     ws: Option<WsListener>,
+    /// The separate metrics address, when there is one.
+    metrics: Option<crate::metrics_door::MetricsListener>,
     /// Retention period and sweep interval of the janitor.
     janitor: (Duration, Duration),
 }
@@ -65,6 +67,8 @@ impl Daemon {
         let home = state_dir.root().to_path_buf();
         let lock = DaemonLock::acquire(&config.lock_path(), &home)?;
         let ws = config.ws.as_ref().map(WsListener::bind).transpose()?;
+        let metrics =
+            config.metrics.as_ref().map(crate::metrics_door::MetricsListener::bind).transpose()?;
         let socket = config.socket_path();
         let mut engine_config =
             EngineConfig::new(state_dir, config.instance.clone().unwrap_or_else(instance_name));
@@ -90,7 +94,7 @@ impl Daemon {
             door_tls: ws.as_ref().and_then(WsListener::tls),
         });
         let janitor = (config.retention, config.sweep_interval);
-        Ok(Daemon { shared, listener, socket_ino, lock, ws, janitor })
+        Ok(Daemon { shared, listener, socket_ino, lock, ws, metrics, janitor })
     }
 
     /// The socket path.
@@ -101,6 +105,12 @@ impl Daemon {
     /// The WebSocket door's address, when there is one (the port actually bound).
     pub fn ws_addr(&self) -> Option<SocketAddr> {
         self.ws.as_ref().map(WsListener::addr)
+    }
+
+    /// The separate metrics address, when there is one (the port actually bound), and whether
+    /// scrapes there must present the token.
+    pub fn metrics_addr(&self) -> Option<(SocketAddr, bool)> {
+        self.metrics.as_ref().map(|m| (m.addr(), m.needs_token()))
     }
 
     /// The state directory.
@@ -126,7 +136,7 @@ impl Daemon {
     /// Serve until `token` is cancelled or a `shutdown` request arrives; then terminate every
     /// running session, close the connections, remove the socket and release the lock.
     pub async fn serve(self, token: CancellationToken) -> Result<(), DaemonError> {
-        let Daemon { shared, listener, socket_ino, mut lock, ws, janitor } = self;
+        let Daemon { shared, listener, socket_ino, mut lock, ws, metrics, janitor } = self;
         // Work of this daemon may outlive `serve` in this process: so must the lock.
         lock.hold_until_exit();
         // Before the first request: recover what dead daemons left, then keep retention.
@@ -149,6 +159,8 @@ impl Daemon {
             Arc::clone(&shared.engine),
             shared.stop.clone(),
         ));
+        // After recovery, like the door: `/readyz` there means what it means on the door.
+        let metrics = tokio::spawn(crate::metrics_door::serve(metrics, Arc::clone(&shared)));
         let connections = TaskTracker::new();
         let admission = Admission::new();
         let conn_root = CancellationToken::new();
@@ -201,6 +213,7 @@ impl Daemon {
         let _ = scheduler.await;
         drop(listener);
         drop(ws);
+        metrics.abort();
         janitor.abort();
         watcher.abort();
         shared.engine.shutdown().await;

@@ -219,7 +219,8 @@ pub(crate) async fn connection(
     // TLS, then probes and metrics are answered there; only an upgrade comes back.
     let tls = shared.door_tls.as_ref();
     // Inside the pending place: a newer connection may take it back (see `crate::admission`).
-    let front = crate::probes::front(&shared, &token, stream, tls, peer);
+    let access = crate::probes::Access { upgrade: true, metrics_token: Some(&token) };
+    let front = crate::probes::front(&shared, access, stream, tls, peer);
     let stream = tokio::select! {
         front = front => match front {
             Some(stream) => stream,

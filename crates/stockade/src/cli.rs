@@ -269,19 +269,27 @@ pub struct DaemonRunArgs {
     /// non-loopback ADDR needs --tls-cert/--tls-key (wss://) or --insecure-plaintext.
     #[arg(long, value_name = "ADDR")]
     pub ws: Option<std::net::SocketAddr>,
-    /// The file holding the WebSocket token (mode 0600 or stricter, not empty).
-    #[arg(long, value_name = "FILE", requires = "ws")]
+    /// The file holding the WebSocket token (mode 0600 or stricter, not empty); also asked of
+    /// scrapes on a non-loopback --metrics address.
+    #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
-    /// TLS certificate chain (PEM) for the WebSocket door: clients then use wss://.
-    #[arg(long, value_name = "FILE", requires_all = ["ws", "tls_key"])]
+    /// TLS certificate chain (PEM) for the WebSocket door (clients then use wss://) and the
+    /// --metrics address (https://).
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
     /// TLS private key (PEM) for --tls-cert.
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
-    /// Serve the WebSocket door without TLS on a non-loopback address (the token and all output
-    /// cross the network in clear: only inside a network you trust, e.g. a pod's own).
-    #[arg(long, requires = "ws")]
+    /// Serve the WebSocket door (or --metrics) without TLS on a non-loopback address (the token
+    /// and all output cross the network in clear: only inside a network you trust, e.g. a pod's
+    /// own).
+    #[arg(long)]
     pub insecure_plaintext: bool,
+    /// Also serve GET /metrics, /healthz and /readyz on ADDR, apart from the door (e.g.
+    /// 127.0.0.1:9433 for a scraper in the same pod). On a loopback ADDR /metrics needs no token;
+    /// otherwise it needs --token-file's token and TLS or --insecure-plaintext, as the door.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<std::net::SocketAddr>,
     /// Delete finished sessions (record and spool) this long after they ended: a number with a
     /// unit, s, m, h or d (e.g. 12h, 7d) [default: 7d].
     #[arg(long, value_name = "AGE", value_parser = parse_age)]

@@ -101,7 +101,7 @@ Examples:
 pub const DAEMON_RUN: &str = "\
 Examples:
   stockade daemon run
-  stockade daemon run --retention 2d --max-running 64
+  stockade daemon run --retention 2d --metrics 127.0.0.1:9433
   stockade daemon run --ws 127.0.0.1:7433 --token-file ~/.config/stockade/token
   stockade daemon run --ws 0.0.0.0:7433 --token-file /etc/stockade/token \\
       --tls-cert /etc/stockade/tls.crt --tls-key /etc/stockade/tls.key";

@@ -1,5 +1,7 @@
 //! `restart`: start a session's command again with the spec it was started with (command,
 //! directory, environment, options) as a new background session, and answer as `run --bg` does.
+//! A session of an earlier daemon is restarted from the `spec.json` its daemon wrote at start
+//! (see `stockade_core`'s `spec_file`).
 
 use std::sync::Arc;
 
@@ -16,7 +18,7 @@ pub(super) async fn handle(ctx: &Ctx, p: RestartParams) -> Result<RunResult, Rpc
         return Err(rpc_error(
             code::NOT_SUPPORTED,
             format!(
-                "{} was recovered from an earlier daemon, which kept no record of its environment and options; start it again with run",
+                "{} was started by an older Stockade that kept no copy of its environment and options; start it again with run",
                 p.id
             ),
         ));

@@ -221,6 +221,7 @@ pub fn bench(home: Option<PathBuf>, args: BenchArgs) -> anyhow::Result<ExitCode>
                 sizes: if a.common.quick { edges::Sizes::QUICK } else { edges::Sizes::FULL },
                 work_dir: work,
                 meta: RunMeta::collect(env!("CARGO_PKG_VERSION"), a.common.quick),
+                variants: vec![stockade_proto::Capture::Pipe, stockade_proto::Capture::File],
             };
             let results = edges::edges(&cfg)?;
             print!("{}", edges::markdown(&results));

@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 use stockade_core::StateDir;
 use stockade_core::process::{CgroupMode, ContainmentConfig};
-use stockade_daemon::{CancellationToken, Daemon, DaemonConfig, TlsFiles, WsConfig};
+use stockade_daemon::{CancellationToken, Daemon, DaemonConfig, MetricsConfig, TlsFiles, WsConfig};
 
 use crate::cli::DaemonRunArgs;
 
@@ -26,6 +26,20 @@ pub fn run(home: Option<PathBuf>, args: DaemonRunArgs) -> anyhow::Result<ExitCod
             "--ws needs --token-file FILE: every WebSocket connection must present the token in that file (make one with `openssl rand -hex 32 > FILE; chmod 600 FILE`)"
         );
     }
+    if args.ws.is_none() && args.metrics.is_none() {
+        let flag = [
+            (args.token_file.is_some(), "--token-file"),
+            (args.tls_cert.is_some(), "--tls-cert"),
+            (args.insecure_plaintext, "--insecure-plaintext"),
+        ]
+        .into_iter()
+        .find_map(|(given, flag)| given.then_some(flag));
+        if let Some(flag) = flag {
+            anyhow::bail!(
+                "{flag} is for the network listeners: add --ws ADDR (the WebSocket door) or --metrics ADDR, or leave {flag} out"
+            );
+        }
+    }
     // Before the limits are computed: the default --max-running follows the fd limit. Where the
     // hard limit cannot be reached the old soft one stays, and the fd budget refuses runs with a
     // sentence naming it.
@@ -34,16 +48,25 @@ pub fn run(home: Option<PathBuf>, args: DaemonRunArgs) -> anyhow::Result<ExitCod
     let rt = super::runtime()?;
     let served = rt.block_on(async {
         let daemon = Daemon::bind(config)?;
+        // One readiness line (tests and supervisors wait for "listening on").
+        let metrics = match daemon.metrics_addr() {
+            None => String::new(),
+            Some((addr, token)) => {
+                let scheme = if args.tls_cert.is_some() { "https" } else { "http" };
+                let token = if token { "token required" } else { "no token: loopback" };
+                format!(", metrics on {scheme}://{addr}/metrics ({token})")
+            }
+        };
         match daemon.ws_addr() {
             None => eprintln!(
-                "stockade daemon: listening on {}, pid {}",
+                "stockade daemon: listening on {}{metrics}, pid {}",
                 daemon.socket().display(),
                 daemon.pid()
             ),
             Some(addr) => {
                 let scheme = if args.tls_cert.is_some() { "wss" } else { "ws" };
                 eprintln!(
-                    "stockade daemon: listening on {} and {scheme}://{addr} (token required), pid {}",
+                    "stockade daemon: listening on {} and {scheme}://{addr} (token required){metrics}, pid {}",
                     daemon.socket().display(),
                     daemon.pid()
                 );
@@ -83,6 +106,16 @@ fn config(home: PathBuf, args: &DaemonRunArgs) -> DaemonConfig {
             .map(|(cert, key)| TlsFiles { cert, key });
         ws.insecure_plaintext = args.insecure_plaintext;
         ws
+    });
+    config.metrics = args.metrics.map(|addr| MetricsConfig {
+        addr,
+        token_file: args.token_file.clone(),
+        tls: args
+            .tls_cert
+            .clone()
+            .zip(args.tls_key.clone())
+            .map(|(cert, key)| TlsFiles { cert, key }),
+        insecure_plaintext: args.insecure_plaintext,
     });
     if args.no_cgroup {
         config.containment =

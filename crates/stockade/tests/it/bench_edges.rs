@@ -1,5 +1,6 @@
-//! `stockade bench edges --quick` end to end: all ten hard cases in the 0/1 table, each row in
-//! JSONL with a reason, and nothing the bench started left running.
+//! `stockade bench edges --quick` end to end: all ten hard cases in the 0/1 table for each
+//! capture variant (`stockade-pipe`, `stockade-file`), each row in JSONL with a reason, the Node
+//! baseline's absence said in the table, and nothing the bench started left running.
 
 use std::process::Command;
 
@@ -17,6 +18,9 @@ const CASES: [&str; 10] = [
     "kill_while_outputting",
     "disk_cap_edge",
 ];
+
+/// The variants every case runs on, in table order.
+const VARIANTS: [&str; 2] = ["stockade-pipe", "stockade-file"];
 
 #[test]
 fn edges_quick_tables_all_ten_cases_and_they_pass() {
@@ -36,8 +40,13 @@ fn edges_quick_tables_all_ten_cases_and_they_pass() {
     let text = std::fs::read_to_string(out.path().join("edges.jsonl")).unwrap();
     let rows: Vec<serde_json::Value> =
         text.lines().map(|l| serde_json::from_str(l).expect("a JSONL row")).collect();
-    let cases: Vec<&str> = rows.iter().map(|r| r["case"].as_str().unwrap()).collect();
-    assert_eq!(cases, CASES);
+    let cases: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|r| (r["variant"].as_str().unwrap(), r["case"].as_str().unwrap()))
+        .collect();
+    let expected: Vec<(&str, &str)> =
+        VARIANTS.iter().flat_map(|v| CASES.iter().map(move |c| (*v, *c))).collect();
+    assert_eq!(cases, expected, "a row per case and variant");
     for r in &rows {
         let pass = r["pass"].as_u64().unwrap();
         assert!(pass <= 1, "{r}");
@@ -47,10 +56,16 @@ fn edges_quick_tables_all_ten_cases_and_they_pass() {
     }
     let md = std::fs::read_to_string(out.path().join("edges.md")).unwrap();
     for case in CASES {
-        assert!(md.lines().any(|l| l.starts_with(&format!("| {case} |"))), "{case} in {md}");
+        for variant in VARIANTS {
+            assert!(
+                md.lines().any(|l| l.starts_with(&format!("| {case} | {variant} |"))),
+                "{case} on {variant} in {md}"
+            );
+        }
     }
+    assert!(md.contains("The Node baseline (`bench growth --node`) is not in this table"), "{md}");
     // What ran and where, and no label of the full run.
-    assert!(md.contains("- Ran: 4 × 2 MiB per command, 3 MiB single commands, a 5s slow stream, 16 MiB never read"), "{md}");
+    assert!(md.contains("- Ran: 10 cases on stockade-pipe and stockade-file: 4 × 2 MiB per command, 3 MiB single commands, a 5s slow stream, 16 MiB never read"), "{md}");
     assert!(
         md.contains("(`--quick`)") && md.contains("- Machine: ") && md.contains("- Command: `"),
         "{md}"

@@ -1,0 +1,74 @@
+//! A session's start options on disk (`spec.json` in its directory, mode 0600, written once at
+//! start): what `restart` needs to start a session of an earlier daemon again — command, shell,
+//! cwd, env, timeout, capture, caps, PTY size, stdin mode and source. Kept apart from the
+//! record, which is rewritten on every state change and read by every `list`, so the
+//! environment (which may hold secrets) is written once and read only by `restart`.
+
+use std::path::Path;
+
+use stockade_proto::rpc::RunParams;
+
+use crate::RunSpec;
+
+/// The file name in the session's directory.
+pub(crate) const SPEC_FILE: &str = "spec.json";
+
+/// The wire form of `spec`: a `run` request that starts the same command the same way.
+fn params(spec: &RunSpec) -> RunParams {
+    RunParams {
+        command: spec.command.clone(),
+        shell: spec.shell.clone(),
+        login: spec.login,
+        cwd: spec.cwd.clone(),
+        env: spec.env.iter().cloned().collect(),
+        timeout_ms: spec.timeout.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
+        capture: spec.capture,
+        retained_cap: spec.retained_cap,
+        disk_cap: spec.disk_cap,
+        disk_policy: spec.disk_policy,
+        source: spec.source.clone(),
+        pty: spec.pty,
+        stdin: spec.stdin,
+        ..RunParams::default()
+    }
+}
+
+/// Write `spec` into `dir` (created by the output log): mode 0600, atomic like the record (not
+/// forced to disk: a machine crash that loses it also ended the session).
+pub(crate) fn store(dir: &Path, spec: &RunSpec) -> std::io::Result<()> {
+    let text = serde_json::to_vec(&params(spec)).map_err(std::io::Error::other)?;
+    crate::atomic_write::atomic_replace(&dir.join(SPEC_FILE), &text)
+}
+
+/// The spec stored in `dir`, if there is one that parses (older sessions have none).
+pub(crate) fn load(dir: &Path) -> Option<RunSpec> {
+    let text = std::fs::read(dir.join(SPEC_FILE)).ok()?;
+    let params: RunParams = serde_json::from_slice(&text).ok()?;
+    Some(RunSpec::from(params))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_spec_comes_back_as_it_was_stored() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = RunSpec {
+            command: "echo $A".into(),
+            cwd: Some("/tmp".into()),
+            env: vec![("A".into(), "1".into()), ("B".into(), "two words".into())],
+            timeout: Some(std::time::Duration::from_millis(1500)),
+            disk_cap: Some(4096),
+            source: Some("k".into()),
+            ..RunSpec::default()
+        };
+        store(dir.path(), &spec).unwrap();
+        let back = load(dir.path()).unwrap();
+        assert_eq!(format!("{back:?}"), format!("{spec:?}"));
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(dir.path().join(SPEC_FILE)).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert!(load(&dir.path().join("none")).is_none());
+    }
+}

@@ -1,0 +1,95 @@
+//! The separate metrics address (`--metrics ADDR`): `GET /metrics`, `/healthz` and `/readyz`
+//! on a listener of their own, for a scraper or a kubelet that should not reach the WebSocket
+//! door. The requests are answered by `probes::front`, as on the door, with no WebSocket.
+//!
+//! Token rules: on a loopback address `/metrics` needs no token (only this machine, or this
+//! pod, reaches it); anywhere else it needs the door's bearer token, and clear text is refused
+//! unless the operator asked for it, as on the door (`docs/deploy.md`).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio_rustls::TlsAcceptor;
+
+use crate::config::MetricsConfig;
+use crate::error::WsSetupError;
+use crate::state::Shared;
+use crate::ws::WsToken;
+
+/// Most metrics connections served at once; more are closed unanswered (a scrape is one short
+/// request, so only a flood reaches this).
+const MAX_CONNECTIONS: usize = 16;
+
+/// A bound metrics listener.
+pub(crate) struct MetricsListener {
+    listener: TcpListener,
+    addr: SocketAddr,
+    token: Option<Arc<WsToken>>,
+    tls: Option<TlsAcceptor>,
+    slots: Arc<Semaphore>,
+}
+
+impl MetricsListener {
+    /// Check the token and TLS rules, read the token and bind. Must be called inside a tokio
+    /// runtime.
+    pub(crate) fn bind(config: &MetricsConfig) -> Result<MetricsListener, WsSetupError> {
+        let loopback = config.addr.ip().is_loopback();
+        let token = match (&config.token_file, loopback) {
+            (_, true) => None,
+            (Some(path), false) => Some(Arc::new(WsToken::load(path)?)),
+            (None, false) => return Err(WsSetupError::MetricsToken { addr: config.addr }),
+        };
+        if !loopback && config.tls.is_none() && !config.insecure_plaintext {
+            return Err(WsSetupError::MetricsPlaintext { addr: config.addr });
+        }
+        let tls = config.tls.as_ref().map(crate::tls::acceptor).transpose()?;
+        let bind_err = |source| WsSetupError::MetricsBind { addr: config.addr, source };
+        let std_listener = std::net::TcpListener::bind(config.addr).map_err(bind_err)?;
+        std_listener.set_nonblocking(true).map_err(bind_err)?;
+        let addr = std_listener.local_addr().map_err(bind_err)?;
+        let listener = TcpListener::from_std(std_listener).map_err(bind_err)?;
+        let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+        Ok(MetricsListener { listener, addr, token, tls, slots })
+    }
+
+    /// The address actually bound.
+    pub(crate) fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Whether scrapes must present the token.
+    pub(crate) fn needs_token(&self) -> bool {
+        self.token.is_some()
+    }
+}
+
+/// Accept and answer metrics connections until the future is dropped (the daemon stops), or
+/// never when there is no metrics address.
+pub(crate) async fn serve(listener: Option<MetricsListener>, shared: Arc<Shared>) {
+    let Some(listener) = listener else { return std::future::pending().await };
+    loop {
+        let (stream, peer) = match listener.listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                tracing::warn!(error = %e, "metrics accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(slot) = Arc::clone(&listener.slots).try_acquire_owned() else {
+            drop(stream);
+            continue;
+        };
+        let shared = Arc::clone(&shared);
+        let token = listener.token.clone();
+        let tls = listener.tls.clone();
+        tokio::spawn(async move {
+            let access = crate::probes::Access { upgrade: false, metrics_token: token.as_deref() };
+            // Never an upgrade here: `front` answers every request itself.
+            let _ = crate::probes::front(&shared, access, stream, tls.as_ref(), peer).await;
+            drop(slot);
+        });
+    }
+}
