@@ -5,7 +5,10 @@
 //! schema accepts (an enum value, a field the CRD's pod-template metadata lacks) must fail, so
 //! the CRD check is not vacuous.
 //!
-//! Where the CRD comes from: see [`crd`] and `tests/deploy/README.md`.
+//! Where the CRD comes from: see [`crd`] and `tests/deploy/README.md`. The CRD is not in this
+//! repository (the sources it may be taken from here may not be committed) and no package
+//! registry ships it, so these tests are `#[ignore]`d with that reason and run on demand with
+//! `STOCKADE_AGENT_SANDBOX_CRD=FILE cargo test -p stockade --test it -- --ignored remote_crd`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -68,6 +71,7 @@ fn broken_template(from: &str, to: &str) -> tempfile::TempDir {
 }
 
 #[test]
+#[ignore = "needs the agent-sandbox CRD, which this repository may not vendor (see tests/deploy/README.md): STOCKADE_AGENT_SANDBOX_CRD=FILE cargo test -p stockade --test it -- --ignored remote_crd"]
 fn the_sandbox_template_validates_against_the_published_crd() {
     let Some(crd) = crd() else { return };
     let (ok, text) = validate(&crd, &repo_root().join("deploy"));
@@ -81,6 +85,7 @@ fn the_sandbox_template_validates_against_the_published_crd() {
 }
 
 #[test]
+#[ignore = "needs the agent-sandbox CRD, which this repository may not vendor (see tests/deploy/README.md): STOCKADE_AGENT_SANDBOX_CRD=FILE cargo test -p stockade --test it -- --ignored remote_crd"]
 fn templates_the_crd_refuses_fail() {
     let Some(crd) = crd() else { return };
     for (from, to, reason) in [
