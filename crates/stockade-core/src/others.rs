@@ -323,3 +323,57 @@ fn look(state_dir: &StateDir, own: &str, known: &HashMap<String, bool>) -> Vec<F
     }
     found
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The kernel stamps folder times from a coarse clock: wait a few ticks between changes.
+    fn tick() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    #[test]
+    fn a_fingerprint_changes_with_a_spool_a_record_a_session_or_an_owner_and_only_then() {
+        let tmp = tempfile::tempdir().unwrap();
+        let state = StateDir::open(tmp.path().join("state")).unwrap();
+        let other = state.spool_root().join("run-1-2");
+        let session = other.join("sh-1");
+        std::fs::create_dir_all(&session).unwrap();
+        std::fs::write(session.join("output.log"), b"a").unwrap();
+        let watched = vec![(session.clone(), Owner::current())];
+        let take = || Fingerprint::take(&state, "daemon-own", &watched, &[]);
+        let first = take();
+        assert!(!first.settled, "folders changed just now are not trusted");
+        assert_eq!(take(), first, "nothing changed");
+
+        std::fs::write(session.join("output.log"), b"ab").unwrap();
+        let grown = take();
+        assert_ne!(grown, first, "the spool grew");
+
+        tick();
+        crate::atomic_write(&session.join("session.json"), b"{}").unwrap();
+        let recorded = take();
+        assert_ne!(recorded, grown, "a record was written");
+
+        tick();
+        std::fs::create_dir(other.join("sh-2")).unwrap();
+        let added = take();
+        assert_ne!(added, recorded, "a session folder was made");
+
+        // An owner that is gone (no process has this pid: above the kernel's pid limit).
+        let dead = vec![(session.clone(), Some(Owner { pid: 1 << 23, start_time: 1 }))];
+        assert_ne!(Fingerprint::take(&state, "daemon-own", &dead, &[]), added, "the owner died");
+
+        // This engine's own folder does not count.
+        tick();
+        std::fs::create_dir_all(state.spool_root().join("daemon-own/sh-3")).unwrap();
+        let own_only = take();
+        assert_eq!(own_only.facts[1..], added.facts[1..], "only the spool root's time moved");
+
+        std::thread::sleep(SETTLE + Duration::from_millis(20));
+        let later = take();
+        assert!(later.settled, "older folder times are trusted");
+        assert_eq!(later.facts, own_only.facts);
+    }
+}
