@@ -59,7 +59,7 @@ pub use engine::{
     MIN_RETAINED_CAP, Started,
 };
 pub use input::{InputKind, InputRefused};
-pub use others::{OWNER_WATCH_INTERVAL, OthersReport};
+pub use others::{LIST_FRESH, OWNER_WATCH_INTERVAL, OthersReport};
 pub use recovery::{PIPE_LOSS_REASON, RecoveredSession, RecoveryError, RecoveryReport};
 pub use registry::{Owner, RecordTotals, SessionRecord, read_record};
 pub use retention::{DEFAULT_RETENTION, SweepReport};

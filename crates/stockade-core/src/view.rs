@@ -1,13 +1,14 @@
 //! What a door asks to see of a session, and the view the engine answers with. Every door (the
 //! CLI's foreground `run`, the daemon's `run`/`read`/`write`, and through the daemon the MCP
 //! tools) turns its parameters into a [`ReadRequest`] here and gets the [`OutputView`] from
-//! [`Session::view`] or [`Session::raw_view`], so they all answer alike: the same defaults, the
-//! same clamp ([`crate::limits`]), the same rendering of terminal output.
+//! [`Session::view`] or [`Session::raw_view`] (a `run`'s whole answer from
+//! [`Session::run_result`]), so they all answer alike: the same defaults, the same clamp
+//! ([`crate::limits`]), the same rendering of terminal output.
 
 use std::time::Duration;
 
-use stockade_proto::rpc::{ReadParams, Render, RunParams};
-use stockade_proto::{Omission, OutputView, ReadMode, SessionState};
+use stockade_proto::rpc::{ReadParams, Render, RunParams, WaitReport};
+use stockade_proto::{Omission, OutputView, ReadMode, RunResult, SessionState};
 
 use crate::EngineError;
 use crate::limits;
@@ -183,6 +184,30 @@ impl Session {
         max_bytes: usize,
     ) -> Result<(OutputView, Vec<u8>), EngineError> {
         Ok(self.log().raw_view(after, max_bytes)?)
+    }
+
+    /// The answer to a `run` (foreground or background, any door): the state, then the view of
+    /// `request` as text (a PTY session's without escape codes, as `read` shows it by
+    /// default), with the session's facts. The state comes first: once it is terminal the log
+    /// is complete, so the view shows the end. Reads the spool: call it where blocking is fine.
+    pub fn run_result(
+        &self,
+        request: &ReadRequest,
+        deduplicated: bool,
+        wait: Option<WaitReport>,
+    ) -> Result<RunResult, EngineError> {
+        let state = self.state();
+        let view = self.view(request, Render::Text)?;
+        Ok(RunResult {
+            id: self.id().to_owned(),
+            state,
+            pid: self.pid(),
+            wall_time_ms: self.wall_time().as_millis() as u64,
+            cleanup: self.end().and_then(|e| e.cleanup),
+            deduplicated,
+            view,
+            wait,
+        })
     }
 
     fn no_terminal(&self) -> EngineError {

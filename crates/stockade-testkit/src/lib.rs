@@ -2,8 +2,9 @@
 //! ([`Home`]), a real `stockade daemon run` process ([`DaemonProc`]) or an in-process daemon
 //! ([`Fixture`], feature `daemon`), a raw JSON-RPC client that can also send malformed bytes
 //! ([`Rpc`]), the WebSocket door's client ([`ws`]), `/proc` scans for a session's marker and kills
-//! by pid ([`procs`]), bounded waits ([`eventually`]), bounded child runs ([`child`]) and the MCP
-//! clients the `mcp` tests drive ([`mcp`]).
+//! by pid ([`procs`]), a client driven through a pseudo-terminal ([`pty`]), bounded waits
+//! ([`eventually`]), bounded child runs ([`child`]) and the MCP clients the `mcp` tests drive
+//! ([`mcp`]).
 //!
 //! Tests never kill by name: only by a pid they started, a pid a daemon they started wrote into
 //! its lock file, a process group it created, or a marker in the environment that only their own
@@ -19,6 +20,7 @@ pub mod fixture;
 pub mod home;
 pub mod mcp;
 pub mod procs;
+pub mod pty;
 pub mod rpc;
 pub mod wait;
 pub mod ws;

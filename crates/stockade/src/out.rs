@@ -118,6 +118,41 @@ pub fn colors() -> bool {
     std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
+/// A table in the CLI's look: no borders, flush left, wrapped to the terminal; styled only
+/// when `colors` (else no escape codes even on a terminal). Finish it with [`table_text`].
+pub fn table(header: impl Into<comfy_table::Row>, colors: bool) -> comfy_table::Table {
+    use comfy_table::{ContentArrangement, Table, presets};
+    let mut table = Table::new();
+    table.load_preset(presets::NOTHING).set_content_arrangement(ContentArrangement::Dynamic);
+    if colors {
+        table.enforce_styling();
+    } else {
+        table.force_no_tty();
+    }
+    table.set_header(header);
+    table
+}
+
+/// A [`table`]'s text: two spaces between columns, like `docker ps`, no trailing blanks, one
+/// `\n` after every line.
+pub fn table_text(mut table: comfy_table::Table) -> String {
+    for column in table.column_iter_mut() {
+        column.set_padding((0, 2));
+    }
+    let mut text = String::new();
+    for line in table.lines() {
+        text.push_str(line.trim_end());
+        text.push('\n');
+    }
+    text
+}
+
+/// Milliseconds since the Unix epoch by the wall clock (0 if the clock is before 1970).
+pub fn now_ms() -> u64 {
+    use std::time::{SystemTime, UNIX_EPOCH};
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
 /// A byte count for people: `812 B`, `1.2 KiB`, `20.9 MiB`.
 pub fn bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];

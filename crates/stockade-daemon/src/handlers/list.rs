@@ -5,6 +5,7 @@
 //! counted from its `cgroup.procs`, the others from one `/proc` census shared by all of them
 //! (taken only when some running session has no cgroup).
 
+use stockade_core::LIST_FRESH;
 use stockade_core::process::ProcessCensus;
 use stockade_proto::rpc::{ListParams, ListResult, RpcError, SessionInfo, StateFilter};
 
@@ -12,8 +13,9 @@ use super::ctx::Ctx;
 use crate::error::join_error;
 
 pub(super) async fn handle(ctx: &Ctx, p: ListParams) -> Result<ListResult, RpcError> {
-    // Foreground runs of other processes, and owners that died, are seen before answering.
-    ctx.engine().sync_others().await;
+    // Foreground runs of other processes, and owners that died, are seen before answering
+    // (the owner watch's last look serves when it is recent and nothing changed since).
+    ctx.engine().sync_others_unless_fresh(LIST_FRESH).await;
     let mut sessions = ctx.engine().sessions();
     sessions.retain(|s| {
         let running = !s.state().is_terminal();

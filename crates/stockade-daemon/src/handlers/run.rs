@@ -7,7 +7,7 @@ use std::time::Duration;
 use stockade_core::output::ReadRequest;
 use stockade_core::{RunSpec, Session, Until, WaitFor};
 use stockade_proto::RunResult;
-use stockade_proto::rpc::{Render, RpcError, RunParams, WaitReport};
+use stockade_proto::rpc::{RpcError, RunParams, WaitReport};
 
 use super::ctx::{Ctx, disconnected, wait};
 use crate::error::{from_engine, join_error};
@@ -59,22 +59,9 @@ pub(super) async fn answer(
     deduplicated: bool,
     wait: Option<WaitReport>,
 ) -> Result<RunResult, RpcError> {
-    // The state first: once it is terminal the log is complete, so the view shows the end.
-    let state = session.state();
-    let s = Arc::clone(&session);
-    // A PTY session's answer is its text without escape codes, as `read` shows it by default.
-    let view = tokio::task::spawn_blocking(move || s.view(&request, Render::Text))
+    // Reads the spool: off the async workers.
+    tokio::task::spawn_blocking(move || session.run_result(&request, deduplicated, wait))
         .await
         .map_err(join_error)?
-        .map_err(from_engine)?;
-    Ok(RunResult {
-        id: session.id().to_owned(),
-        state,
-        pid: session.pid(),
-        wall_time_ms: session.wall_time().as_millis() as u64,
-        cleanup: session.end().and_then(|e| e.cleanup),
-        deduplicated,
-        view,
-        wait,
-    })
+        .map_err(from_engine)
 }

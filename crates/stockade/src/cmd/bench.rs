@@ -49,7 +49,7 @@ pub enum BenchCommand {
     Edges(EdgesArgs),
     /// 1 GiB through a daemon session (pipe capture) against writing it straight to a file.
     #[command(after_help = ex::BENCH_DRAIN)]
-    Drain(DrainArgs),
+    Drain(ThroughputArgs),
     /// `run true` round trips through the daemon against a bare fork+exec+wait.
     #[command(after_help = ex::BENCH_SPAWN)]
     Spawn(SpawnArgs),
@@ -69,26 +69,14 @@ pub enum BenchCommand {
     /// Two patterns: the anchored last line (`'^N$'`) and the same digits as a literal; the
     /// figure is speed relative to ripgrep (goal ≥ 0.5×). Needs `rg` on PATH.
     #[command(after_help = ex::BENCH_GREP)]
-    Grep(GrepBenchArgs),
+    #[command(mut_arg("bytes", |a| a.help("Spool size (default 1GiB; quick 64MiB)")))]
+    Grep(ThroughputArgs),
     /// `list` with 1,000 running sessions: wall time and daemon CPU per call (goal ≤ 0.2 s each).
     #[command(after_help = ex::BENCH_LIST)]
     List(ListBenchArgs),
     /// Redraw `summary.md` and the SVGs of an output directory from its JSONL.
     #[command(after_help = ex::BENCH_PLOT)]
     Plot(PlotArgs),
-}
-
-/// `stockade bench grep`.
-#[derive(Debug, Args)]
-pub struct GrepBenchArgs {
-    #[command(flatten)]
-    pub common: CommonArgs,
-    /// Spool size (default 1GiB; quick 64MiB).
-    #[arg(long, value_name = "SIZE", value_parser = crate::args::parse_size_u64)]
-    pub bytes: Option<u64>,
-    /// Rounds of each side (the best is kept).
-    #[arg(long, value_name = "N", default_value_t = 3)]
-    pub rounds: usize,
 }
 
 /// `stockade bench list`.
@@ -147,9 +135,10 @@ pub struct EdgesArgs {
     pub common: CommonArgs,
 }
 
-/// `stockade bench drain`.
+/// `stockade bench drain` and `stockade bench grep`: BYTES through the daemon against the plain
+/// tool, the best of ROUNDS each. Each command words `--bytes` itself (`mut_arg`).
 #[derive(Debug, Args)]
-pub struct DrainArgs {
+pub struct ThroughputArgs {
     #[command(flatten)]
     pub common: CommonArgs,
     /// Bytes per round (default 1GiB; quick 64MiB).
@@ -158,6 +147,18 @@ pub struct DrainArgs {
     /// Rounds of each side (the best is kept).
     #[arg(long, value_name = "N", default_value_t = 3)]
     pub rounds: usize,
+}
+
+impl ThroughputArgs {
+    /// `--bytes`, or its default: 1 GiB, 64 MiB with `--quick`.
+    fn bytes(&self) -> u64 {
+        self.bytes.unwrap_or(if self.common.quick { 64 << 20 } else { 1 << 30 })
+    }
+
+    /// `--rounds`, at least one.
+    fn rounds(&self) -> usize {
+        self.rounds.max(1)
+    }
 }
 
 /// `stockade bench spawn`.
@@ -230,8 +231,7 @@ pub fn bench(home: Option<PathBuf>, args: BenchArgs) -> anyhow::Result<ExitCode>
             Ok(if all { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
         BenchCommand::Drain(a) => {
-            let bytes = a.bytes.unwrap_or(if a.common.quick { 64 << 20 } else { 1 << 30 });
-            let s = speed::drain(&exe, &a.common.out, &work, bytes, a.rounds.max(1))?;
+            let s = speed::drain(&exe, &a.common.out, &work, a.bytes(), a.rounds())?;
             println!("{}", s.line());
             Ok(ExitCode::SUCCESS)
         }
@@ -243,8 +243,7 @@ pub fn bench(home: Option<PathBuf>, args: BenchArgs) -> anyhow::Result<ExitCode>
         }
         BenchCommand::Memory(a) => bench_memory(exe, work, a),
         BenchCommand::Grep(a) => {
-            let bytes = a.bytes.unwrap_or(if a.common.quick { 64 << 20 } else { 1 << 30 });
-            let s = scale::grep(&exe, &a.common.out, &work, bytes, a.rounds.max(1))?;
+            let s = scale::grep(&exe, &a.common.out, &work, a.bytes(), a.rounds())?;
             for line in s.lines() {
                 println!("{line}");
             }

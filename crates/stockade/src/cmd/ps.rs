@@ -2,9 +2,8 @@
 //! from the daemon's `list`.
 
 use std::process::ExitCode;
-use std::time::{SystemTime, UNIX_EPOCH};
 
-use comfy_table::{Cell, CellAlignment, Color, ContentArrangement, Table, presets};
+use comfy_table::{Cell, CellAlignment, Color};
 use stockade_core::answer::signal_name;
 use stockade_proto::SessionState;
 use stockade_proto::rpc::{ListParams, SessionInfo, method};
@@ -33,9 +32,7 @@ pub fn ps(global: &Global, args: PsArgs) -> anyhow::Result<ExitCode> {
     let mut text = if list.sessions.is_empty() {
         "no sessions\n".to_owned()
     } else {
-        let now_ms =
-            SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
-        table(&list.sessions, now_ms, out::colors())
+        table(&list.sessions, out::now_ms(), out::colors())
     };
     if hidden > 0 {
         text.push_str(&format!(
@@ -92,14 +89,8 @@ fn matches(f: StateFilter, state: &SessionState) -> bool {
 }
 
 fn table(sessions: &[SessionInfo], now_ms: u64, colors: bool) -> String {
-    let mut table = Table::new();
-    table.load_preset(presets::NOTHING).set_content_arrangement(ContentArrangement::Dynamic);
-    if colors {
-        table.enforce_styling();
-    } else {
-        table.force_no_tty();
-    }
-    table.set_header(["ID", "STATE", "PID", "OUTPUT", "LINES", "STARTED", "TIME", "COMMAND"]);
+    let mut table =
+        out::table(["ID", "STATE", "PID", "OUTPUT", "LINES", "STARTED", "TIME", "COMMAND"], colors);
     for s in sessions {
         let (state, color) = state_cell(&s.state);
         let mut state = Cell::new(state);
@@ -117,16 +108,7 @@ fn table(sessions: &[SessionInfo], now_ms: u64, colors: bool) -> String {
             Cell::new(command_cell(&s.command)),
         ]);
     }
-    // Flush left, two spaces between columns, like `docker ps`.
-    for column in table.column_iter_mut() {
-        column.set_padding((0, 2));
-    }
-    let mut text = String::new();
-    for line in table.lines() {
-        text.push_str(line.trim_end());
-        text.push('\n');
-    }
-    text
+    out::table_text(table)
 }
 
 /// The state as people say it, and its colour.

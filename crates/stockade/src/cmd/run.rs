@@ -13,7 +13,7 @@ use stockade_core::output::{OutputLog, ReadRequest};
 use stockade_core::process::{CgroupMode, ContainmentConfig};
 use stockade_core::{Engine, EngineConfig, RunSpec, answer};
 use stockade_proto::RunResult;
-use stockade_proto::rpc::{PtySize, Render, RunParams, StdinMode, method};
+use stockade_proto::rpc::{PtySize, RunParams, StdinMode, method};
 
 use super::Global;
 use crate::cli::{RunArgs, StdinArg};
@@ -67,18 +67,7 @@ pub fn run(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
                 ended_with_newline,
             });
         }
-        let view = session.view(&request, Render::Text)?;
-        let end = session.end();
-        anyhow::Ok(Answer::Bounded(RunResult {
-            id: session.id().to_owned(),
-            state: session.state(),
-            pid: session.pid(),
-            wall_time_ms: session.wall_time().as_millis() as u64,
-            cleanup: end.and_then(|e| e.cleanup),
-            deduplicated: false,
-            view,
-            wait: None,
-        }))
+        anyhow::Ok(Answer::Bounded(session.run_result(&request, false, None)?))
     })?;
     match result {
         Answer::Bounded(result) => print_result(&result, args.json),

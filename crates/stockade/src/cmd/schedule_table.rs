@@ -1,19 +1,17 @@
 //! `stockade schedule list` as a table: NAME, WHEN, NEXT (absolute local time), LEFT, LAST,
 //! STATE, FIRES, SKIPPED — the columns a cron or systemd-timer user looks for.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::UNIX_EPOCH;
 
-use comfy_table::{Cell, CellAlignment, ContentArrangement, Table, presets};
+use comfy_table::{Cell, CellAlignment};
 use stockade_proto::rpc::ScheduleInfo;
 
 use crate::out;
 
 pub fn table(schedules: &[ScheduleInfo]) -> String {
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
-    let mut table = Table::new();
-    table.load_preset(presets::NOTHING).set_content_arrangement(ContentArrangement::Dynamic);
-    table.force_no_tty();
-    table.set_header(["NAME", "WHEN", "NEXT", "LEFT", "LAST", "STATE", "FIRES", "SKIPPED"]);
+    let now = out::now_ms();
+    let mut table =
+        out::table(["NAME", "WHEN", "NEXT", "LEFT", "LAST", "STATE", "FIRES", "SKIPPED"], false);
     for s in schedules {
         let when = match (&s.every, &s.cron) {
             (Some(every), _) => format!("every {every}"),
@@ -52,15 +50,7 @@ pub fn table(schedules: &[ScheduleInfo]) -> String {
             Cell::new(s.skipped_overlap).set_alignment(CellAlignment::Right),
         ]);
     }
-    for column in table.column_iter_mut() {
-        column.set_padding((0, 2));
-    }
-    let mut text = String::new();
-    for line in table.lines() {
-        text.push_str(line.trim_end());
-        text.push('\n');
-    }
-    text
+    out::table_text(table)
 }
 
 /// `2026-11-23 15:10:00` in the local time zone (UTC if the zone cannot be read).

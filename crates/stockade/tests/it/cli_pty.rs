@@ -2,15 +2,12 @@
 //! and `attach` driven through a real pseudo-terminal (typing, live output, a forwarded
 //! `SIGWINCH`, Ctrl-] to detach, the terminal mode restored afterwards).
 
-use std::io::Read;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
-use std::process::{Child, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use stockade_testkit::procs::{marked_processes, session_marker};
-use stockade_testkit::{Home, PATIENCE, text};
+use stockade_testkit::pty::{Pty, PtyClient};
+use stockade_testkit::{Home, PATIENCE, child, text};
 
 fn start_pty(home: &Home, command: &str) -> (String, String) {
     let r = home.json_first(&["run", "--pty", "--bg", "--json", command]);
@@ -91,71 +88,16 @@ fn attach_refuses_without_a_terminal() {
     home.ok(&["kill", &id]);
 }
 
-/// A pseudo-terminal pair for the attach client; the master is ours.
-struct Pty {
-    master: OwnedFd,
-    slave: OwnedFd,
-}
-
-fn open_pty(rows: u16, cols: u16) -> Pty {
-    // Both ends close-on-exec from the start: the other tests of this binary spawn children (and
-    // daemons that outlive them) concurrently, and one that inherited the slave would keep the
-    // master from ever reading EIO. The attach client gets the slave through its stdio only.
-    let flags = libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC;
-    // SAFETY: open(2) of the pty multiplexer with a NUL-terminated path.
-    let master = unsafe { libc::open(c"/dev/ptmx".as_ptr(), flags) };
-    assert!(master >= 0, "open /dev/ptmx: {}", std::io::Error::last_os_error());
-    // SAFETY: open just gave us this descriptor; nobody else owns it.
-    let master = unsafe { OwnedFd::from_raw_fd(master) };
-    let mut name = [0 as libc::c_char; 128];
-    // SAFETY: grantpt, unlockpt and ptsname_r on the master we own, into a buffer of our size.
-    unsafe {
-        assert_eq!(libc::grantpt(master.as_raw_fd()), 0, "grantpt");
-        assert_eq!(libc::unlockpt(master.as_raw_fd()), 0, "unlockpt");
-        assert_eq!(libc::ptsname_r(master.as_raw_fd(), name.as_mut_ptr(), name.len()), 0);
-    }
-    // SAFETY: open(2) of the slave ptsname_r just named (NUL-terminated).
-    let slave = unsafe { libc::open(name.as_ptr(), flags) };
-    assert!(slave >= 0, "open the pty slave: {}", std::io::Error::last_os_error());
-    // SAFETY: as above.
-    let slave = unsafe { OwnedFd::from_raw_fd(slave) };
-    let ws = libc::winsize { ws_row: rows, ws_col: cols, ws_xpixel: 0, ws_ypixel: 0 };
-    // SAFETY: TIOCSWINSZ reads a winsize we own.
-    assert_eq!(unsafe { libc::ioctl(slave.as_raw_fd(), libc::TIOCSWINSZ, &ws) }, 0);
-    Pty { master, slave }
-}
-
-fn termios(fd: &OwnedFd) -> libc::termios {
-    // SAFETY: tcgetattr into a termios we own.
-    let mut t: libc::termios = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    assert_eq!(unsafe { libc::tcgetattr(fd.as_raw_fd(), &mut t) }, 0);
-    t
-}
-
-/// Kills the attach client (our own child, by pid) if the test fails before it exits.
-struct Attached(Child);
-
-impl Drop for Attached {
-    fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-}
-
 #[test]
 fn attach_through_a_real_terminal_types_resizes_and_detaches() {
     let home = Home::new();
     let (id, spool) = start_pty(&home, "bash --norc -i");
-    let pty = open_pty(30, 100);
-    let before = termios(&pty.slave);
+    let pty = Pty::with_size(30, 100);
+    let before = pty.termios();
     assert_ne!(before.c_lflag & libc::ICANON, 0);
 
     let mut cmd = home.cmd(&["attach", &id]);
-    let slave = || Stdio::from(pty.slave.try_clone().unwrap());
-    cmd.stdin(slave()).stdout(slave()).stderr(slave());
+    cmd.stdin(pty.stdio()).stdout(pty.stdio()).stderr(pty.stdio());
     // SAFETY: setsid and TIOCSCTTY on fd 0 (the slave) between fork and exec, so the attach
     // client's terminal is its controlling terminal and a resize sends it SIGWINCH.
     unsafe {
@@ -166,54 +108,24 @@ fn attach_through_a_real_terminal_types_resizes_and_detaches() {
             Ok(())
         });
     }
-    let mut attached = Attached(cmd.spawn().unwrap());
+    let mut attached = PtyClient(cmd.spawn().unwrap());
     drop(cmd); // its copies of the slave would keep the master from reading EOF
 
     // Everything the attach client writes to its terminal.
-    let screen = Arc::new(Mutex::new(Vec::<u8>::new()));
-    let reader = {
-        let screen = Arc::clone(&screen);
-        let mut master = std::fs::File::from(pty.master.try_clone().unwrap());
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            // Ends with EIO once nobody holds the slave.
-            while let Ok(n) = master.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                screen.lock().unwrap().extend_from_slice(&buf[..n]);
-            }
-        })
-    };
-    let shown = || text(&screen.lock().unwrap());
-    let wait_for = |needle: &str| {
-        let deadline = Instant::now() + PATIENCE;
-        while !shown().contains(needle) {
-            assert!(Instant::now() < deadline, "no {needle:?} on the terminal: {:?}", shown());
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    };
-    let type_keys = |keys: &[u8]| {
-        let mut master = std::fs::File::from(pty.master.try_clone().unwrap());
-        std::io::Write::write_all(&mut master, keys).unwrap();
-    };
+    let screen = pty.screen();
+    let wait_for = |needle: &str| screen.wait_for(needle);
+    let type_keys = |keys: &[u8]| pty.type_keys(keys);
 
     wait_for("Detach with Ctrl-]");
     // The client's terminal is raw while attached.
-    let deadline = Instant::now() + PATIENCE;
-    while termios(&pty.slave).c_lflag & libc::ICANON != 0 {
-        assert!(Instant::now() < deadline, "the terminal never became raw");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    pty.wait_raw();
     type_keys(b"echo att-$((2*21))\r");
     wait_for("att-42");
     // The attach client told the session its terminal's size...
     type_keys(b"stty size\r");
     wait_for("30 100");
     // ...and forwards a change (SIGWINCH → resize).
-    let ws = libc::winsize { ws_row: 35, ws_col: 110, ws_xpixel: 0, ws_ypixel: 0 };
-    // SAFETY: TIOCSWINSZ on our master with an initialised winsize.
-    assert_eq!(unsafe { libc::ioctl(pty.master.as_raw_fd(), libc::TIOCSWINSZ, &ws) }, 0);
+    pty.set_size(35, 110);
     let deadline = Instant::now() + PATIENCE;
     loop {
         let session = home.session(&id);
@@ -228,25 +140,17 @@ fn attach_through_a_real_terminal_types_resizes_and_detaches() {
 
     // Ctrl-] detaches: the client exits 0, the session keeps running.
     type_keys(&[0x1d]);
-    let deadline = Instant::now() + PATIENCE;
-    let status = loop {
-        if let Some(status) = attached.0.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "attach did not exit after Ctrl-]: {:?}", shown());
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    assert!(status.success(), "{status:?}: {:?}", shown());
+    let status = attached.wait_exit(&screen, "attach after Ctrl-]");
+    assert!(status.success(), "{status:?}: {:?}", screen.text());
     wait_for("Detached from");
-    let after = termios(&pty.slave);
+    let after = pty.termios();
     assert_eq!(after.c_lflag, before.c_lflag, "local modes restored");
     assert_eq!(after.c_iflag, before.c_iflag, "input modes restored");
     assert_eq!(after.c_oflag, before.c_oflag, "output modes restored");
     assert_eq!(home.session(&id)["state"], "running", "detaching leaves the session running");
 
-    drop(pty.slave);
-    drop(pty.master);
-    let _ = reader.join();
+    drop(pty);
+    screen.finish();
     home.ok(&["kill", &id]);
     assert!(marked_processes(&session_marker(&spool)).is_empty(), "nothing of {id} is left");
 }
@@ -256,40 +160,28 @@ fn attach_ends_with_the_session_and_restores_the_terminal_on_sigterm() {
     let home = Home::new();
     let (id, _) = start_pty(&home, "bash --norc -i");
     for ending in ["sigterm", "exit"] {
-        let pty = open_pty(24, 80);
-        let before = termios(&pty.slave);
+        let pty = Pty::with_size(24, 80);
+        let before = pty.termios();
         let mut cmd = home.cmd(&["attach", &id]);
-        let slave = || Stdio::from(pty.slave.try_clone().unwrap());
-        cmd.stdin(slave()).stdout(slave()).stderr(slave());
-        let mut attached = Attached(cmd.spawn().unwrap());
+        cmd.stdin(pty.stdio()).stdout(pty.stdio()).stderr(pty.stdio());
+        let mut attached = PtyClient(cmd.spawn().unwrap());
         drop(cmd);
-        let deadline = Instant::now() + PATIENCE;
-        while termios(&pty.slave).c_lflag & libc::ICANON != 0 {
-            assert!(Instant::now() < deadline, "the terminal never became raw");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let mut master = std::fs::File::from(pty.master.try_clone().unwrap());
+        pty.wait_raw();
         match ending {
             // SAFETY: kill(2) of the attach client, our own unreaped child.
             "sigterm" => unsafe {
                 libc::kill(attached.0.id() as i32, libc::SIGTERM);
             },
-            _ => std::io::Write::write_all(&mut master, b"exit 7\r").unwrap(),
+            _ => pty.type_keys(b"exit 7\r"),
         }
-        let deadline = Instant::now() + PATIENCE;
-        let status = loop {
-            if let Some(status) = attached.0.try_wait().unwrap() {
-                break status;
-            }
-            assert!(Instant::now() < deadline, "attach did not end on {ending}");
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        let status = child::wait_bounded(&mut attached.0, PATIENCE)
+            .unwrap_or_else(|| panic!("attach did not end on {ending}"));
         if ending == "sigterm" {
             assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{ending}");
         } else {
             assert_eq!(status.code(), Some(7), "the session's exit status: {status:?}");
         }
-        assert_eq!(termios(&pty.slave).c_lflag, before.c_lflag, "restored after {ending}");
+        assert_eq!(pty.termios().c_lflag, before.c_lflag, "restored after {ending}");
         // The session ends only when it is told to exit, not by a signal to the client.
         let expect = if ending == "sigterm" { "running" } else { "exited" };
         let deadline = Instant::now() + PATIENCE;
@@ -297,6 +189,5 @@ fn attach_ends_with_the_session_and_restores_the_terminal_on_sigterm() {
             assert!(Instant::now() < deadline, "{id} is not {expect}");
             std::thread::sleep(Duration::from_millis(20));
         }
-        drop(master);
     }
 }

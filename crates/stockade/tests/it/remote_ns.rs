@@ -8,7 +8,8 @@
 
 use std::collections::BTreeMap;
 use std::io::Read as _;
-use std::process::Stdio;
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use stockade_client::{Client, raw_bytes};
@@ -20,6 +21,42 @@ use stockade_proto::rpc::{
 use stockade_testkit::eventually;
 
 use crate::remote_support::{Ca, Root, Sandbox, deploy_python, namespaces_usable, repo_root};
+
+/// One test's remote daemons: a test CA and the sandboxes it signs, each started. The CA lives as
+/// long as this value; declare the sandboxes after it so they are torn down first.
+struct Remote {
+    ca: Ca,
+}
+
+impl Remote {
+    /// `None` (the test returns) where namespaces cannot be used here; `namespaces_usable` has
+    /// said why.
+    fn new() -> Option<Remote> {
+        namespaces_usable().then(|| Remote { ca: Ca::new() })
+    }
+
+    /// A sandbox on `root` with its daemon started.
+    fn sandbox(&self, root: Root) -> Sandbox {
+        let mut sandbox = Sandbox::new(&self.ca, root);
+        sandbox.start();
+        sandbox
+    }
+}
+
+/// `stockade --remote URL [--token-file T] [--ca-file C] ARGS` without the sandbox's own
+/// credentials (to show what a wrong or missing one says).
+fn remote_cli(url: &str, token: Option<&Path>, ca: Option<&Path>, args: &[&str]) -> Command {
+    let mut c = Command::new(stockade_testkit::stockade_bin());
+    c.arg("--remote").arg(url);
+    if let Some(token) = token {
+        c.arg("--token-file").arg(token);
+    }
+    if let Some(ca) = ca {
+        c.arg("--ca-file").arg(ca);
+    }
+    c.args(args);
+    c
+}
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -110,15 +147,11 @@ fn sleepers(client: &mut Client, count: usize) -> Vec<String> {
 
 #[test]
 fn a_fleet_of_namespaced_daemons_serves_kills_and_recovers() {
-    if !namespaces_usable() {
-        return;
-    }
+    let Some(remote) = Remote::new() else { return };
     let daemons = env_usize("STOCKADE_FLEET_DAEMONS", 8);
     let sessions = env_usize("STOCKADE_FLEET_SESSIONS", 400);
-    let ca = Ca::new();
-    let mut fleet: Vec<Sandbox> = (0..daemons).map(|_| Sandbox::new(&ca, Root::Minimal)).collect();
-    for s in &mut fleet {
-        s.start();
+    let mut fleet: Vec<Sandbox> = (0..daemons).map(|_| remote.sandbox(Root::Minimal)).collect();
+    for s in &fleet {
         // PID 1 of its namespace, as in a container.
         assert_eq!(s.processes().len(), 1, "only the daemon runs in a fresh sandbox");
     }
@@ -210,12 +243,8 @@ fn a_fleet_of_namespaced_daemons_serves_kills_and_recovers() {
 
 #[test]
 fn logs_follow_over_wss_survives_a_daemon_restart_without_losing_or_repeating_bytes() {
-    if !namespaces_usable() {
-        return;
-    }
-    let ca = Ca::new();
-    let mut sandbox = Sandbox::new(&ca, Root::Minimal);
-    sandbox.start();
+    let Some(remote) = Remote::new() else { return };
+    let mut sandbox = remote.sandbox(Root::Minimal);
     let mut client = sandbox.client();
     let id = client
         .call::<method::Run>(RunParams {
@@ -266,12 +295,8 @@ fn logs_follow_over_wss_survives_a_daemon_restart_without_losing_or_repeating_by
 
 #[test]
 fn probes_and_metrics_answer_on_the_door_and_match_stats() {
-    if !namespaces_usable() {
-        return;
-    }
-    let ca = Ca::new();
-    let mut sandbox = Sandbox::new(&ca, Root::Minimal);
-    sandbox.start();
+    let Some(remote) = Remote::new() else { return };
+    let sandbox = remote.sandbox(Root::Minimal);
     let mut client = sandbox.client();
     for k in 0..3 {
         let p = RunParams { command: format!("seq 1 {}", 1000 * (k + 1)), ..RunParams::default() };
@@ -315,13 +340,9 @@ fn probes_and_metrics_answer_on_the_door_and_match_stats() {
 
 #[test]
 fn mcp_remote_passes_the_scenarios_against_a_daemon_in_another_namespace() {
-    if !namespaces_usable() {
-        return;
-    }
-    let ca = Ca::new();
+    let Some(remote) = Remote::new() else { return };
     // The host's root: the PTY scenario runs python3 in the session.
-    let mut sandbox = Sandbox::new(&ca, Root::Host);
-    sandbox.start();
+    let sandbox = remote.sandbox(Root::Host);
     let home = stockade_testkit::Home::new();
     let url = sandbox.url();
     let token = sandbox.token_file().display().to_string();
@@ -338,13 +359,9 @@ fn mcp_remote_passes_the_scenarios_against_a_daemon_in_another_namespace() {
 
 #[test]
 fn remote_failures_are_one_plain_sentence() {
-    if !namespaces_usable() {
-        return;
-    }
-    let ca = Ca::new();
-    let mut sandbox = Sandbox::new(&ca, Root::Minimal);
-    sandbox.start();
-    let run = |c: &mut std::process::Command| {
+    let Some(remote) = Remote::new() else { return };
+    let mut sandbox = remote.sandbox(Root::Minimal);
+    let run = |c: &mut Command| {
         let out = c.output().unwrap();
         assert!(!out.status.success());
         String::from_utf8_lossy(&out.stderr).into_owned()
@@ -353,25 +370,22 @@ fn remote_failures_are_one_plain_sentence() {
     let wrong = sandbox.dir.path().join("wrong-token");
     std::fs::write(&wrong, "not-the-token\n").unwrap();
     std::fs::set_permissions(&wrong, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
-    let mut c = std::process::Command::new(stockade_testkit::stockade_bin());
-    c.arg("--remote").arg(sandbox.url()).arg("--token-file").arg(&wrong);
-    c.arg("--ca-file").arg(sandbox.ca_file()).arg("ps");
-    let err = run(&mut c);
+    let url = sandbox.url();
+    let err = run(&mut remote_cli(&url, Some(&wrong), Some(sandbox.ca_file()), &["ps"]));
     assert!(err.contains("token was not accepted"), "{err}");
     // A CA that did not sign the daemon's certificate.
-    let mut c = std::process::Command::new(stockade_testkit::stockade_bin());
-    c.arg("--remote").arg(sandbox.url()).arg("--token-file").arg(sandbox.token_file());
-    c.arg("--ca-file").arg(Ca::new().pem()).arg("ps");
-    let err = run(&mut c);
+    let other_ca = Ca::new();
+    let token = sandbox.token_file();
+    let err = run(&mut remote_cli(&url, Some(&token), Some(&other_ca.pem()), &["ps"]));
     assert!(err.contains("TLS with the daemon") && err.contains("--ca-file"), "{err}");
+    // The other CA's file is read: it is the signature that fails, not the file.
+    assert!(!err.contains("cannot read the CA file"), "{err}");
     // No daemon there any more.
     sandbox.sigkill();
     let err = run(&mut sandbox.cli(&["ps"]));
     assert!(err.contains("cannot reach the daemon at wss://"), "{err}");
     // --remote without a token.
-    let mut c = std::process::Command::new(stockade_testkit::stockade_bin());
-    c.env_remove("STOCKADE_TOKEN_FILE").arg("--remote").arg(sandbox.url()).arg("ps");
-    let err = run(&mut c);
+    let err = run(remote_cli(&url, None, None, &["ps"]).env_remove("STOCKADE_TOKEN_FILE"));
     assert!(err.contains("needs the door's token"), "{err}");
 }
 
@@ -390,12 +404,8 @@ fn a_clear_text_door_off_loopback_is_refused_unless_asked_for() {
 
 #[test]
 fn every_cli_command_drives_a_remote_daemon() {
-    if !namespaces_usable() {
-        return;
-    }
-    let ca = Ca::new();
-    let mut sandbox = Sandbox::new(&ca, Root::Minimal);
-    sandbox.start();
+    let Some(remote) = Remote::new() else { return };
+    let sandbox = remote.sandbox(Root::Minimal);
     let ok = |args: &[&str]| {
         let out = sandbox.cli(args).output().unwrap();
         let (stdout, stderr) =

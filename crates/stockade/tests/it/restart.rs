@@ -3,8 +3,9 @@
 //! SIGKILLed daemon stays a zombie until its real parent reaps it, and the next `ps` recovers
 //! its sessions all the same; history survives `daemon stop` and a crash, listed exactly once;
 //! a foreground `stockade run` is listed while it runs and after, and its tree dies within
-//! seconds when it is SIGKILLed; `daemon stop` names what it terminated; failed spawns leave
-//! no directory `list` does not show; an error after the spawn leaves no process.
+//! seconds when it is SIGKILLed, and `ps` right after one ends shows it ended; `daemon stop`
+//! names what it terminated; failed spawns leave no directory `list` does not show; an error
+//! after the spawn leaves no process.
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -223,6 +224,28 @@ fn history_survives_stop_and_crash_and_foreground_runs_are_listed_while_they_run
     numbers.dedup();
     assert_eq!(numbers.len(), 3);
     assert!(numbers.windows(2).all(|w| w[0] < w[1]), "{numbers:?}");
+}
+
+#[test]
+fn ps_right_after_a_foreground_run_lists_it_finished() {
+    let home = Home::new();
+    let mut markers = Markers::default();
+    markers.home(home.path());
+    home.ok(&["daemon", "start"]);
+    markers.daemon(home.daemon_pid().unwrap());
+    // Runs and `ps` calls close together: most calls fall within the last look's freshness
+    // window, so a `list` that skipped its look wrongly would show a stale or missing run.
+    for k in 0..6 {
+        let command = format!("echo fg-{k}; exit {k}");
+        let out = home.run(&["run", &command]);
+        assert_eq!(out.status.code(), Some(k), "{}", stockade_testkit::text(&out.stderr));
+        for _ in 0..2 {
+            let list = ps(&home);
+            let s = list.iter().find(|s| s["command"] == command.as_str());
+            let s = s.unwrap_or_else(|| panic!("{command:?} is not listed: {list:?}"));
+            assert_eq!((s["state"].as_str(), s["code"].as_i64()), (Some("exited"), Some(k as i64)));
+        }
+    }
 }
 
 #[test]
