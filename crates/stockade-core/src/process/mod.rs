@@ -42,6 +42,7 @@
 //! belong to the session (seen in its cgroup, process group or marker scan).
 
 mod cgroup;
+mod clone3;
 mod containment;
 mod input;
 mod marker;
@@ -52,6 +53,7 @@ mod spawn;
 mod terminate;
 mod tree;
 
+pub use clone3::status as spawn_method;
 pub(crate) use containment::instance_cgroup_pid;
 pub use containment::{CgroupMode, Containment, ContainmentConfig, ContainmentInfo};
 pub(crate) use input::write_input_async;
