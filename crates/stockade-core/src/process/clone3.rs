@@ -384,3 +384,25 @@ pub(super) fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
     }
     Ok(rustix::io::fcntl_dupfd_cloexec(&fd, 3)?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolves_like_execvp() {
+        let env = vec![(OsString::from("PATH"), OsString::from("/nonexistent:/bin:/usr/bin"))];
+        let sh = resolve(OsStr::new("sh"), &env).unwrap();
+        assert!(sh.is_absolute() && sh.ends_with("sh"), "{sh:?}");
+        let err = resolve(OsStr::new("no-such-program-here"), &env).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ENOENT));
+        // With a slash it is taken as given (exec reports what is wrong with it).
+        assert_eq!(resolve(OsStr::new("./x"), &env).unwrap(), Path::new("./x"));
+    }
+
+    #[test]
+    fn status_names_the_spawn() {
+        let s = status();
+        assert!(s.starts_with("clone3") || s.starts_with("fork + pre_exec"), "{s}");
+    }
+}
