@@ -56,8 +56,17 @@ static STATE: AtomicI32 = AtomicI32::new(0);
 
 /// Whether to try `clone3` (not known to be unavailable, and built for this architecture).
 pub(super) fn may_work() -> bool {
+    #[cfg(feature = "test-hooks")]
+    if std::env::var_os(FORCE_FORK_ENV).is_some() {
+        return false;
+    }
     cfg!(target_arch = "x86_64") && STATE.load(Ordering::Relaxed) >= 0
 }
+
+/// Test hook (feature `test-hooks` only): set, every spawn takes the fork path, as where
+/// `clone3` is refused.
+#[cfg(feature = "test-hooks")]
+pub const FORCE_FORK_ENV: &str = "STOCKADE_TEST_SPAWN_FORK";
 
 /// Which spawn the engine uses, in one sentence for `stockade doctor`.
 pub fn status() -> String {
