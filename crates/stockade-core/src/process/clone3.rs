@@ -339,7 +339,7 @@ extern "C" fn child_main(arg: *mut c_void) -> ! {
         };
         // Caught signals get their default action back (the handlers are the daemon's) and
         // SIGPIPE, which the daemon ignores, too; the mask is emptied below.
-        for sig in 1..libc::SIGRTMAX() {
+        for sig in 1..=libc::SIGRTMAX() {
             if sig == libc::SIGKILL || sig == libc::SIGSTOP {
                 continue;
             }
