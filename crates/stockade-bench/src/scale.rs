@@ -17,7 +17,7 @@ use stockade_proto::SessionState;
 use stockade_proto::rpc::{GrepParams, KillParams, ListParams, RunParams, method};
 
 use crate::daemon::Daemon;
-use crate::{BenchError, Result, mib};
+use crate::{BenchError, MIB, Result, mib};
 
 /// Goal for grep: at least half of ripgrep's speed on the same file (README.md, "Results").
 pub const GREP_GOAL: f64 = 0.5;
@@ -98,6 +98,9 @@ pub fn grep(exe: &Path, out: &Path, work: &Path, bytes: u64, rounds: usize) -> R
     let run = RunParams {
         command: format!("seq 1 {n}"),
         yield_ms: Some(3_600_000),
+        // `seq` prints a little more than `bytes` (9 per line is the floor); the default disk
+        // cap (1 GiB) would end the 1 GiB case early.
+        disk_cap: Some(bytes + bytes / 4 + 64 * MIB),
         ..RunParams::default()
     };
     let res = client.call::<method::Run>(run)?;

@@ -45,6 +45,12 @@ pub struct SpeedSummary {
     pub goal: f64,
     /// Daemon peak RSS over the bench, MiB.
     pub daemon_peak_rss_mib: f64,
+    /// 90th percentile seconds through the daemon (spawn only).
+    #[serde(default)]
+    pub stockade_p90_s: f64,
+    /// 90th percentile seconds for the direct equivalent (spawn only).
+    #[serde(default)]
+    pub direct_p90_s: f64,
 }
 
 impl SpeedSummary {
@@ -63,9 +69,11 @@ impl SpeedSummary {
                 self.daemon_peak_rss_mib
             ),
             _ => format!(
-                "spawn: `run true` round trip {:.2} ms vs fork+exec+wait of /bin/sh -c true {:.2} ms (medians of {}) → {:.2}× ({verdict} the ≤ {:.0}× goal)",
+                "spawn: `run true` round trip p50 {:.2} ms (p90 {:.2}) vs fork+exec+wait of /bin/sh -c true p50 {:.2} ms (p90 {:.2}) over {} rounds → {:.2}× ({verdict} the ≤ {:.0}× goal)",
                 self.stockade_s * 1000.0,
+                self.stockade_p90_s * 1000.0,
                 self.direct_s * 1000.0,
+                self.direct_p90_s * 1000.0,
                 self.rounds,
                 self.ratio,
                 self.goal
@@ -169,6 +177,7 @@ pub fn drain(
         ratio: s / d,
         goal: DRAIN_GOAL,
         daemon_peak_rss_mib: peak,
+        ..SpeedSummary::default()
     };
     write_jsonl(&out.join("drain.jsonl"), &rows)?;
     append_summary(out, &summary)?;
@@ -216,12 +225,12 @@ pub fn spawn(exe: &Path, out: &Path, work: &Path, rounds: usize) -> Result<Speed
     let peak = stockade_procfs::rss_and_peak(Some(daemon.pid())).map_or(0.0, |(_, p)| mib(p));
     drop(client);
     daemon.shutdown();
-    let median = |f: fn(&Round) -> f64| {
+    let pct = |f: fn(&Round) -> f64, p: usize| {
         let mut v: Vec<f64> = rows.iter().map(f).collect();
         v.sort_by(f64::total_cmp);
-        v.get(v.len() / 2).copied().unwrap_or(0.0)
+        v.get(v.len() * p / 100).copied().unwrap_or(0.0)
     };
-    let (s, d) = (median(|r| r.stockade_s), median(|r| r.direct_s));
+    let (s, d) = (pct(|r| r.stockade_s, 50), pct(|r| r.direct_s, 50));
     let summary = SpeedSummary {
         bench: "spawn".into(),
         bytes: 0,
@@ -231,6 +240,8 @@ pub fn spawn(exe: &Path, out: &Path, work: &Path, rounds: usize) -> Result<Speed
         ratio: if d > 0.0 { s / d } else { 0.0 },
         goal: SPAWN_GOAL,
         daemon_peak_rss_mib: peak,
+        stockade_p90_s: pct(|r| r.stockade_s, 90),
+        direct_p90_s: pct(|r| r.direct_s, 90),
     };
     write_jsonl(&out.join("spawn.jsonl"), &rows)?;
     append_summary(out, &summary)?;

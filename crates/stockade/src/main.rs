@@ -37,10 +37,14 @@ static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// jemalloc's options, read once at start-up. A background thread returns freed pages to the OS
 /// within about a second, so transient buffers (a 1 MiB read answer, base64, JSON) do not linger
-/// in the daemon's RSS; two arenas per CPU is plenty for a daemon that mostly waits.
+/// in the daemon's RSS; two arenas per CPU is plenty for a daemon that mostly waits, and one
+/// background thread purges them all (jemalloc would start one per arena: stacks an idle daemon
+/// does not need).
 #[unsafe(export_name = "_rjem_malloc_conf")]
-static MALLOC_CONF: MallocConf =
-    MallocConf(c"background_thread:true,dirty_decay_ms:0,muzzy_decay_ms:0,narenas:4".as_ptr());
+static MALLOC_CONF: MallocConf = MallocConf(
+    c"background_thread:true,max_background_threads:1,dirty_decay_ms:0,muzzy_decay_ms:0,narenas:4"
+        .as_ptr(),
+);
 
 /// A C string pointer jemalloc reads at start-up.
 #[repr(transparent)]

@@ -6,7 +6,10 @@
 //! * **Spawn** ([`spawn`]): every command runs in its own session and process group (`setsid` in
 //!   the child), carries the environment marker `STOCKADE_SESSION=<instance>:<id>` (inherited by
 //!   every descendant that does not scrub its environment), and — when cgroup containment is on —
-//!   is placed in its own cgroup v2 *before* `exec`, so not even its first fork escapes.
+//!   is placed in its own cgroup v2 *before* `exec`, so not even its first fork escapes. On
+//!   Linux x86_64 one `clone3` does it all (`clone3.rs`: the child shares the daemon's memory
+//!   until `exec`, the kernel places it in the cgroup and returns its pidfd); where `clone3` is
+//!   refused, a fork with `pre_exec` does the same steps.
 //! * **Containment** ([`Containment::detect`]): chosen once at start-up, strongest first.
 //!   1. *cgroup v2*: one child cgroup per session under the daemon's own cgroup (or a configured
 //!      parent), killed with `cgroup.kill`; nothing can leave it by `setsid` or double-forking.
@@ -42,6 +45,7 @@
 //! belong to the session (seen in its cgroup, process group or marker scan).
 
 mod cgroup;
+mod clone3;
 mod containment;
 mod input;
 mod marker;
@@ -52,6 +56,7 @@ mod spawn;
 mod terminate;
 mod tree;
 
+pub use clone3::status as spawn_method;
 pub(crate) use containment::instance_cgroup_pid;
 pub use containment::{CgroupMode, Containment, ContainmentConfig, ContainmentInfo};
 pub(crate) use input::write_input_async;

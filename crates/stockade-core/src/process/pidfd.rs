@@ -87,6 +87,11 @@ impl PidFd {
         }
     }
 
+    /// Wraps a pidfd the kernel handed back with the child (`CLONE_PIDFD`): our unreaped child.
+    pub(crate) fn from_child(pid: u32, fd: OwnedFd) -> PidFd {
+        PidFd { pid, fd: RwLock::new(Some(fd)) }
+    }
+
     /// Opens a pidfd for the process identified by `pid` *and* `start_time`: open first, then
     /// re-check the start time, then confirm the pidfd's process has not exited. If it has not
     /// exited, the pid could not have been recycled in between, so the start time read was its own.

@@ -11,6 +11,7 @@ use stockade_proto::rpc::PtySize;
 
 use super::MARKER_ENV;
 use super::cgroup;
+use super::clone3::{self, Outcome, Plan};
 use super::containment::Containment;
 use super::marker::SessionMarker;
 use super::pidfd::PidFd;
@@ -230,6 +231,15 @@ fn spawn_in(
     containment: &Containment,
     cgroup_dir: Option<PathBuf>,
 ) -> Result<SpawnedTree, SpawnError> {
+    let pair = pty_size.map(pty::open_pair).transpose()?;
+    if let Some(started) = spawn_fast(&spec, pair.as_ref(), cgroup_dir.as_deref())? {
+        let (pid, pidfd, stdin, stdout, stderr) = started;
+        // The child holds the slave now; ours would keep the master from ever reading EOF.
+        let pty_master = pair.map(|p| p.master);
+        let root = PidFd::from_child(pid, pidfd);
+        let tree = ProcessTree::new_spawned(root, spec.marker, cgroup_dir, containment.clone());
+        return Ok(SpawnedTree { tree, stdin, stdout, stderr, pty_master });
+    }
     let placement = match &cgroup_dir {
         Some(dir) => Some(
             cgroup::open_procs_for_placement(dir)
@@ -237,7 +247,6 @@ fn spawn_in(
         ),
         None => None,
     };
-    let pair = pty_size.map(pty::open_pair).transpose()?;
     let (stage_read, stage_write) = rustix::pipe::pipe_with(
         rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK,
     )
@@ -271,10 +280,9 @@ fn spawn_in(
     let controlling_tty = pair.is_some();
 
     let stage_fd = stage_write.as_raw_fd();
-    // The daemon raised its own open-file limit; the command gets the user's back.
-    let nofile = crate::fd_budget::child_nofile_limit().map(|soft| {
-        let hard = rustix::process::getrlimit(rustix::process::Resource::Nofile).maximum;
-        rustix::process::Rlimit { current: Some(soft), maximum: hard }
+    let nofile = child_nofile().map(|(soft, hard)| rustix::process::Rlimit {
+        current: Some(soft),
+        maximum: (hard != libc::RLIM_INFINITY).then_some(hard),
     });
     let procs_fd = placement.as_ref().map(AsRawFd::as_raw_fd);
     // SAFETY: the closure runs between fork and exec and calls only async-signal-safe functions
@@ -349,4 +357,125 @@ fn spawn_in(
 
     let tree = ProcessTree::new_spawned(pidfd, spec.marker, cgroup_dir, containment.clone());
     Ok(SpawnedTree { tree, stdin, stdout, stderr, pty_master })
+}
+
+/// The open-file limit a command gets (soft, hard): the daemon raised its own, the command gets
+/// the user's back. `None` when the daemon did not raise it.
+fn child_nofile() -> Option<(u64, u64)> {
+    crate::fd_budget::child_nofile_limit().map(|soft| {
+        let hard = rustix::process::getrlimit(rustix::process::Resource::Nofile).maximum;
+        (soft, hard.unwrap_or(libc::RLIM_INFINITY))
+    })
+}
+
+/// The parent's ends of a fast spawn: pid, pidfd, stdin, stdout, stderr.
+type FastSpawn = (u32, OwnedFd, Option<OwnedFd>, Option<OwnedFd>, Option<OwnedFd>);
+
+/// The `clone3` spawn (`process/clone3.rs`); `Ok(None)` where it is unavailable, so the caller
+/// forks instead. Same guarantees as the fork path: own session, cgroup before exec, marker,
+/// stdio, controlling terminal, signals reset, the user's open-file limit.
+fn spawn_fast(
+    spec: &SpawnSpec,
+    pair: Option<&pty::PtyPair>,
+    cgroup_dir: Option<&std::path::Path>,
+) -> Result<Option<FastSpawn>, SpawnError> {
+    if !clone3::may_work() {
+        return Ok(None);
+    }
+    let dup = |fd: &OwnedFd| fd.try_clone().and_then(clone3::above_stdio).map_err(SpawnError::Pipe);
+    let null = || -> Result<OwnedFd, SpawnError> {
+        let f = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null");
+        clone3::above_stdio(f.map_err(SpawnError::Pipe)?.into()).map_err(SpawnError::Pipe)
+    };
+    let pipe = || -> Result<(OwnedFd, OwnedFd), SpawnError> {
+        let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+            .map_err(|e| SpawnError::Pipe(e.into()))?;
+        Ok((
+            clone3::above_stdio(r).map_err(SpawnError::Pipe)?,
+            clone3::above_stdio(w).map_err(SpawnError::Pipe)?,
+        ))
+    };
+    // The child's ends (closed here once it has exec'd) and the parent's.
+    let mut child_ends: Vec<OwnedFd> = Vec::new();
+    let mut ours: [Option<OwnedFd>; 3] = [None, None, None];
+    let mut raw = [-1; 3];
+    match pair {
+        Some(pair) => {
+            let slave = dup(&pair.slave)?;
+            raw = [slave.as_raw_fd(); 3];
+            child_ends.push(slave);
+        }
+        None => {
+            for (i, s) in [&spec.stdin, &spec.stdout, &spec.stderr].into_iter().enumerate() {
+                let fd = match s {
+                    StdioSpec::Null => null()?,
+                    StdioSpec::Fd(fd) => dup(fd)?,
+                    StdioSpec::Pipe => {
+                        let (r, w) = pipe()?;
+                        let (child, parent) = if i == 0 { (r, w) } else { (w, r) };
+                        ours[i] = Some(parent);
+                        child
+                    }
+                };
+                raw[i] = fd.as_raw_fd();
+                child_ends.push(fd);
+            }
+        }
+    }
+    let mut env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+    let mut set = |k: OsString, v: OsString| match env.iter_mut().find(|(key, _)| *key == k) {
+        Some(slot) => slot.1 = v,
+        None => env.push((k, v)),
+    };
+    if pair.is_some() && !spec.env.iter().any(|(k, _)| k == "TERM") {
+        set("TERM".into(), DEFAULT_TERM.into());
+    }
+    for (k, v) in &spec.env {
+        set(k.clone(), v.clone());
+    }
+    set(MARKER_ENV.into(), spec.marker.value().into());
+    let exec_error = |source| SpawnError::Exec { program: spec.program.clone(), source };
+    let plan = Plan::new(
+        &spec.program,
+        &spec.args,
+        env,
+        spec.cwd.as_deref(),
+        raw,
+        pair.is_some(),
+        child_nofile(),
+    )
+    .map_err(exec_error)?;
+    let cgroup_fd = match cgroup_dir {
+        Some(dir) => Some(
+            std::fs::File::open(dir)
+                .map(OwnedFd::from)
+                .map_err(|source| SpawnError::CgroupPlacement { path: dir.to_owned(), source })?,
+        ),
+        None => None,
+    };
+    let outcome = clone3::spawn(&plan, cgroup_fd.as_ref());
+    drop(child_ends);
+    match outcome {
+        Outcome::Unavailable => Ok(None),
+        Outcome::Started { pid, pidfd } => {
+            let [stdin, stdout, stderr] = ours;
+            Ok(Some((pid, pidfd, stdin, stdout, stderr)))
+        }
+        Outcome::Refused(source) => Err(match (cgroup_dir, source.raw_os_error()) {
+            (Some(dir), Some(libc::EBUSY | libc::EOPNOTSUPP | libc::EACCES | libc::ENOENT)) => {
+                SpawnError::CgroupPlacement { path: dir.to_owned(), source }
+            }
+            _ => exec_error(source),
+        }),
+        Outcome::Failed { step, error } => Err(match step {
+            clone3::STEP_SETSID => SpawnError::Setsid(error),
+            clone3::STEP_CTTY => SpawnError::ControllingTerminal(error),
+            clone3::STEP_STDIO => SpawnError::Pipe(error),
+            clone3::STEP_CWD => SpawnError::Cwd {
+                path: spec.cwd.clone().unwrap_or_default(),
+                reason: error.to_string(),
+            },
+            _ => exec_error(error),
+        }),
+    }
 }
