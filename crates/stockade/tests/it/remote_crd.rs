@@ -10,12 +10,12 @@
 //! registry ships it, so these tests are `#[ignore]`d with that reason and run on demand with
 //! `STOCKADE_AGENT_SANDBOX_CRD=FILE cargo test -p stockade --test it -- --ignored remote_crd`.
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use stockade_testkit::cannot_run;
 
-use crate::remote_support::{deploy_python, repo_root};
+use crate::remote_support::{broken_deploy, repo_root, validate_deploy};
 
 /// The CRD's file name in the agent-sandbox repository (`k8s/crds/`).
 const CRD_FILE: &str = "extensions.agents.x-k8s.io_sandboxtemplates.yaml";
@@ -41,33 +41,12 @@ fn crd() -> Option<PathBuf> {
 }
 
 fn validate(crd: &Path, dir: &Path) -> (bool, String) {
-    let out = Command::new(deploy_python())
-        .arg(repo_root().join("tests/deploy/validate.py"))
-        .arg("--crd")
-        .arg(crd)
-        .arg(dir)
-        .output()
-        .unwrap();
-    let text =
-        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    (out.status.success(), text)
+    validate_deploy(&[OsStr::new("--crd"), crd.as_os_str()], dir)
 }
 
 /// A copy of `deploy/` whose SandboxTemplate has `from` replaced by `to`.
 fn broken_template(from: &str, to: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    for sub in ["kubernetes", "agent-sandbox"] {
-        std::fs::create_dir_all(dir.path().join(sub)).unwrap();
-        for entry in std::fs::read_dir(repo_root().join("deploy").join(sub)).unwrap() {
-            let entry = entry.unwrap();
-            std::fs::copy(entry.path(), dir.path().join(sub).join(entry.file_name())).unwrap();
-        }
-    }
-    let path = dir.path().join("agent-sandbox/sandboxtemplate.yaml");
-    let text = std::fs::read_to_string(&path).unwrap();
-    assert!(text.contains(from), "the template has no {from:?}");
-    std::fs::write(&path, text.replacen(from, to, 1)).unwrap();
-    dir
+    broken_deploy("agent-sandbox/sandboxtemplate.yaml", from, to)
 }
 
 #[test]

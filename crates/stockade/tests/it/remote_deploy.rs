@@ -4,36 +4,11 @@
 //! Broken copies are refused, so the check is not vacuous.
 
 use std::path::Path;
-use std::process::Command;
 
-use crate::remote_support::{deploy_python, repo_root};
+use crate::remote_support::{broken_deploy as broken, repo_root, validate_deploy};
 
 fn validate(dir: &Path) -> (bool, String) {
-    let out = Command::new(deploy_python())
-        .arg(repo_root().join("tests/deploy/validate.py"))
-        .arg(dir)
-        .output()
-        .unwrap();
-    let text =
-        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    (out.status.success(), text)
-}
-
-/// A copy of `deploy/` with `from` replaced by `to` in `file`.
-fn broken(file: &str, from: &str, to: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    for sub in ["kubernetes", "agent-sandbox"] {
-        std::fs::create_dir_all(dir.path().join(sub)).unwrap();
-        for entry in std::fs::read_dir(repo_root().join("deploy").join(sub)).unwrap() {
-            let entry = entry.unwrap();
-            std::fs::copy(entry.path(), dir.path().join(sub).join(entry.file_name())).unwrap();
-        }
-    }
-    let path = dir.path().join(file);
-    let text = std::fs::read_to_string(&path).unwrap();
-    assert!(text.contains(from), "{file} has no {from:?}");
-    std::fs::write(&path, text.replacen(from, to, 1)).unwrap();
-    dir
+    validate_deploy(&[], dir)
 }
 
 #[test]

@@ -374,3 +374,34 @@ impl Drop for Sandbox {
         let _ = sh(Command::new("ip").args(["link", "del", &self.host_if]));
     }
 }
+
+/// Runs `tests/deploy/validate.py` (with `extra` arguments, e.g. `--crd FILE`) on a `deploy/`
+/// directory: whether it passed, and everything it printed.
+pub fn validate_deploy(extra: &[&std::ffi::OsStr], dir: &Path) -> (bool, String) {
+    let out = Command::new(deploy_python())
+        .arg(repo_root().join("tests/deploy/validate.py"))
+        .args(extra)
+        .arg(dir)
+        .output()
+        .unwrap();
+    let text =
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), text)
+}
+
+/// A copy of `deploy/` with `from` replaced by `to` (once) in `file`.
+pub fn broken_deploy(file: &str, from: &str, to: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for sub in ["kubernetes", "agent-sandbox"] {
+        std::fs::create_dir_all(dir.path().join(sub)).unwrap();
+        for entry in std::fs::read_dir(repo_root().join("deploy").join(sub)).unwrap() {
+            let entry = entry.unwrap();
+            std::fs::copy(entry.path(), dir.path().join(sub).join(entry.file_name())).unwrap();
+        }
+    }
+    let path = dir.path().join(file);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains(from), "{file} has no {from:?}");
+    std::fs::write(&path, text.replacen(from, to, 1)).unwrap();
+    dir
+}
