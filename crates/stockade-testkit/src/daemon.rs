@@ -28,7 +28,29 @@ pub struct DaemonProc {
     _tmp: Option<tempfile::TempDir>,
 }
 
+/// Writes `token` (and a newline) to `<dir>/token` with mode 0600, as the doors require of a
+/// token file, and returns its path.
+pub fn owner_token_file(dir: &Path, token: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
+    let path = dir.join("token");
+    std::fs::write(&path, format!("{token}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    path
+}
+
 impl DaemonProc {
+    /// The WebSocket door's address, from the readiness line (`… on ws://ADDR …`).
+    pub fn ws_addr(&self) -> std::net::SocketAddr {
+        let ready = self.stderr.lock().unwrap().clone();
+        ready
+            .split("ws://")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .expect("the ready line names the WebSocket address")
+            .parse()
+            .unwrap()
+    }
+
     /// Starts a daemon on a fresh temporary home.
     pub fn start(extra: &[&str]) -> DaemonProc {
         let tmp = tempfile::tempdir().unwrap();

@@ -25,7 +25,7 @@ pub mod rpc;
 pub mod wait;
 pub mod ws;
 
-pub use daemon::DaemonProc;
+pub use daemon::{DaemonProc, owner_token_file};
 #[cfg(feature = "daemon")]
 pub use fixture::Fixture;
 pub use home::Home;

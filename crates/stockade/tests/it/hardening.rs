@@ -7,13 +7,12 @@
 
 use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};
-use std::os::unix::fs::PermissionsExt as _;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::json;
 use stockade_proto::rpc::code;
-use stockade_testkit::{DaemonProc, Home, text};
+use stockade_testkit::{DaemonProc, Home, owner_token_file, text};
 
 #[test]
 fn a_request_over_the_limit_is_named_not_an_invalid_answer() {
@@ -212,18 +211,9 @@ fn ws_401_body(addr: SocketAddr, authorization: Option<&str>) -> String {
 #[test]
 fn the_websocket_401_says_whether_the_token_was_missing_or_wrong() {
     let tmp = tempfile::tempdir().unwrap();
-    let file = tmp.path().join("token");
-    std::fs::write(&file, "hardening-test-token-0123\n").unwrap();
-    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let file = owner_token_file(tmp.path(), "hardening-test-token-0123");
     let d = DaemonProc::start(&["--ws", "127.0.0.1:0", "--token-file", file.to_str().unwrap()]);
-    let ready = d.stderr.lock().unwrap().clone();
-    let addr: SocketAddr = ready
-        .split("ws://")
-        .nth(1)
-        .and_then(|r| r.split_whitespace().next())
-        .unwrap()
-        .parse()
-        .unwrap();
+    let addr = d.ws_addr();
     assert!(ws_401_body(addr, None).contains("a token is required"));
     let wrong = ws_401_body(addr, Some("Bearer not-the-token-at-all"));
     assert!(wrong.contains("the token is wrong"), "{wrong}");

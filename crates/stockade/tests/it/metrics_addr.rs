@@ -6,22 +6,18 @@
 
 use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};
-use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use stockade_testkit::DaemonProc;
+use stockade_testkit::{DaemonProc, owner_token_file};
 
 use crate::remote_support::{Ca, deploy_python, repo_root};
 
 const TOKEN: &str = "metrics-test-token-9e2b";
 
 fn token_file(dir: &Path) -> PathBuf {
-    let path = dir.join("token");
-    std::fs::write(&path, format!("{TOKEN}\n")).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
-    path
+    owner_token_file(dir, TOKEN)
 }
 
 /// The metrics address from the readiness line, and what it says about the token.

@@ -6,7 +6,6 @@
 //! Each attempt is a `touch` of a marker in a directory everyone may write: had any door let
 //! `nobody` in, the marker would exist.
 
-use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -14,7 +13,9 @@ use std::time::Duration;
 
 use stockade_testkit::child::{STOP_TIMEOUT, wait_bounded};
 use stockade_testkit::mcp::HttpServer;
-use stockade_testkit::{DaemonProc, Home, PATIENCE, cannot_run, eventually, stockade_bin, text};
+use stockade_testkit::{
+    DaemonProc, Home, PATIENCE, cannot_run, eventually, owner_token_file, stockade_bin, text,
+};
 
 const NOBODY: u32 = 65534;
 const TOKEN: &str = "security-test-token-7d1e0c55";
@@ -109,12 +110,10 @@ fn nobody_cannot_run_a_command_through_mcp_http_or_the_websocket_door() {
 
     // The WebSocket door: the token file is the owner's alone.
     let tmp = tempfile::tempdir().unwrap();
-    let file = tmp.path().join("token");
-    std::fs::write(&file, format!("{TOKEN}\n")).unwrap();
-    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let file = owner_token_file(tmp.path(), TOKEN);
     let daemon =
         DaemonProc::start(&["--ws", "127.0.0.1:0", "--token-file", file.to_str().unwrap()]);
-    let addr = ws_addr(&daemon);
+    let addr = daemon.ws_addr();
     let cat = output(&mut as_nobody(Path::new("/bin/cat"), &[file.to_str().unwrap()]));
     assert!(!cat.status.success(), "nobody read the WebSocket token");
     let upgrade = [
@@ -229,15 +228,4 @@ fn a_home_nobody_pre_created_is_refused_and_their_daemon_gets_nothing() {
     assert!(text(&out.stdout).contains(&format!("uid {NOBODY}")), "{}", text(&out.stdout));
     // Nothing of ours runs there.
     assert_eq!(stockade_client::daemon_pid(&home).filter(|p| stockade_client::pid_alive(*p)), None);
-}
-
-fn ws_addr(daemon: &DaemonProc) -> SocketAddr {
-    let ready = daemon.stderr.lock().unwrap().clone();
-    ready
-        .split("ws://")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .expect("the ready line names the WebSocket address")
-        .parse()
-        .unwrap()
 }

@@ -3,7 +3,7 @@
 //! use) and nothing is left behind; with a good token file the ready line names the WebSocket
 //! address, an upgrade without the token gets 401, one with it gets answers, and SIGTERM ends it.
 
-use std::net::{SocketAddr, TcpStream};
+use std::net::TcpStream;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -93,13 +93,7 @@ fn the_door_answers_with_the_token_and_refuses_without_it() {
     let ready = daemon.stderr.lock().unwrap().clone();
     assert!(ready.contains("(token required)"), "{ready}");
     assert!(!ready.contains(TOKEN), "the token is never printed: {ready}");
-    let addr: SocketAddr = ready
-        .split("ws://")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .expect("the ready line names the WebSocket address")
-        .parse()
-        .unwrap();
+    let addr = daemon.ws_addr();
     assert!(addr.ip().is_loopback());
 
     assert_eq!(ws::refused_status(addr, None), 401);

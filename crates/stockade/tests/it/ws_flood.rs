@@ -5,16 +5,15 @@
 //! their own small cap and deadline; see `crates/stockade-daemon/src/admission.rs`).
 
 use std::io::Write as _;
-use std::net::{SocketAddr, TcpStream};
+use std::net::TcpStream;
 use std::os::fd::AsRawFd as _;
-use std::os::unix::fs::PermissionsExt as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use stockade_daemon::PENDING_CAP;
-use stockade_testkit::DaemonProc;
 use stockade_testkit::ws::{self, WsRpc};
+use stockade_testkit::{DaemonProc, owner_token_file};
 
 const TOKEN: &str = "flood-test-token-0123456789";
 const IDLE: usize = 600;
@@ -45,19 +44,10 @@ fn reset(stream: TcpStream) {
 #[test]
 fn idle_and_short_lived_connections_starve_no_one() {
     let tmp = tempfile::tempdir().unwrap();
-    let file = tmp.path().join("token");
-    std::fs::write(&file, format!("{TOKEN}\n")).unwrap();
-    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let file = owner_token_file(tmp.path(), TOKEN);
     let daemon =
         DaemonProc::start(&["--ws", "127.0.0.1:0", "--token-file", file.to_str().unwrap()]);
-    let ready = daemon.stderr.lock().unwrap().clone();
-    let addr: SocketAddr = ready
-        .split("ws://")
-        .nth(1)
-        .and_then(|r| r.split_whitespace().next())
-        .unwrap()
-        .parse()
-        .unwrap();
+    let addr = daemon.ws_addr();
     let baseline = open_fds(daemon.pid);
     let done = Arc::new(AtomicBool::new(false));
 
