@@ -232,6 +232,16 @@ impl Engine {
         })
     }
 
+    /// This instance's directory. Made (and probed for writing) in [`Engine::new`]; per run only
+    /// looked at, and made again should something have removed it.
+    fn instance_dir(&self) -> Result<PathBuf, EngineError> {
+        let dir = self.config.state_dir.spool_root().join(&self.config.instance);
+        match std::fs::symlink_metadata(&dir) {
+            Ok(meta) if meta.is_dir() => Ok(dir),
+            _ => Ok(self.config.state_dir.instance_dir(&self.config.instance)?),
+        }
+    }
+
     fn registry(&self) -> MutexGuard<'_, Registry> {
         self.registry.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -298,8 +308,10 @@ impl Engine {
         {
             return Ok(Started { session, deduplicated: true });
         }
-        let session = self.spawn_session(spec)?;
+        // Prune before the new session's directory exists, so the finished sessions kept and the
+        // directories on disk stay within `max_finished` plus the runs in flight.
         self.prune_finished();
+        let session = self.spawn_session(spec)?;
         Ok(Started { session, deduplicated: false })
     }
 
@@ -386,7 +398,7 @@ impl Engine {
         validate_text(&spec)?;
         let admission = self.admit(retained_cap, disk_cap)?;
         let id = self.config.state_dir.allocate_id()?;
-        let dir = self.config.state_dir.instance_dir(&self.config.instance)?.join(&id);
+        let dir = self.instance_dir()?.join(&id);
         let output = OutputConfig {
             retained_cap,
             disk_cap,

@@ -103,10 +103,11 @@ fn ten_thousand_sessions_leave_memory_fds_and_spool_dirs_bounded() {
     assert!(open <= base_fds + FD_SLACK, "fds {base_fds} -> {open}");
     assert!(dirs <= MAX_FINISHED + 1, "{dirs} spool dirs");
     assert!(listed <= MAX_FINISHED + 1, "{listed} sessions kept");
-    // Finished sessions beyond the limit are pruned as new ones start. Per connection at most
-    // one session is running, one finished-but-not-yet-pruned, and one whose directory exists
-    // before the prune its start triggers; and the sampler's directory walk is not a snapshot
-    // while entries come and go. The end-state bounds above are the strict ones.
+    // Finished sessions beyond the limit are pruned as a new one starts, before its directory
+    // is made. Per connection at most one session is running or finished since the last prune,
+    // and one pruned session's directory may still be being deleted; the sampler's directory
+    // walk is not a snapshot while entries come and go, so the bound leaves one more per
+    // connection. The end-state bounds above are the strict ones.
     assert!(most_dirs.load(Ordering::Relaxed) <= MAX_FINISHED + 3 * CONNECTIONS);
 }
 
