@@ -67,9 +67,27 @@ pub fn parse_stat(pid: u32, text: &str) -> Option<ProcStat> {
 }
 
 /// Reads `/proc/<pid>/stat`; `None` when the process is gone (or unreadable).
+///
+/// Three system calls (open, one read, close): a census reads this for every process on the
+/// machine, so the file is read into a stack buffer in one go rather than through a growing
+/// string (which costs a `statx` and five reads more).
 pub fn read_stat(pid: u32) -> Option<ProcStat> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_stat(pid, &text)
+    use std::io::Read as _;
+    let mut file = std::fs::File::open(format!("/proc/{pid}/stat")).ok()?;
+    // The line is at most ~1.1 KiB (52 numeric fields and a 64-byte `comm`).
+    let mut buf = [0u8; 2048];
+    let mut len = 0;
+    // The kernel hands the whole line to one read; keep reading only if it did not.
+    while len < buf.len() && (len == 0 || buf[len - 1] != b'\n') {
+        match file.read(&mut buf[len..]).ok()? {
+            0 => break,
+            n => len += n,
+        }
+    }
+    // `comm` is whatever bytes the process set (not necessarily UTF-8): parse from its last `)`,
+    // so a process cannot hide from a census by naming itself with invalid UTF-8.
+    let close = buf[..len].iter().rposition(|&b| b == b')')?;
+    parse_stat(pid, std::str::from_utf8(&buf[close..len]).ok()?)
 }
 
 /// The start time of `pid` (clock ticks after boot), or `None` if there is no such process.
@@ -159,6 +177,36 @@ mod tests {
         let st = parse_stat(1234, text).unwrap();
         assert_eq!((st.state, st.ppid, st.pgrp, st.session), (b'S', 1, 1234, 1234));
         assert_eq!((st.flags, st.start_time), (4194560, 98765));
+    }
+
+    #[test]
+    fn a_process_named_with_invalid_utf8_is_still_read() {
+        use std::os::unix::ffi::OsStrExt as _;
+        // `comm` is the executable's file name: run `sleep` through a link named `sl\xffp`.
+        let dir = std::env::temp_dir().join(format!("stockade-procfs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let link = dir.join(std::ffi::OsStr::from_bytes(b"sl\xffp"));
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink("/bin/sleep", &link).unwrap();
+        let mut child = std::process::Command::new(&link).arg("30").spawn().unwrap();
+        let pid = child.id();
+        // Until it has exec'd, its comm is this test's.
+        let mut exec_d = false;
+        for _ in 0..500 {
+            let raw = std::fs::read(format!("/proc/{pid}/stat")).unwrap();
+            if raw.windows(6).any(|w| w == b"(sl\xffp)") {
+                exec_d = true;
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let st = read_stat(pid);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(exec_d, "the child never showed the invalid-UTF-8 name");
+        let st = st.expect("a non-UTF-8 comm hid the process");
+        assert_eq!((st.pid, st.ppid), (pid, std::process::id()));
     }
 
     #[test]
