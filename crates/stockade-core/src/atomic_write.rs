@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 /// # Durability
 ///
 /// 1. The bytes go to a temporary file *in the same directory* (`<name>.tmp`; a stale one left
-///    by a crash is removed first), created exclusively with mode `0600` and never through a
+///    by a crash is removed when found in the way), created exclusively with mode `0600` and never through a
 ///    symlink (`O_NOFOLLOW`).
 /// 2. The temporary file is written in full and `fsync`ed; either failing (a full disk, an I/O
 ///    error) removes it and returns the error, leaving `path` untouched.
@@ -40,13 +40,23 @@ pub fn atomic_replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
 
 fn write_and_rename(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
     let tmp = temp_path(path)?;
-    let _ = std::fs::remove_file(&tmp);
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&tmp)?;
+    let create = || {
+        OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&tmp)
+    };
+    // A stale temporary file (left by a crash) is removed only when one is in the way: the
+    // common case costs no `unlink`.
+    let mut file = match create() {
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            let _ = std::fs::remove_file(&tmp);
+            create()?
+        }
+        other => other?,
+    };
     let written =
         file.write_all(bytes).and_then(|()| if durable { file.sync_all() } else { Ok(()) });
     if let Err(e) = written {

@@ -177,6 +177,8 @@ pub struct EngineStats {
     pub output_bytes: u64,
     /// Sessions by state name (`running`, `exited`, …).
     pub sessions: BTreeMap<String, u64>,
+    /// Full `/proc` scans this process has taken (see [`crate::process::ProcessCensus`]).
+    pub process_scans: u64,
 }
 
 /// The sessions of one engine, and the admissions in flight (spawns not yet registered).
@@ -609,7 +611,10 @@ impl Engine {
 
     /// Output and memory accounting over every session kept.
     pub fn stats(&self) -> EngineStats {
-        let mut stats = EngineStats::default();
+        let mut stats = EngineStats {
+            process_scans: crate::process::censuses_taken(),
+            ..EngineStats::default()
+        };
         for s in self.sessions() {
             let log = s.log().stats();
             stats.hot_tail_bytes += s.log().held_bytes() as u64;

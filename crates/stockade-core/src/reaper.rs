@@ -1,6 +1,6 @@
-//! Reaping orphans when this process is PID 1 of a PID namespace (a container's init): every
-//! orphaned process in the namespace becomes its child, and nobody else will ever reap it.
-//! Linux-only.
+//! Reaping orphans that land on this process: as PID 1 of a PID namespace (a container's init)
+//! every orphaned process in the namespace becomes its child, and as a child subreaper every
+//! orphan of its sessions does; nobody else will ever reap them. Linux-only.
 //!
 //! The engine reaps each session's root through its pidfd, so a blanket `waitpid(-1)` would
 //! steal their exit statuses. [`Engine::reap_orphans`] instead lists this process's children
@@ -13,6 +13,10 @@ use crate::engine::Engine;
 impl Engine {
     /// Reaps this process's zombie children that are no session's root; returns how many.
     pub fn reap_orphans(&self) -> usize {
+        // Cheap first: most of the time there is no zombie child at all, and no scan is needed.
+        if !has_zombie_child() {
+            return 0;
+        }
         let zombies = zombie_children();
         if zombies.is_empty() {
             return 0;
@@ -45,4 +49,12 @@ fn zombie_children() -> Vec<u32> {
             stockade_procfs::read_stat(pid).is_some_and(|s| s.ppid == me && s.is_zombie())
         })
         .collect()
+}
+
+/// Whether this process has a child that has exited and is not reaped yet — looked at, not
+/// reaped (`WNOWAIT`). An error (e.g. `ECHILD`: no child at all) counts as none.
+pub(crate) fn has_zombie_child() -> bool {
+    use rustix::process::{WaitId, WaitIdOptions, waitid};
+    let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
+    matches!(waitid(WaitId::All, options), Ok(Some(_)))
 }

@@ -465,7 +465,7 @@ impl Supervisor {
         // it started outlives it.
         let (state, report, reply) = match ending {
             Ending::Root { code, signal } => {
-                let report = session.tree.terminate(&default_opts).await;
+                let report = session.tree.finish_after_exit(&default_opts).await;
                 let state = match (code, signal) {
                     (_, Some(signal)) => SessionState::Signaled { signal },
                     (Some(code), None) => SessionState::Exited { code },

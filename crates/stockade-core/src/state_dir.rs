@@ -232,11 +232,16 @@ impl std::fmt::Display for Counter {
     }
 }
 
-/// This boot's id (Linux), if the kernel says.
+/// This boot's id (Linux), if the kernel says. Read once per process: it cannot change while
+/// the process lives, and every `run` allocates an id.
 fn boot_id() -> Option<String> {
-    let text = fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
-    let id = text.trim();
-    (!id.is_empty() && !id.contains(char::is_whitespace)).then(|| id.to_owned())
+    static BOOT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    BOOT.get_or_init(|| {
+        let text = fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+        let id = text.trim();
+        (!id.is_empty() && !id.contains(char::is_whitespace)).then(|| id.to_owned())
+    })
+    .clone()
 }
 
 /// Whether `s` has the shape of a session id (`sh-` and digits without a leading zero), so it is

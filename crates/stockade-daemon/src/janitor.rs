@@ -1,4 +1,4 @@
-//! Start-up recovery, the owner watch, the retention janitor and, as PID 1, the orphan reaper.
+//! Start-up recovery, the owner watch, the retention janitor and the orphan reaper.
 //!
 //! Before the daemon serves its first request, [`start_up`] recovers what earlier daemons left
 //! running (their owner died: terminate what is left, mark them `failed`) and loads the finished
@@ -11,8 +11,8 @@
 //! [`watch_owners`] runs every second: it lists the runs of other live processes (a foreground
 //! `stockade run`) and recovers at once a session whose owner died while this daemon runs (see
 //! `stockade_core`'s `others`), and writes again the records a full disk held back. When the
-//! daemon is PID 1 of its PID namespace (a container's init), [`reap_orphans`] reaps every
-//! orphan that lands on it (Linux-only).
+//! daemon is PID 1 of its PID namespace (a container's init) or a child subreaper (the
+//! default), [`reap_orphans`] reaps every orphan that lands on it (Linux-only).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -100,16 +100,26 @@ pub(crate) async fn watch_owners(shared: Arc<Shared>, stop: CancellationToken) {
 
 /// How often PID 1 looks for orphans to reap (and at once on `SIGCHLD`).
 const REAP_INTERVAL: Duration = Duration::from_millis(500);
+/// As a child subreaper, how long after a `SIGCHLD` to look: by then the sessions' roots that
+/// exited are reaped by their own supervisors, so what is left is an orphan nobody waits for.
+const SUBREAPER_SETTLE: Duration = Duration::from_secs(1);
 
-/// As PID 1 of a PID namespace, reaps every orphan that lands on this process until `stop`.
-/// Does nothing otherwise.
+/// As PID 1 of a PID namespace, or as a child subreaper (the default), reaps every orphan that
+/// lands on this process until `stop`: a session's process that outlived its parent and then
+/// died is this process's zombie, and nobody else will reap it. Each look is one `waitid`
+/// (`WNOWAIT`) unless there is a zombie child; only then is `/proc` scanned.
 pub(crate) async fn reap_orphans(shared: Arc<Shared>, stop: CancellationToken) {
-    if std::process::id() != 1 {
+    let pid1 = std::process::id() == 1;
+    if !pid1 && !shared.engine.containment().subreaper {
         return;
     }
-    tracing::info!("running as PID 1: reaping orphans");
+    if pid1 {
+        tracing::info!("running as PID 1: reaping orphans");
+    }
+    // A subreaper has no reason to look but a child's exit.
+    let interval = if pid1 { REAP_INTERVAL } else { Duration::from_secs(3600) };
     let mut sigchld = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child()).ok();
-    let mut tick = tokio::time::interval(REAP_INTERVAL);
+    let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     loop {
         let child = async {
@@ -122,7 +132,14 @@ pub(crate) async fn reap_orphans(shared: Arc<Shared>, stop: CancellationToken) {
         };
         tokio::select! {
             _ = tick.tick() => {}
-            () = child => {}
+            () = child => {
+                if !pid1 {
+                    tokio::select! {
+                        () = tokio::time::sleep(SUBREAPER_SETTLE) => {}
+                        () = stop.cancelled() => {}
+                    }
+                }
+            }
             () = stop.cancelled() => {}
         }
         let engine = Arc::clone(&shared.engine);

@@ -106,6 +106,25 @@ impl Home {
         serde_json::from_str(&self.ok(args)).unwrap()
     }
 
+    /// `stockade run --bg --json ARGS…` for a command that may have ended by the answer: the CLI
+    /// then exits with the command's own code (a signal or another end: 1), else 0. Checks that
+    /// the exit status matches the answer; returns the answer.
+    pub fn json_bg(&self, args: &[&str]) -> Value {
+        let out = self.run(&[&["run", "--bg", "--json"][..], args].concat());
+        let answer: Value = serde_json::from_str(&text(&out.stdout)).unwrap_or_else(|e| {
+            panic!("run --bg {args:?} answered no JSON ({e}): {}", text(&out.stderr))
+        });
+        let code = out.status.code();
+        match answer["state"].as_str() {
+            Some("running") => assert_eq!(code, Some(0), "{answer}"),
+            Some("exited") => {
+                assert_eq!(code.map(i64::from), answer["code"].as_i64(), "{answer}");
+            }
+            _ => assert_ne!(code, Some(0), "{answer}"),
+        }
+        answer
+    }
+
     /// Starts a background session; remembers its process group for the cleanup.
     pub fn run_bg(&self, command: &str) -> Value {
         let result = self.json_first(&["run", "--bg", "--json", command]);

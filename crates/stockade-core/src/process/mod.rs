@@ -24,7 +24,9 @@
 //!   of the session, a grace period that ends as soon as the tree is gone, `SIGKILL` for what is
 //!   left, then *verify* until no process of the session remains. "Signal sent" and "terminated"
 //!   are different answers ([`stockade_proto::TerminateReport`]); survivors are reported, never
-//!   hidden.
+//!   hidden. A root that exited by itself ends through [`ProcessTree::finish_after_exit`]: with
+//!   its cgroup already empty and no zombie child to reap, that is the verification (no `/proc`
+//!   census); otherwise the same routine.
 //! * **Terminals and input** ([`spawn_pty`], [`pty`], [`write_input`]): a PTY session runs on a
 //!   pseudo-terminal that is its controlling terminal, through the same spawn path; input to a
 //!   stdin pipe or a terminal is written with a deadline, never a blocking `write`.
@@ -65,7 +67,7 @@ pub use marker::SessionMarker;
 pub use nix::sys::signal::Signal;
 pub use pidfd::{PidFd, PidFdError, RootExit};
 pub use pty::{PtyError, try_clone_master};
-pub use scan::ProcessCensus;
+pub use scan::{ProcessCensus, censuses_taken};
 pub use spawn::{SpawnError, SpawnSpec, SpawnedTree, StdioSpec, spawn, spawn_pty};
 pub use terminate::{DEFAULT_VERIFY_TIMEOUT, TerminateOptions};
 pub use tree::{AdoptSpec, ProcessTree};

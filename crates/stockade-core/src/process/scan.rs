@@ -89,6 +89,7 @@ impl ProcessCensus {
     /// Reads `/proc` once; environments only of processes started at or after `environ_from`
     /// (older ones cannot be descendants of a session started later).
     pub(crate) fn take_from(environ_from: u64) -> ProcessCensus {
+        CENSUSES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let me = std::process::id();
         let prefix = format!("{MARKER_ENV}=");
         let mut buf = Vec::with_capacity(4096);
@@ -175,6 +176,13 @@ fn read_environ(pid: u32, buf: &mut Vec<u8>) -> bool {
         return false;
     };
     file.take(ENVIRON_READ_LIMIT).read_to_end(buf).is_ok()
+}
+
+static CENSUSES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many censuses (full `/proc` scans) this process has taken.
+pub fn censuses_taken() -> u64 {
+    CENSUSES.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// The latest shared census, and when it was started.

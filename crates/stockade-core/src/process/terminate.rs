@@ -54,6 +54,40 @@ impl Default for TerminateOptions {
 }
 
 impl ProcessTree {
+    /// The end of a session whose root exited by itself: terminates what it left behind and
+    /// verifies it is gone, like [`Self::terminate`]. When the session has a cgroup, its root is
+    /// reaped, the cgroup is already empty and this process has no zombie child left to reap,
+    /// that *is* the verification: nothing of the session is alive (a process cannot leave a
+    /// cgroup but by being moved, which needs write access to another cgroup), so the `/proc`
+    /// census — O(every process on the machine) — is skipped. This is the common end of a short
+    /// command, e.g. `run true`. Anything else goes through [`Self::terminate`].
+    pub async fn finish_after_exit(&self, opts: &TerminateOptions) -> TerminateReport {
+        let started = Instant::now();
+        if let Some(dir) = self.cgroup()
+            && self.root_reaped()
+            && matches!(cgroup::populated(dir), Ok(false))
+            // An orphan of the session that landed on this subreaper and died is a zombie child
+            // (so, for a moment, is another session's root): the full routine reaps what is
+            // the session's, the orphan reaper the rest (`Engine::reap_orphans`).
+            && !crate::reaper::has_zombie_child()
+        {
+            if let Err(e) = cgroup::remove_session(dir) {
+                tracing::debug!(cgroup = %dir.display(), error = %e, "session cgroup not removed yet");
+            }
+            return TerminateReport {
+                terminated: true,
+                signal_sent: None,
+                escalated: false,
+                pids_signalled: Vec::new(),
+                survivors: Vec::new(),
+                unattributed: Vec::new(),
+                method: self.method(),
+                elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            };
+        }
+        self.terminate(opts).await
+    }
+
     /// Terminates every process of the session and verifies it is gone. See the module docs of
     /// [`crate::process`]. Idempotent: on a tree that is already gone it signals nothing and
     /// reports `terminated`.

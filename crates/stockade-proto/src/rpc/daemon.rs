@@ -26,6 +26,10 @@ pub struct StatsResult {
     pub output_bytes: u64,
     /// Sessions by state name.
     pub sessions: BTreeMap<String, u64>,
+    /// Full `/proc` scans the daemon has taken since it started (each costs O(processes on the
+    /// machine); a command that ends with its cgroup empty needs none).
+    #[serde(default)]
+    pub process_scans: u64,
 }
 
 /// `status` result.

@@ -10,9 +10,7 @@ fn id_of(result: &serde_json::Value) -> String {
 
 /// `stockade run --bg --json COMMAND` for commands that may have ended by the answer.
 fn start(home: &Home, args: &[&str]) -> String {
-    let mut all = vec!["run", "--bg", "--json"];
-    all.extend_from_slice(args);
-    let r = home.json_first(&all);
+    let r = home.json_bg(args);
     let id = id_of(&r);
     home.session(&id); // remembered for the cleanup
     id

@@ -35,6 +35,7 @@ mod mcp_inspector;
 mod mcp_python;
 mod memory;
 mod metrics_addr;
+mod natural_end;
 mod pid1;
 mod remote_crd;
 mod remote_deploy;

@@ -25,12 +25,10 @@ fn spec_file(dir: &Path, id: &str) -> Option<PathBuf> {
     None
 }
 
-/// Start `command` in the background with an environment variable, a directory and a timeout.
+/// Start `command` in the background with an environment variable, a directory and a timeout
+/// (it may have ended by the answer).
 fn start(home: &Home, cwd: &Path, command: &str) -> String {
-    let first = home.json_first(&[
-        "run",
-        "--bg",
-        "--json",
+    let first = home.json_bg(&[
         "--env",
         "GREETING=hello there",
         "--cwd",
