@@ -414,11 +414,6 @@ impl Engine {
                 return Err(e.into());
             }
         };
-        // For `restart` after this daemon is gone; without it only this daemon can restart it.
-        if let Err(e) = crate::spec_file::store(&dir, &kept) {
-            tracing::warn!(%id, error = %e, "could not write the session's start options; a later daemon cannot restart it");
-        }
-
         let shell = spec.shell.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_SHELL));
         let flag = if spec.login { "-lc" } else { "-c" };
         let (stdout, stderr) = match spec.capture {
@@ -514,6 +509,13 @@ impl Engine {
         let key = id_number(&id);
         self.registry().sessions.insert(key, Arc::clone(&session));
         drop(admission);
+        // For `restart` after this daemon is gone (without it only this daemon can restart the
+        // session). Written once the command runs, so the file costs the command no time.
+        if let Some(spec) = session.spec()
+            && let Err(e) = crate::spec_file::store(session.dir(), spec)
+        {
+            tracing::warn!(%id, error = %e, "could not write the session's start options; a later daemon cannot restart it");
+        }
         if let Some(why) = failure {
             let opts = self.terminate_options();
             let reason = format!("not supervised: {why}");

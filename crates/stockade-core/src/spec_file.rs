@@ -33,11 +33,24 @@ fn params(spec: &RunSpec) -> RunParams {
     }
 }
 
-/// Write `spec` into `dir` (created by the output log): mode 0600, atomic like the record (not
-/// forced to disk: a machine crash that loses it also ended the session).
+/// Write `spec` into `dir` (created by the output log), once: a new file, mode 0600, never
+/// through a symlink, not forced to disk (a machine crash that loses it also ended the session).
+/// Written once, it needs no temporary file and rename: a write that fails removes it, and one
+/// torn by a crash does not parse, which [`load`] answers like a session without options.
 pub(crate) fn store(dir: &Path, spec: &RunSpec) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
     let text = serde_json::to_vec(&params(spec)).map_err(std::io::Error::other)?;
-    crate::atomic_write::atomic_replace(&dir.join(SPEC_FILE), &text)
+    let path = dir.join(SPEC_FILE);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&path)?;
+    file.write_all(&text).inspect_err(|_| {
+        let _ = std::fs::remove_file(&path);
+    })
 }
 
 /// The spec stored in `dir`, if there is one that parses (older sessions have none).
