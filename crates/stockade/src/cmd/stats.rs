@@ -23,7 +23,7 @@ pub fn stats(global: &Global, args: StatsArgs) -> anyhow::Result<ExitCode> {
         "memory:    {} resident (peak {}), {} allocated\n\
          hot tails: {}\n\
          output:    {} printed, {} spooled on disk, {} dropped\n\
-         sessions:  {sessions}\n",
+         sessions:  {sessions}\n         /proc scans: {} since the daemon started\n",
         out::bytes(s.rss_bytes),
         out::bytes(s.peak_rss_bytes),
         out::bytes(s.allocated_bytes),
@@ -31,6 +31,7 @@ pub fn stats(global: &Global, args: StatsArgs) -> anyhow::Result<ExitCode> {
         out::bytes(s.output_bytes),
         out::bytes(s.spooled_bytes),
         out::bytes(s.dropped_bytes),
+        s.process_scans,
     ))?;
     Ok(ExitCode::SUCCESS)
 }
