@@ -17,5 +17,6 @@ pub(super) async fn handle(ctx: &Ctx, _: NoParams) -> Result<StatsResult, RpcErr
         dropped_bytes: engine.dropped_bytes,
         output_bytes: engine.output_bytes,
         sessions: engine.sessions,
+        trim: ctx.shared.trim.get().cloned(),
     })
 }
