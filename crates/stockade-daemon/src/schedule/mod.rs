@@ -33,7 +33,8 @@
 //!   never an active one).
 //!
 //! The task sleeps until the earliest next tick (at most [`MAX_SLEEP`], so a wall-clock change is
-//! noticed), wakes early when a schedule changes, and stops with the daemon's token.
+//! noticed), wakes early when a schedule changes, and stops with the daemon's token. With no
+//! active schedule it sleeps until one is added or resumed.
 
 mod store;
 mod timing;
@@ -483,11 +484,18 @@ impl Scheduler {
 pub(crate) async fn run(scheduler: Arc<Scheduler>, engine: Arc<Engine>, stop: CancellationToken) {
     scheduler.reconcile(&engine).await;
     loop {
-        let sleep = scheduler.until_next().await.unwrap_or(MAX_SLEEP).min(MAX_SLEEP);
+        // No active schedule: nothing can fall due until one is added or resumed, which wakes
+        // the task, so an idle daemon does not wake (and fault its code back in) every minute.
+        let Some(next) = scheduler.until_next().await else {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = scheduler.wake.notified() => continue,
+            }
+        };
         tokio::select! {
             () = stop.cancelled() => return,
             () = scheduler.wake.notified() => continue,
-            () = tokio::time::sleep(sleep) => {}
+            () = tokio::time::sleep(next.min(MAX_SLEEP)) => {}
         }
         scheduler.fire_due(&engine, &stop).await;
     }
