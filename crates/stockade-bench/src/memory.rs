@@ -196,8 +196,13 @@ fn idle_parts(pid: u32, idle_seconds: f64) -> IdleParts {
     let exe = smaps::exe_id(Some(pid));
     let mut by_mapping: Vec<MappingRss> = Vec::new();
     for m in maps.iter().filter(|m| m.inode != 0) {
-        let name = m.path.rsplit('/').next().unwrap_or(&m.path).trim_end_matches(" (deleted)");
-        let name = if exe == Some((m.dev, m.inode)) { format!("{name} (binary)") } else { name.to_owned() };
+        let name =
+            m.path.rsplit('/').next().unwrap_or(m.path.as_str()).trim_end_matches(" (deleted)");
+        let name = if exe == Some((m.dev, m.inode)) {
+            format!("{name} (binary)")
+        } else {
+            name.to_owned()
+        };
         match by_mapping.iter_mut().find(|b| b.name == name) {
             Some(b) => b.kib += m.rss_kib,
             None => by_mapping.push(MappingRss { name, kib: m.rss_kib }),

@@ -335,7 +335,9 @@ fn bench_memory(exe: PathBuf, work: PathBuf, a: MemoryArgs) -> anyhow::Result<Ex
     for case in cases.iter().map(|c| c.trim()) {
         let new = match case {
             // Long enough for the start-up trim and a few rounds of the periodic tasks.
-            "idle" => memory::idle(&cfg, std::time::Duration::from_secs(if quick { 6 } else { 30 }))?,
+            "idle" => {
+                memory::idle(&cfg, std::time::Duration::from_secs(if quick { 6 } else { 30 }))?
+            }
             "output" => {
                 let n = a.sessions.unwrap_or(if quick { 8 } else { 32 });
                 vec![
