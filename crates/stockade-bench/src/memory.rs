@@ -3,7 +3,8 @@
 //!
 //! * `idle` — an idle daemon's RSS and what it is made of (anonymous, file-backed, shared
 //!   pages; file-backed pages by mapping; threads), one second after its socket opened and again
-//!   after it has been idle a while (once its start-up trim has run, see `docs/architecture.md`);
+//!   after it has been idle a while (once its start-up trim has run, see `docs/architecture.md`),
+//!   the daemon running from a copy of the binary so it shares no page with the harness;
 //! * `output` — `sessions` × `bytes` printed with nobody reading (pipe or file capture), then
 //!   every byte read back by cursor (raw, byte-exact), then all sessions forgotten: peak RSS
 //!   before and after the read-back, and processes left;
@@ -167,7 +168,12 @@ fn status_field(pid: u32, name: &str) -> u64 {
 pub fn idle(cfg: &MemoryConfig, long: Duration) -> Result<Vec<MemoryFigure>> {
     let t = Instant::now();
     let tmp = home(cfg, "idle")?;
-    let mut daemon = Daemon::start(&cfg.exe, &tmp.path().join("home"))?;
+    // The daemon runs from its own copy of the binary: pages this harness maps too (it runs
+    // the same file) are shared, so the daemon's trim would leave them and the figure would
+    // count the harness's start-up.
+    let exe = tmp.path().join("stockade");
+    std::fs::copy(&cfg.exe, &exe).map_err(|e| BenchError::path("copy", &cfg.exe, e))?;
+    let mut daemon = Daemon::start(&exe, &tmp.path().join("home"))?;
     // One call, as a client would make, then quiet.
     daemon.client()?.call::<method::List>(ListParams::default())?;
     let quiet = Instant::now();
