@@ -214,7 +214,7 @@ fn idle_parts(pid: u32, idle_seconds: f64) -> IdleParts {
             None => by_mapping.push(MappingRss { name, kib: m.rss_kib }),
         }
     }
-    by_mapping.sort_by(|a, b| b.kib.cmp(&a.kib));
+    by_mapping.sort_by_key(|m| std::cmp::Reverse(m.kib));
     IdleParts {
         anon_kib: status_field(pid, "RssAnon:"),
         file_kib: status_field(pid, "RssFile:"),
