@@ -173,6 +173,10 @@ pub fn idle(cfg: &MemoryConfig, long: Duration) -> Result<Vec<MemoryFigure>> {
     // count the harness's start-up.
     let exe = tmp.path().join("stockade");
     std::fs::copy(&cfg.exe, &exe).map_err(|e| BenchError::path("copy", &cfg.exe, e))?;
+    // Written back before it runs: the kernel can only drop clean pages at once.
+    std::fs::File::open(&exe)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| BenchError::path("write back", &exe, e))?;
     let mut daemon = Daemon::start(&exe, &tmp.path().join("home"))?;
     // One call, as a client would make, then quiet.
     daemon.client()?.call::<method::List>(ListParams::default())?;
