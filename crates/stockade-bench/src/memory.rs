@@ -2,7 +2,9 @@
 //! daemon (started as users start it) and reads its peak RSS (`VmHWM`) from `/proc`:
 //!
 //! * `idle` — an idle daemon's RSS and what it is made of (anonymous, file-backed, shared
-//!   pages; threads);
+//!   pages; file-backed pages by mapping; threads), one second after its socket opened and again
+//!   after it has been idle a while (once its start-up trim has run, see `docs/architecture.md`),
+//!   the daemon running from a copy of the binary so it shares no page with the harness;
 //! * `output` — `sessions` × `bytes` printed with nobody reading (pipe or file capture), then
 //!   every byte read back by cursor (raw, byte-exact), then all sessions forgotten: peak RSS
 //!   before and after the read-back, and processes left;
@@ -65,6 +67,21 @@ pub struct IdleParts {
     pub shmem_kib: u64,
     /// Threads.
     pub threads: u64,
+    /// Seconds the daemon had been idle (since its first answer) when this was read.
+    #[serde(default)]
+    pub idle_seconds: f64,
+    /// File-backed RSS by mapped file (the daemon's executable first), largest first.
+    #[serde(default)]
+    pub by_mapping: Vec<MappingRss>,
+}
+
+/// Resident KiB of one mapped file.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MappingRss {
+    /// The file's name (`stockade`, `libc.so.6`, …).
+    pub name: String,
+    /// `Rss` summed over its mappings, KiB.
+    pub kib: u64,
 }
 
 impl MemoryFigure {
@@ -74,13 +91,21 @@ impl MemoryFigure {
         match self.case.as_str() {
             "idle" => {
                 let p = self.idle_parts.clone().unwrap_or_default();
+                let by: Vec<String> = p
+                    .by_mapping
+                    .iter()
+                    .filter(|m| m.kib >= 64)
+                    .map(|m| format!("{} {:.1}", m.name, m.kib as f64 / 1024.0))
+                    .collect();
                 format!(
-                    "idle daemon: RSS {:.1} MiB = {:.1} MiB anonymous + {:.1} MiB file-backed + {:.1} MiB shared; {} threads",
+                    "idle daemon after {:.0} s: RSS {:.1} MiB = {:.1} MiB anonymous + {:.1} MiB file-backed + {:.1} MiB shared; {} threads; file-backed by mapping (MiB): {}",
+                    p.idle_seconds,
                     self.peak_rss_mib,
                     p.anon_kib as f64 / 1024.0,
                     p.file_kib as f64 / 1024.0,
                     p.shmem_kib as f64 / 1024.0,
-                    p.threads
+                    p.threads,
+                    by.join(", ")
                 )
             }
             "live" => format!(
@@ -138,36 +163,70 @@ fn status_field(pid: u32, name: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// An idle daemon, one second after it opened its socket.
-pub fn idle(cfg: &MemoryConfig) -> Result<MemoryFigure> {
+/// An idle daemon, one second after its first answer and again once it has been idle
+/// `long` (two figures, in that order).
+pub fn idle(cfg: &MemoryConfig, long: Duration) -> Result<Vec<MemoryFigure>> {
     let t = Instant::now();
     let tmp = home(cfg, "idle")?;
-    let mut daemon = Daemon::start(&cfg.exe, &tmp.path().join("home"))?;
+    // The daemon runs from its own copy of the binary: pages this harness maps too (it runs
+    // the same file) are shared, so the daemon's trim would leave them and the figure would
+    // count the harness's start-up.
+    let exe = tmp.path().join("stockade");
+    std::fs::copy(&cfg.exe, &exe).map_err(|e| BenchError::path("copy", &cfg.exe, e))?;
+    // Written back before it runs: the kernel can only drop clean pages at once.
+    std::fs::File::open(&exe)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| BenchError::path("write back", &exe, e))?;
+    let mut daemon = Daemon::start(&exe, &tmp.path().join("home"))?;
     // One call, as a client would make, then quiet.
     daemon.client()?.call::<method::List>(ListParams::default())?;
-    std::thread::sleep(Duration::from_secs(1));
+    let quiet = Instant::now();
     let pid = daemon.pid();
-    let threads = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines().find_map(|l| l.strip_prefix("Threads:").and_then(|v| v.trim().parse().ok()))
-        })
-        .unwrap_or(0);
-    let parts = IdleParts {
+    let mut figures = Vec::new();
+    for at in [Duration::from_secs(1), long.max(Duration::from_secs(1))] {
+        std::thread::sleep(at.saturating_sub(quiet.elapsed()));
+        let idle_seconds = quiet.elapsed().as_secs_f64();
+        figures.push(MemoryFigure {
+            case: "idle".into(),
+            peak_rss_mib: status_field(pid, "VmRSS:") as f64 / 1024.0,
+            idle_parts: Some(idle_parts(pid, idle_seconds)),
+            seconds: t.elapsed().as_secs_f64(),
+            ..MemoryFigure::default()
+        });
+    }
+    daemon.shutdown();
+    Ok(figures)
+}
+
+/// What `pid`'s resident memory is made of now.
+fn idle_parts(pid: u32, idle_seconds: f64) -> IdleParts {
+    use stockade_procfs::smaps;
+    let threads = status_field(pid, "Threads:");
+    let maps = smaps::read_smaps(Some(pid)).unwrap_or_default();
+    let exe = smaps::exe_id(Some(pid));
+    let mut by_mapping: Vec<MappingRss> = Vec::new();
+    for m in maps.iter().filter(|m| m.inode != 0) {
+        let name =
+            m.path.rsplit('/').next().unwrap_or(m.path.as_str()).trim_end_matches(" (deleted)");
+        let name = if exe == Some((m.dev, m.inode)) {
+            format!("{name} (binary)")
+        } else {
+            name.to_owned()
+        };
+        match by_mapping.iter_mut().find(|b| b.name == name) {
+            Some(b) => b.kib += m.rss_kib,
+            None => by_mapping.push(MappingRss { name, kib: m.rss_kib }),
+        }
+    }
+    by_mapping.sort_by_key(|m| std::cmp::Reverse(m.kib));
+    IdleParts {
         anon_kib: status_field(pid, "RssAnon:"),
         file_kib: status_field(pid, "RssFile:"),
         shmem_kib: status_field(pid, "RssShmem:"),
         threads,
-    };
-    let rss = status_field(pid, "VmRSS:") as f64 / 1024.0;
-    daemon.shutdown();
-    Ok(MemoryFigure {
-        case: "idle".into(),
-        peak_rss_mib: rss,
-        idle_parts: Some(parts),
-        seconds: t.elapsed().as_secs_f64(),
-        ..MemoryFigure::default()
-    })
+        idle_seconds,
+        by_mapping,
+    }
 }
 
 /// The command a session runs: `bytes` of a repeating pattern whose offsets can be checked.

@@ -46,6 +46,7 @@ mod socket;
 mod state;
 mod tls;
 pub mod token;
+mod trim;
 mod ws;
 
 pub use admission::{PENDING_CAP, UNIX_RESERVE};

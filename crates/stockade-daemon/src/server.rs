@@ -92,6 +92,7 @@ impl Daemon {
             stop: CancellationToken::new(),
             metrics: crate::metrics::Metrics::default(),
             door_tls: ws.as_ref().and_then(WsListener::tls),
+            trim: std::sync::OnceLock::new(),
         });
         let janitor = (config.retention, config.sweep_interval);
         Ok(Daemon { shared, listener, socket_ino, lock, ws, metrics, janitor })
@@ -161,6 +162,12 @@ impl Daemon {
         ));
         // After recovery, like the door: `/readyz` there means what it means on the door.
         let metrics = tokio::spawn(crate::metrics_door::serve(metrics, Arc::clone(&shared)));
+        // Start-up is done: its pages of the executable go back once the daemon is quiet.
+        let trim = tokio::spawn(crate::trim::after_start_up(
+            Arc::clone(&shared),
+            std::time::Instant::now(),
+            shared.stop.clone(),
+        ));
         let connections = TaskTracker::new();
         let admission = Admission::new();
         let conn_root = CancellationToken::new();
@@ -214,6 +221,7 @@ impl Daemon {
         drop(listener);
         drop(ws);
         metrics.abort();
+        trim.abort();
         janitor.abort();
         watcher.abort();
         shared.engine.shutdown().await;

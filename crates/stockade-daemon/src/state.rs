@@ -24,4 +24,6 @@ pub(crate) struct Shared {
     pub(crate) metrics: crate::metrics::Metrics,
     /// TLS for the WebSocket door, when it has TLS.
     pub(crate) door_tls: Option<tokio_rustls::TlsAcceptor>,
+    /// What the start-up trim did, once it has run.
+    pub(crate) trim: std::sync::OnceLock<stockade_proto::rpc::TrimStats>,
 }

@@ -12,6 +12,8 @@
 
 #![deny(missing_docs)]
 
+pub mod smaps;
+
 /// `PF_KTHREAD` in `/proc/<pid>/stat` field 9.
 const PF_KTHREAD: u64 = 0x0020_0000;
 

@@ -71,7 +71,18 @@ impl DaemonProc {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Result<DaemonProc, (String, ExitStatus)> {
-        let mut child = Command::new(stockade_bin())
+        DaemonProc::start_exe(&stockade_bin(), home, extra, env)
+    }
+
+    /// [`DaemonProc::start_env`] with another copy of the `stockade` binary (a daemon that must
+    /// share no page of its executable with the other tests' daemons).
+    pub fn start_exe(
+        exe: &Path,
+        home: &Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Result<DaemonProc, (String, ExitStatus)> {
+        let mut child = Command::new(exe)
             .arg("--home")
             .arg(home)
             .args(["daemon", "run", "--grace-ms", "500"])

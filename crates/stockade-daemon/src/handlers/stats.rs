@@ -18,5 +18,6 @@ pub(super) async fn handle(ctx: &Ctx, _: NoParams) -> Result<StatsResult, RpcErr
         output_bytes: engine.output_bytes,
         sessions: engine.sessions,
         process_scans: engine.process_scans,
+        trim: ctx.shared.trim.get().cloned(),
     })
 }

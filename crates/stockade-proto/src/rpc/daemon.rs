@@ -30,6 +30,30 @@ pub struct StatsResult {
     /// machine); a command that ends with its cgroup empty needs none).
     #[serde(default)]
     pub process_scans: u64,
+    /// The start-up trim, once it has run (see `docs/architecture.md`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trim: Option<TrimStats>,
+}
+
+/// What the daemon's start-up trim did: the pages of its own executable that start-up touched,
+/// handed back to the kernel (`madvise(MADV_PAGEOUT)`, Linux-only) once the daemon was idle.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrimStats {
+    /// Milliseconds after the daemon began serving that the trim ran.
+    pub after_ms: u64,
+    /// Bytes of address space advised.
+    pub advised_bytes: u64,
+    /// Resident bytes of the daemon's executable before and after.
+    pub exe_rss_before_bytes: u64,
+    /// See `exe_rss_before_bytes`.
+    pub exe_rss_after_bytes: u64,
+    /// The daemon's whole `VmRSS` before and after.
+    pub rss_before_bytes: u64,
+    /// See `rss_before_bytes`.
+    pub rss_after_bytes: u64,
+    /// Why the kernel refused, when it did (the daemon goes on either way).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
 }
 
 /// `status` result.

@@ -13,7 +13,7 @@ pub mod method;
 mod schedule;
 mod session;
 
-pub use daemon::{ShutdownResult, StatsResult, StatusResult};
+pub use daemon::{ShutdownResult, StatsResult, StatusResult, TrimStats};
 pub use method::{METHODS, Method, MethodName};
 pub use schedule::*;
 pub use session::*;

@@ -334,7 +334,10 @@ fn bench_memory(exe: PathBuf, work: PathBuf, a: MemoryArgs) -> anyhow::Result<Ex
     let mut figures = Vec::new();
     for case in cases.iter().map(|c| c.trim()) {
         let new = match case {
-            "idle" => vec![memory::idle(&cfg)?],
+            // Long enough for the start-up trim and a few rounds of the periodic tasks.
+            "idle" => {
+                memory::idle(&cfg, std::time::Duration::from_secs(if quick { 6 } else { 30 }))?
+            }
             "output" => {
                 let n = a.sessions.unwrap_or(if quick { 8 } else { 32 });
                 vec![

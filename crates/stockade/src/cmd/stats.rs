@@ -33,5 +33,21 @@ pub fn stats(global: &Global, args: StatsArgs) -> anyhow::Result<ExitCode> {
         out::bytes(s.dropped_bytes),
         s.process_scans,
     ))?;
+    match &s.trim {
+        Some(t) if t.refused.is_none() => out::print(&format!(
+            "trim:      {} of the executable handed back after {:.1}s ({} -> {} resident)\n",
+            out::bytes(t.exe_rss_before_bytes.saturating_sub(t.exe_rss_after_bytes)),
+            t.after_ms as f64 / 1000.0,
+            out::bytes(t.rss_before_bytes),
+            out::bytes(t.rss_after_bytes),
+        ))?,
+        Some(t) => out::print(&format!(
+            "trim:      not done ({})\n",
+            t.refused.as_deref().unwrap_or_default()
+        ))?,
+        None => {
+            out::print("trim:      not yet (runs once the daemon has been idle a few seconds)\n")?
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -34,6 +34,7 @@ mod mcp_http;
 mod mcp_inspector;
 mod mcp_python;
 mod memory;
+mod memory_trim;
 mod metrics_addr;
 mod natural_end;
 mod pid1;
