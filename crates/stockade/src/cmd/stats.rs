@@ -23,7 +23,8 @@ pub fn stats(global: &Global, args: StatsArgs) -> anyhow::Result<ExitCode> {
         "memory:    {} resident (peak {}), {} allocated\n\
          hot tails: {}\n\
          output:    {} printed, {} spooled on disk, {} dropped\n\
-         sessions:  {sessions}\n         /proc scans: {} since the daemon started\n",
+         sessions:  {sessions}\n\
+         scans:     {} full /proc scans since the daemon started\n",
         out::bytes(s.rss_bytes),
         out::bytes(s.peak_rss_bytes),
         out::bytes(s.allocated_bytes),
