@@ -154,7 +154,9 @@ impl Daemon {
         let reap_stop = CancellationToken::new();
         let reaper =
             tokio::spawn(crate::janitor::reap_orphans(Arc::clone(&shared), reap_stop.clone()));
-        // After recovery, so a run of a dead daemon is `failed` and blocks no tick.
+        // After recovery, so a run of a dead daemon is `failed` and blocks no tick; and before
+        // the first request, so no `schedule.list` sees a claimed tick not yet counted.
+        shared.schedules.reconcile(&shared.engine).await;
         let scheduler = tokio::spawn(crate::schedule::run(
             Arc::clone(&shared.schedules),
             Arc::clone(&shared.engine),

@@ -478,10 +478,9 @@ impl Scheduler {
     }
 }
 
-/// The scheduler task: reconcile once, then sleep until the earliest tick, fire what is due,
-/// and again, until `stop`.
+/// The scheduler task (after [`Scheduler::reconcile`], which the daemon awaits before serving):
+/// sleep until the earliest tick, fire what is due, and again, until `stop`.
 pub(crate) async fn run(scheduler: Arc<Scheduler>, engine: Arc<Engine>, stop: CancellationToken) {
-    scheduler.reconcile(&engine).await;
     loop {
         let sleep = scheduler.until_next().await.unwrap_or(MAX_SLEEP).min(MAX_SLEEP);
         tokio::select! {
