@@ -2,7 +2,9 @@
 //! (durable: the daemon's schedule store) or [`atomic_replace`] (atomic, not forced to disk:
 //! session records, written twice per run, where an `fsync` would cost more than the command,
 //! and a log's `log.json`, which can be rebuilt from the spool). A crash or a full disk leaves
-//! the old file or the new one, never a torn one.
+//! the old file or the new one, never a torn one. A session directory made ahead of time holds
+//! an empty spare file per record, written and renamed instead of a new temporary file
+//! ([`replace_from_spare`]).
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -36,6 +38,31 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// the file describes.
 pub fn atomic_replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
     write_and_rename(path, bytes, false)
+}
+
+/// [`atomic_replace`] through `spare`, an empty file made ahead of time in the same directory
+/// (see `slots.rs`): the bytes go into it and it is renamed over `path`, so no inode is
+/// allocated now. Each spare has one writer, which uses it once; without the spare (a
+/// directory made without one, or already used) this is [`atomic_replace`]. A failed write
+/// removes the spare and leaves `path` untouched.
+pub(crate) fn replace_from_spare(spare: &Path, path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let opened = OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(spare);
+    let mut file = match opened {
+        Ok(file) => file,
+        Err(_) => return atomic_replace(path, bytes),
+    };
+    let written = file.write_all(bytes).and_then(|()| {
+        drop(file);
+        std::fs::rename(spare, path)
+    });
+    if written.is_err() {
+        let _ = std::fs::remove_file(spare);
+    }
+    written
 }
 
 fn write_and_rename(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
@@ -104,6 +131,30 @@ mod tests {
         atomic_write(&p, b"two").unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), b"two");
         assert!(!dir.path().join("state.json.tmp").exists());
+    }
+
+    #[test]
+    fn a_spare_is_used_once_and_without_one_a_temporary_is_made() {
+        let dir = tempfile::tempdir().unwrap();
+        let (spare, p) = (dir.path().join(".spare"), dir.path().join("session.json"));
+        std::fs::write(&spare, b"").unwrap();
+        let ino = |p: &Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).unwrap());
+        let spare_ino = ino(&spare);
+        replace_from_spare(&spare, &p, b"one").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"one");
+        assert_eq!(ino(&p), spare_ino, "the spare became the record");
+        assert!(!spare.exists());
+        // Used once: the next write makes a temporary file as before.
+        replace_from_spare(&spare, &p, b"two").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"two");
+        assert!(!spare.exists() && !dir.path().join("session.json.tmp").exists());
+        // A spare that is a symlink is not followed (nor written through).
+        let target = dir.path().join("elsewhere");
+        std::fs::write(&target, b"keep").unwrap();
+        std::os::unix::fs::symlink(&target, &spare).unwrap();
+        replace_from_spare(&spare, &p, b"three").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"three");
+        assert_eq!(std::fs::read(&target).unwrap(), b"keep");
     }
 
     #[test]

@@ -22,6 +22,7 @@ use crate::process::{
 };
 use crate::run_spec::RunSpec;
 use crate::session::{Session, SessionParts};
+use crate::slots::Slots;
 use crate::state_dir::{StateDir, StateDirError};
 
 /// The shell used when a run names none.
@@ -123,6 +124,9 @@ pub struct EngineConfig {
     pub disk_cap: u64,
     /// Default disk-cap policy.
     pub disk_policy: DiskPolicy,
+    /// Session directories kept made ahead of time (0: each run makes its own). A long-lived
+    /// engine (the daemon) keeps a few, so a run does not wait for new inodes; see `slots.rs`.
+    pub prepared_dirs: usize,
     /// Limits on sessions, memory and disk.
     pub limits: EngineLimits,
 }
@@ -138,6 +142,7 @@ impl EngineConfig {
             retained_cap: DEFAULT_RETAINED_CAP,
             disk_cap: DEFAULT_DISK_CAP,
             disk_policy: DiskPolicy::default(),
+            prepared_dirs: 0,
             limits: EngineLimits::default(),
         }
     }
@@ -217,20 +222,28 @@ pub struct Engine {
     source_lock: Mutex<()>,
     /// Serialises looks at other owners' sessions (start-up recovery, the owner watch).
     pub(crate) others: tokio::sync::Mutex<crate::others::OthersState>,
+    /// Session directories made ahead of time (`prepared_dirs > 0`).
+    slots: Option<Arc<Slots>>,
 }
 
 impl Engine {
     /// Set up an engine: choose the containment once (and become a child subreaper where that
     /// is the fallback) and make the instance directory.
     pub fn new(config: EngineConfig) -> Result<Engine, EngineError> {
-        config.state_dir.instance_dir(&config.instance)?;
+        let instance_dir = config.state_dir.instance_dir(&config.instance)?;
         let containment = Containment::detect(&config.containment);
+        let slots = (config.prepared_dirs > 0).then(|| {
+            let slots = Slots::new(instance_dir, config.prepared_dirs);
+            slots.refill();
+            slots
+        });
         Ok(Engine {
             config,
             containment,
             registry: Mutex::new(Registry::default()),
             source_lock: Mutex::new(()),
             others: tokio::sync::Mutex::new(crate::others::OthersState::default()),
+            slots,
         })
     }
 
@@ -407,7 +420,9 @@ impl Engine {
             disk_policy: spec.disk_policy.unwrap_or(self.config.disk_policy),
             capture: spec.capture,
         };
-        let log = match OutputLog::create(&dir, output) {
+        // A directory made ahead of time, when one is ready: no inode to wait for.
+        let prepared = self.slots.as_ref().and_then(|slots| slots.claim(&dir));
+        let log = match OutputLog::create_in(&dir, output, prepared) {
             Ok(log) => Arc::new(log),
             Err(e) => {
                 remove_unstarted(&dir);
@@ -654,6 +669,9 @@ impl Engine {
     /// terminated too.
     pub async fn shutdown(&self) {
         self.registry().closed = true;
+        if let Some(slots) = &self.slots {
+            slots.close();
+        }
         loop {
             let running = self.running_own();
             let pending = self.registry().pending;
@@ -690,6 +708,15 @@ impl Engine {
             }
         }
         reports
+    }
+}
+
+impl Drop for Engine {
+    /// The directories made ahead of time go with the engine.
+    fn drop(&mut self) {
+        if let Some(slots) = &self.slots {
+            slots.close();
+        }
     }
 }
 

@@ -48,6 +48,7 @@ mod registry;
 mod retention;
 mod run_spec;
 mod session;
+mod slots;
 mod spec_file;
 mod state_dir;
 mod view;

@@ -207,9 +207,25 @@ pub(crate) fn load(dir: &Path) -> Result<SessionRecord, RecordError> {
 /// nothing that reached `write(2)`, and a machine crash that loses the record also ended the
 /// processes it names (recovery reports an empty or torn record as corrupt).
 pub(crate) fn store(dir: &Path, record: &SessionRecord) -> std::io::Result<()> {
+    store_via(dir, record, None)
+}
+
+/// [`store`] through the directory's `spare` file when it has one (a directory made ahead of
+/// time, `slots.rs`): the same atomic replace without allocating an inode.
+pub(crate) fn store_via(
+    dir: &Path,
+    record: &SessionRecord,
+    spare: Option<crate::slots::Spare>,
+) -> std::io::Result<()> {
     let mut bytes = serde_json::to_vec_pretty(record).map_err(std::io::Error::other)?;
     bytes.push(b'\n');
-    atomic_replace(&dir.join(RECORD_FILE), &bytes)
+    let path = dir.join(RECORD_FILE);
+    match spare {
+        Some(spare) => {
+            crate::atomic_write::replace_from_spare(&spare.path_in(dir), &path, &bytes)
+        }
+        None => atomic_replace(&path, &bytes),
+    }
 }
 
 /// Read a session record from a session directory (`None` if it is missing or corrupt; recovery

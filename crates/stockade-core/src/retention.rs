@@ -110,6 +110,8 @@ fn sweep_dirs(
             let Some(name) = dir.file_name().to_str().map(str::to_owned) else { continue };
             let entries = by_instance.get(&name).map_or(&[][..], Vec::as_slice);
             if name != own && !instance_is_live(&name, entries) {
+                // Directories it made ahead of time and never used go with it.
+                crate::slots::remove_leftovers(&dir.path());
                 let _ = std::fs::remove_dir(dir.path());
             }
         }

@@ -21,6 +21,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use crate::input::{InputKind, InputRefused, SessionInput};
 use crate::output::{OutputLog, REASON_DISK_CAP};
 use crate::process::{ProcessTree, TerminateOptions};
+use crate::slots::Spare;
 use crate::registry::{self, Owner, RECORD_VERSION, RecordTotals, SessionRecord};
 
 /// How long the drain may keep reading after the tree is verified gone before it is cancelled.
@@ -324,7 +325,7 @@ impl Session {
     /// Persist the start record atomically and durably (see [`crate::registry`]).
     fn write_record(&self, _end: Option<&SessionEnd>) {
         let record = self.record();
-        if let Err(e) = registry::store(&self.dir, &record) {
+        if let Err(e) = registry::store_via(&self.dir, &record, Some(Spare::Start)) {
             self.record_pending.store(true, Ordering::Relaxed);
             tracing::warn!(id = %self.id, error = %e, "could not write the session record; will retry");
         }
@@ -374,13 +375,13 @@ impl Session {
         let dir = self.dir.clone();
         let stored = match tokio::task::spawn_blocking({
             let record = record.clone();
-            move || registry::store(&dir, &record)
+            move || registry::store_via(&dir, &record, Some(Spare::End))
         })
         .await
         {
             Ok(stored) => stored,
             // The blocking pool is shutting down: write here instead.
-            Err(_) => registry::store(&self.dir, &record),
+            Err(_) => registry::store_via(&self.dir, &record, Some(Spare::End)),
         };
         if let Err(e) = stored {
             self.record_pending.store(true, Ordering::Relaxed);

@@ -37,11 +37,18 @@ fn params(spec: &RunSpec) -> RunParams {
 /// through a symlink, not forced to disk (a machine crash that loses it also ended the session).
 /// Written once, it needs no temporary file and rename: a write that fails removes it, and one
 /// torn by a crash does not parse, which [`load`] answers like a session without options.
+///
+/// A directory made ahead of time holds an empty spare for it (`slots.rs`): the options are
+/// written into that and it is renamed to `spec.json`, so no inode is allocated now.
 pub(crate) fn store(dir: &Path, spec: &RunSpec) -> std::io::Result<()> {
     use std::io::Write as _;
     use std::os::unix::fs::OpenOptionsExt as _;
     let text = serde_json::to_vec(&params(spec)).map_err(std::io::Error::other)?;
     let path = dir.join(SPEC_FILE);
+    let spare = crate::slots::Spare::Spec.path_in(dir);
+    if spare.exists() {
+        return crate::atomic_write::replace_from_spare(&spare, &path, &text);
+    }
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)

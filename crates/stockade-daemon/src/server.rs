@@ -29,6 +29,10 @@ use crate::requests::{WRITE_QUEUE, encode, read_requests};
 use crate::state::Shared;
 use crate::ws::{self, WsListener};
 
+/// Session directories the daemon keeps made ahead of time: enough for an agent's run after
+/// run, refilled in the background as runs take them (a burst makes its own beyond these).
+const PREPARED_DIRS: usize = 2;
+
 /// Read buffer per connection.
 const READ_BUFFER: usize = 64 * 1024;
 /// After a client stops sending (EOF), how often to check whether it hung up entirely (then its
@@ -77,6 +81,8 @@ impl Daemon {
         engine_config.retained_cap = config.retained_cap;
         engine_config.disk_cap = config.disk_cap;
         engine_config.limits = config.limits;
+        // A run takes a session directory made ahead of time (see stockade-core's `slots.rs`).
+        engine_config.prepared_dirs = PREPARED_DIRS;
         let engine = Engine::new(engine_config)?;
         let listener = crate::socket::bind(&socket)?;
         let socket_ino = std::fs::symlink_metadata(&socket)

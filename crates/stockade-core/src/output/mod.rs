@@ -78,6 +78,7 @@ pub use drain::{DrainCancel, DrainSummary, drain};
 pub use drainer::{DrainHandle, Drainer};
 pub use error::OutputError;
 pub use full_tail::FULL_TAIL_BYTES;
+pub(crate) use open::Prepared;
 pub use grep::{DEFAULT_GREP_TIMEOUT, GrepBounds};
 pub use screen::{MAX_SCREEN_COLS, MAX_SCREEN_ROWS, SCREEN_TAIL_BYTES, render_screen, strip_ansi};
 

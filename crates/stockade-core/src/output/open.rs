@@ -18,19 +18,48 @@ use super::{
     CHUNK_BYTES, Files, META_FILE, OutputConfig, OutputError, OutputLog, count_newlines, spool,
 };
 
+/// A session directory made ahead of time, opened: the empty spool and stream index in it
+/// (see `slots.rs`). Its descriptors stay valid when the directory is renamed.
+pub(crate) struct Prepared {
+    dir_fd: OwnedFd,
+    spool: File,
+    index: File,
+}
+
+impl Prepared {
+    /// Makes `dir` (parent must exist, `dir` must not; mode 0700) with an empty spool and
+    /// stream index, exactly as [`OutputLog::create`] does.
+    pub(crate) fn create(dir: &Path) -> Result<Prepared, OutputError> {
+        let dir_fd = spool::create_session_dir(dir)?;
+        let spool = spool::create_file(&dir_fd, dir, spool::SPOOL_FILE)?;
+        let index = spool::create_file(&dir_fd, dir, index::INDEX_FILE)?;
+        Ok(Prepared { dir_fd, spool, index })
+    }
+}
+
 impl OutputLog {
     /// Creates the session directory `dir` (parent must exist, `dir` must not; mode 0700), the
     /// spool and the stream index in it.
     pub fn create(dir: impl AsRef<Path>, config: OutputConfig) -> Result<OutputLog, OutputError> {
-        let dir = dir.as_ref();
+        Self::create_in(dir.as_ref(), config, None)
+    }
+
+    /// [`OutputLog::create`] over a directory already made and moved to `dir`, when there is
+    /// one.
+    pub(crate) fn create_in(
+        dir: &Path,
+        config: OutputConfig,
+        prepared: Option<Prepared>,
+    ) -> Result<OutputLog, OutputError> {
         if config.capture == Capture::File && config.disk_policy == DiskPolicy::KeepHeadTail {
             return Err(OutputError::Unsupported(
                 "file capture supports only the kill disk policy: the child writes the spool itself, so the middle cannot be dropped".into(),
             ));
         }
-        let dir_fd = spool::create_session_dir(dir)?;
-        let spool = spool::create_file(&dir_fd, dir, spool::SPOOL_FILE)?;
-        let index_file = spool::create_file(&dir_fd, dir, index::INDEX_FILE)?;
+        let Prepared { dir_fd, spool, index: index_file } = match prepared {
+            Some(p) => p,
+            None => Prepared::create(dir)?,
+        };
         // `file` capture keeps no ring: the child writes the spool, reads go to it by offset.
         let ring_cap = match config.capture {
             Capture::Pipe => config.retained_cap,

@@ -173,11 +173,29 @@ impl super::OutputLog {
     /// Writes `log.json`: temporary file, every write checked, rename. A full disk leaves no
     /// empty or torn `log.json` (and [`OutputLog::open`] rebuilds one that is).
     pub(super) fn write_meta(&self, meta: &Meta) -> Result<(), super::OutputError> {
+        self.write_meta_via(meta, None)
+    }
+
+    /// [`Self::write_meta`] through the directory's spare for it, when it has one (`finish`
+    /// only: the spare has one writer).
+    pub(super) fn write_meta_via(
+        &self,
+        meta: &Meta,
+        spare: Option<crate::slots::Spare>,
+    ) -> Result<(), super::OutputError> {
         let path = self.dir.join(super::META_FILE);
         let meta_err = |message: String| super::OutputError::Meta { path: path.clone(), message };
         let mut bytes = serde_json::to_vec_pretty(meta).map_err(|e| meta_err(e.to_string()))?;
         bytes.push(b'\n');
-        crate::atomic_write::atomic_replace(&path, &bytes).map_err(|e| meta_err(e.to_string()))
+        match spare {
+            Some(spare) => crate::atomic_write::replace_from_spare(
+                &spare.path_in(&self.dir),
+                &path,
+                &bytes,
+            ),
+            None => crate::atomic_write::atomic_replace(&path, &bytes),
+        }
+        .map_err(|e| meta_err(e.to_string()))
     }
 
     /// Writes `log.json` for a log rebuilt from its spool (its writer died), so the next open

@@ -245,7 +245,7 @@ impl OutputLog {
             super::full_tail::release_ring(&mut st);
             self.meta(&st)
         };
-        let written = self.write_meta(&meta);
+        let written = self.write_meta_via(&meta, Some(crate::slots::Spare::Log));
         // A finished log holds no descriptor; later reads open the files themselves.
         lock(&self.files).take();
         self.progress.send_replace(lock(&self.state).progress());
