@@ -41,23 +41,32 @@ pub fn atomic_replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
 }
 
 /// [`atomic_replace`] through `spare`, an empty file made ahead of time in the same directory
-/// (see `slots.rs`): the bytes go into it and it is renamed over `path`, so no inode is
-/// allocated now. Each spare has one writer, which uses it once; without the spare (a
+/// (see `slots.rs`): the bytes go into it and it is renamed over `path` (exchanged with it, when
+/// there is one: the old contents stay behind under the spare's name), so no inode is
+/// allocated or freed now. Each spare has one writer, which uses it once; without the spare (a
 /// directory made without one, or already used) this is [`atomic_replace`]. A failed write
 /// removes the spare and leaves `path` untouched.
 pub(crate) fn replace_from_spare(spare: &Path, path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let opened = OpenOptions::new()
-        .write(true)
-        .truncate(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(spare);
+    let opened =
+        OpenOptions::new().write(true).truncate(true).custom_flags(libc::O_NOFOLLOW).open(spare);
     let mut file = match opened {
         Ok(file) => file,
         Err(_) => return atomic_replace(path, bytes),
     };
     let written = file.write_all(bytes).and_then(|()| {
         drop(file);
-        std::fs::rename(spare, path)
+        // Over an existing file, exchange the two: the old one stays as the spare (a directory
+        // used again truncates it) instead of being freed, and no inode changes hands.
+        match rustix::fs::renameat_with(
+            rustix::fs::CWD,
+            spare,
+            rustix::fs::CWD,
+            path,
+            rustix::fs::RenameFlags::EXCHANGE,
+        ) {
+            Ok(()) => Ok(()),
+            Err(_) => std::fs::rename(spare, path),
+        }
     });
     if written.is_err() {
         let _ = std::fs::remove_file(spare);
@@ -148,12 +157,20 @@ mod tests {
         replace_from_spare(&spare, &p, b"two").unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), b"two");
         assert!(!spare.exists() && !dir.path().join("session.json.tmp").exists());
+        // Over an existing record the two are exchanged: the old one stays as the spare.
+        std::fs::write(&spare, b"").unwrap();
+        let (old_ino, spare_ino) = (ino(&p), ino(&spare));
+        replace_from_spare(&spare, &p, b"three").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"three");
+        assert_eq!((ino(&p), ino(&spare)), (spare_ino, old_ino));
+        assert_eq!(std::fs::read(&spare).unwrap(), b"two");
+        std::fs::remove_file(&spare).unwrap();
         // A spare that is a symlink is not followed (nor written through).
         let target = dir.path().join("elsewhere");
         std::fs::write(&target, b"keep").unwrap();
         std::os::unix::fs::symlink(&target, &spare).unwrap();
-        replace_from_spare(&spare, &p, b"three").unwrap();
-        assert_eq!(std::fs::read(&p).unwrap(), b"three");
+        replace_from_spare(&spare, &p, b"four").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"four");
         assert_eq!(std::fs::read(&target).unwrap(), b"keep");
     }
 

@@ -571,9 +571,10 @@ impl Engine {
             Some(session.kill(self.terminate_options(), "forgotten").await)
         };
         // A session that was running is final now: `kill` waits for the supervisor to finish.
+        drop(session); // the registry's is the one left (its directory may be used again)
         let removed = self.registry().sessions.remove(&id_number(id));
         let removed_bytes = match removed {
-            Some(s) => remove_session_dir(s).await,
+            Some(s) => remove_session_dir(s, self.slots.clone()).await,
             None => 0, // a concurrent forget got there first
         };
         Ok(Forgotten { id: id.to_owned(), report, removed_bytes })
@@ -593,13 +594,15 @@ impl Engine {
         let mut reports = self.kill_all(running, "cleaned up").await;
         let mut forgotten = Vec::with_capacity(targets.len());
         for s in targets {
-            let report = reports.remove(s.id());
-            let removed = self.registry().sessions.remove(&id_number(s.id()));
+            let id = s.id().to_owned();
+            let report = reports.remove(&id);
+            drop(s); // the registry's is the one left (its directory may be used again)
+            let removed = self.registry().sessions.remove(&id_number(&id));
             let removed_bytes = match removed {
-                Some(s) => remove_session_dir(s).await,
+                Some(s) => remove_session_dir(s, self.slots.clone()).await,
                 None => continue,
             };
-            forgotten.push(Forgotten { id: s.id().to_owned(), report, removed_bytes });
+            forgotten.push(Forgotten { id, report, removed_bytes });
         }
         forgotten
     }
@@ -619,8 +622,8 @@ impl Engine {
         };
         let ids = doomed.iter().map(|s| s.id().to_owned()).collect();
         for s in doomed {
-            if let Err(e) = std::fs::remove_dir_all(s.dir()) {
-                tracing::warn!(id = %s.id(), error = %e, "could not delete a pruned session's directory");
+            if let Err(e) = discard_dir(s, self.slots.as_deref()) {
+                tracing::warn!(error = %e, "could not delete a pruned session's directory");
             }
         }
         ids
@@ -799,11 +802,10 @@ fn validate_text(spec: &RunSpec) -> Result<(), EngineError> {
 }
 
 /// Delete a forgotten session's directory; the spool bytes it held.
-async fn remove_session_dir(session: Arc<Session>) -> u64 {
+async fn remove_session_dir(session: Arc<Session>, slots: Option<Arc<Slots>>) -> u64 {
     let bytes = session.log().stats().spooled_bytes;
-    let dir = session.dir().to_path_buf();
     let id = session.id().to_owned();
-    let removed = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(&dir)).await;
+    let removed = tokio::task::spawn_blocking(move || discard_dir(session, slots.as_deref())).await;
     match removed {
         Ok(Ok(())) => bytes,
         Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => bytes,
@@ -813,6 +815,21 @@ async fn remove_session_dir(session: Arc<Session>) -> u64 {
         }
         Err(_) => 0,
     }
+}
+
+/// Deletes the directory of a session the engine forgot, or hands it to `slots` to be used
+/// again when nothing else holds the session (no reader has its files open through it) and it
+/// is this engine's own. Blocking.
+fn discard_dir(session: Arc<Session>, slots: Option<&Slots>) -> std::io::Result<()> {
+    let dir = session.dir().to_path_buf();
+    let alone = Arc::strong_count(&session) == 1 && Arc::strong_count(session.log()) == 1;
+    let reuse = alone && !session.is_foreign() && session.state().is_terminal();
+    drop(session);
+    if reuse && slots.is_some_and(|slots| slots.recycle(&dir)) {
+        return Ok(());
+    }
+    std::fs::remove_dir_all(&dir)
+        .map_err(|e| std::io::Error::new(e.kind(), format!("cannot delete {}: {e}", dir.display())))
 }
 
 /// The numeric part of `sh-N` (0 for anything else, which matches no session).

@@ -221,9 +221,7 @@ pub(crate) fn store_via(
     bytes.push(b'\n');
     let path = dir.join(RECORD_FILE);
     match spare {
-        Some(spare) => {
-            crate::atomic_write::replace_from_spare(&spare.path_in(dir), &path, &bytes)
-        }
+        Some(spare) => crate::atomic_write::replace_from_spare(&spare.path_in(dir), &path, &bytes),
         None => atomic_replace(&path, &bytes),
     }
 }

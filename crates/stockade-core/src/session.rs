@@ -21,8 +21,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 use crate::input::{InputKind, InputRefused, SessionInput};
 use crate::output::{OutputLog, REASON_DISK_CAP};
 use crate::process::{ProcessTree, TerminateOptions};
-use crate::slots::Spare;
 use crate::registry::{self, Owner, RECORD_VERSION, RecordTotals, SessionRecord};
+use crate::slots::Spare;
 
 /// How long the drain may keep reading after the tree is verified gone before it is cancelled.
 /// Only a writer the terminate routine could not find (it reports survivors) can hold the pipe
@@ -331,6 +331,20 @@ impl Session {
         }
     }
 
+    /// Finishes the output log (`log.json`), then decides the end (the record shows it from
+    /// here on, with the log's final totals) and writes the end record. Blocking.
+    fn write_end(&self, end: SessionEnd) -> std::io::Result<()> {
+        if self.capture == Capture::File {
+            sync_file_capture(self);
+        }
+        if let Err(e) = self.log.finish() {
+            self.record_pending.store(true, Ordering::Relaxed);
+            tracing::warn!(id = %self.id, error = %e, "could not finish the output log");
+        }
+        *self.end.lock().unwrap_or_else(|p| p.into_inner()) = Some(end);
+        registry::store_via(&self.dir, &self.record(), Some(Spare::End))
+    }
+
     /// Whether another process owns it (a foreground `stockade run`, or a dead owner's
     /// session loaded from its record): this engine shows it but does not run it.
     pub fn is_foreign(&self) -> bool {
@@ -361,27 +375,18 @@ impl Session {
         }
     }
 
-    /// Publish the terminal state, exactly once. The record is on disk before the state is
-    /// published, so a crash after a client saw the end never shows the session as running.
-    async fn finalize(&self, end: SessionEnd) {
-        {
-            let mut slot = self.end.lock().unwrap_or_else(|p| p.into_inner());
-            if slot.is_some() {
-                return;
-            }
-            *slot = Some(end.clone());
+    /// Finish the output log and publish the terminal state, exactly once. `log.json` and the
+    /// record are on disk before the state is published (written in one blocking task), so a
+    /// crash after a client saw the end never shows the session as running.
+    async fn finalize(self: &Arc<Self>, end: SessionEnd) {
+        if self.end.lock().unwrap_or_else(|p| p.into_inner()).is_some() {
+            return;
         }
-        let record = self.record();
-        let dir = self.dir.clone();
-        let stored = match tokio::task::spawn_blocking({
-            let record = record.clone();
-            move || registry::store_via(&dir, &record, Some(Spare::End))
-        })
-        .await
-        {
+        let (me, ended) = (Arc::clone(self), end.clone());
+        let stored = match tokio::task::spawn_blocking(move || me.write_end(ended)).await {
             Ok(stored) => stored,
             // The blocking pool is shutting down: write here instead.
-            Err(_) => registry::store_via(&self.dir, &record, Some(Spare::End)),
+            Err(_) => self.write_end(end.clone()),
         };
         if let Err(e) = stored {
             self.record_pending.store(true, Ordering::Relaxed);
@@ -490,13 +495,6 @@ impl Supervisor {
         // The root is gone now (terminated or exited); reap it if the ending was not its exit.
         let _ = tokio::time::timeout(Duration::from_millis(500), session.tree.wait_root()).await;
         self.finish_drain().await;
-        if session.capture == Capture::File {
-            sync_file_capture(&session);
-        }
-        if let Err(e) = session.log.finish() {
-            session.record_pending.store(true, Ordering::Relaxed);
-            tracing::warn!(id = %session.id, error = %e, "could not finish the output log");
-        }
         let cleanup =
             (!report.pids_signalled.is_empty() || !report.terminated).then(|| report.clone());
         session.finalize(SessionEnd { state, wall_time: session.started.elapsed(), cleanup }).await;
@@ -563,10 +561,13 @@ impl Supervisor {
     async fn finish_drain(&mut self) {
         let Some(handle) = self.drain.take() else { return };
         let _ = tokio::time::timeout(DRAIN_GRACE, handle.finished()).await;
-        if !handle.is_finished() {
-            tracing::warn!(id = %self.session.id, "output pipe still held open after terminate; stopped reading it");
-            handle.cancel();
+        if handle.is_finished() {
+            // Ended: `join` only takes the outcome.
+            let _ = handle.join();
+            return;
         }
+        tracing::warn!(id = %self.session.id, "output pipe still held open after terminate; stopped reading it");
+        handle.cancel();
         let _ = tokio::task::spawn_blocking(move || handle.join()).await;
     }
 }

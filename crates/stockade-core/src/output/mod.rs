@@ -78,9 +78,11 @@ pub use drain::{DrainCancel, DrainSummary, drain};
 pub use drainer::{DrainHandle, Drainer};
 pub use error::OutputError;
 pub use full_tail::FULL_TAIL_BYTES;
-pub(crate) use open::Prepared;
 pub use grep::{DEFAULT_GREP_TIMEOUT, GrepBounds};
+pub(crate) use index::INDEX_FILE;
+pub(crate) use open::Prepared;
 pub use screen::{MAX_SCREEN_COLS, MAX_SCREEN_ROWS, SCREEN_TAIL_BYTES, render_screen, strip_ansi};
+pub(crate) use spool::SPOOL_FILE;
 
 use std::fs::File;
 use std::os::fd::OwnedFd;

@@ -35,6 +35,16 @@ impl Prepared {
         let index = spool::create_file(&dir_fd, dir, index::INDEX_FILE)?;
         Ok(Prepared { dir_fd, spool, index })
     }
+
+    /// Opens a directory made ahead of time and moved to `dir`: its empty spool and stream
+    /// index, never through a symlink.
+    pub(crate) fn open(dir: &Path) -> Result<Prepared, OutputError> {
+        let dir_fd = spool::open_session_dir(dir)?;
+        let open = |name| spool::open_file(&dir_fd, dir, name, OFlags::RDWR).map(File::from);
+        let spool = open(spool::SPOOL_FILE)?;
+        let index = open(index::INDEX_FILE)?;
+        Ok(Prepared { dir_fd, spool, index })
+    }
 }
 
 impl OutputLog {

@@ -188,11 +188,9 @@ impl super::OutputLog {
         let mut bytes = serde_json::to_vec_pretty(meta).map_err(|e| meta_err(e.to_string()))?;
         bytes.push(b'\n');
         match spare {
-            Some(spare) => crate::atomic_write::replace_from_spare(
-                &spare.path_in(&self.dir),
-                &path,
-                &bytes,
-            ),
+            Some(spare) => {
+                crate::atomic_write::replace_from_spare(&spare.path_in(&self.dir), &path, &bytes)
+            }
             None => crate::atomic_write::atomic_replace(&path, &bytes),
         }
         .map_err(|e| meta_err(e.to_string()))

@@ -38,6 +38,7 @@ mod memory_trim;
 mod metrics_addr;
 mod natural_end;
 mod pid1;
+mod prepared_dirs;
 mod remote_crd;
 mod remote_deploy;
 mod remote_ns;
