@@ -7,7 +7,12 @@
 //!   next-id                  the session id counter (ids are never reused within a state dir)
 //!   spool/<instance>/<id>/   one directory per engine instance and per session
 //!     output.log             the spool (owned by `output`)
+//!     streams.idx            the stream index (owned by `output`)
+//!     log.json               the finished log's counters (owned by `output`)
 //!     session.json           the session record (owned by `session`)
+//!     spec.json              the start options, for `restart` (owned by `spec_file`)
+//!     .spare-*               empty files records are written into (owned by `slots`)
+//!   spool/<instance>/.slot-<n>/  a session directory made ahead of time (`slots`)
 //! ```
 
 use std::fs::{self, DirBuilder, File, OpenOptions};
