@@ -352,16 +352,7 @@ mod tests {
     use super::*;
     use std::os::unix::fs::MetadataExt;
     use std::time::Duration;
-
-    fn names(dir: &Path) -> Vec<String> {
-        let mut v: Vec<String> = std::fs::read_dir(dir)
-            .unwrap()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect();
-        v.sort();
-        v
-    }
+    use stockade_testkit::dir_names as names;
 
     const FRESH: [&str; 6] =
         [".spare-end", ".spare-log", ".spare-spec", ".spare-start", "output.log", "streams.idx"];

@@ -77,3 +77,12 @@ pub fn text(bytes: &[u8]) -> String {
 pub fn base64_decode(text: &str) -> Vec<u8> {
     stockade_proto::rpc::decode_bytes(text).expect("standard base64")
 }
+
+/// The names in directory `dir`, sorted (empty when it cannot be read).
+pub fn dir_names(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    names.sort();
+    names
+}

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use stockade_testkit::{Home, Rpc, eventually};
+use stockade_testkit::{Home, Rpc, dir_names as names, eventually};
 
 use crate::restart::{Markers, sigkill};
 
@@ -49,16 +49,6 @@ fn all_slots(home: &Home) -> Vec<PathBuf> {
 
 fn ino(p: &Path) -> u64 {
     std::fs::symlink_metadata(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())).ino()
-}
-
-fn names(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
 }
 
 fn instance(home: &Home) -> String {
