@@ -110,10 +110,15 @@ impl Home {
     /// then exits with the command's own code (a signal or another end: 1), else 0. Checks that
     /// the exit status matches the answer; returns the answer.
     pub fn json_bg(&self, args: &[&str]) -> Value {
-        let out = self.run(&[&["run", "--bg", "--json"][..], args].concat());
-        let answer: Value = serde_json::from_str(&text(&out.stdout)).unwrap_or_else(|e| {
-            panic!("run --bg {args:?} answered no JSON ({e}): {}", text(&out.stderr))
-        });
+        self.json_started(&[&["run", "--bg", "--json"][..], args].concat())
+    }
+
+    /// `stockade ARGS…` (`--json` included) that starts a command in the background (`run --bg`,
+    /// `restart`), which may have ended by the answer: as [`Home::json_bg`].
+    pub fn json_started(&self, args: &[&str]) -> Value {
+        let out = self.run(args);
+        let answer: Value = serde_json::from_str(&text(&out.stdout))
+            .unwrap_or_else(|e| panic!("{args:?} answered no JSON ({e}): {}", text(&out.stderr)));
         let code = out.status.code();
         match answer["state"].as_str() {
             Some("running") => assert_eq!(code, Some(0), "{answer}"),

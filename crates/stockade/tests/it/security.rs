@@ -203,9 +203,13 @@ fn a_home_nobody_pre_created_is_refused_and_their_daemon_gets_nothing() {
     assert!(stderr.contains(&format!("uid {NOBODY}")), "{stderr}");
     assert_eq!(stderr.trim().lines().count(), 1, "one sentence: {stderr}");
     let spool = home.join("spool");
+    // Session directories only (`sh-*`): a daemon keeps directories made ahead of time too.
     let sessions = std::fs::read_dir(&spool)
         .map(|d| {
-            d.flatten().flat_map(|i| std::fs::read_dir(i.path()).into_iter().flatten()).count()
+            d.flatten()
+                .flat_map(|i| std::fs::read_dir(i.path()).into_iter().flatten().flatten())
+                .filter(|e| e.file_name().to_string_lossy().starts_with("sh-"))
+                .count()
         })
         .unwrap_or(0);
     assert_eq!(sessions, 0, "nobody's daemon received a run");
