@@ -234,7 +234,15 @@ impl Sandbox {
         }
         let bb = root.join("bin/busybox");
         std::fs::copy(busybox(), &bb).unwrap();
-        let list = sh(Command::new(&bb).arg("--list")).unwrap();
+        // A child another test thread forks while the copy is open for writing holds that
+        // descriptor until it execs: running the new file can fail with ETXTBSY meanwhile.
+        let list = eventually(Duration::from_secs(10), "busybox runs", || {
+            match sh(Command::new(&bb).arg("--list")) {
+                Ok(list) => Some(list),
+                Err(e) if e.contains("os error 26") => None, // ETXTBSY: try again
+                Err(e) => panic!("{e}"),
+            }
+        });
         for applet in list.lines().filter(|a| !a.is_empty() && *a != "busybox") {
             let _ = std::os::unix::fs::symlink("busybox", root.join("bin").join(applet));
         }
