@@ -47,12 +47,22 @@ pub fn atomic_replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// directory made without one, or already used) this is [`atomic_replace`]. A failed write
 /// removes the spare and leaves `path` untouched.
 pub(crate) fn replace_from_spare(spare: &Path, path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let opened =
-        OpenOptions::new().write(true).truncate(true).custom_flags(libc::O_NOFOLLOW).open(spare);
-    let mut file = match opened {
-        Ok(file) => file,
-        Err(_) => return atomic_replace(path, bytes),
-    };
+    write_through_spare(spare, path, bytes).unwrap_or_else(|| atomic_replace(path, bytes))
+}
+
+/// The spare half of [`replace_from_spare`]: `None` when there is no usable spare (nothing was
+/// written), for the caller's own way of writing `path`.
+pub(crate) fn write_through_spare(
+    spare: &Path,
+    path: &Path,
+    bytes: &[u8],
+) -> Option<io::Result<()>> {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(spare)
+        .ok()?;
     let written = file.write_all(bytes).and_then(|()| {
         drop(file);
         // Over an existing file, exchange the two: the old one stays as the spare (a directory
@@ -71,7 +81,7 @@ pub(crate) fn replace_from_spare(spare: &Path, path: &Path, bytes: &[u8]) -> io:
     if written.is_err() {
         let _ = std::fs::remove_file(spare);
     }
-    written
+    Some(written)
 }
 
 fn write_and_rename(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {

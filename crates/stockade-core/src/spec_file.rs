@@ -46,8 +46,8 @@ pub(crate) fn store(dir: &Path, spec: &RunSpec) -> std::io::Result<()> {
     let text = serde_json::to_vec(&params(spec)).map_err(std::io::Error::other)?;
     let path = dir.join(SPEC_FILE);
     let spare = crate::slots::Spare::Spec.path_in(dir);
-    if spare.exists() {
-        return crate::atomic_write::replace_from_spare(&spare, &path, &text);
+    if let Some(written) = crate::atomic_write::write_through_spare(&spare, &path, &text) {
+        return written;
     }
     let mut file = std::fs::OpenOptions::new()
         .write(true)
