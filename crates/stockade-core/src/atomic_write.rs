@@ -3,8 +3,8 @@
 //! session records, written twice per run, where an `fsync` would cost more than the command,
 //! and a log's `log.json`, which can be rebuilt from the spool). A crash or a full disk leaves
 //! the old file or the new one, never a torn one. A session directory made ahead of time holds
-//! an empty spare file per record, written and renamed instead of a new temporary file
-//! ([`replace_from_spare`]).
+//! a spare file per record (empty, or an older record), written over and renamed instead of a
+//! new temporary file ([`replace_from_spare`]).
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -40,8 +40,8 @@ pub fn atomic_replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
     write_and_rename(path, bytes, false)
 }
 
-/// [`atomic_replace`] through `spare`, an empty file made ahead of time in the same directory
-/// (see `slots.rs`): the bytes go into it and it is renamed over `path` (exchanged with it, when
+/// [`atomic_replace`] through `spare`, a file made ahead of time in the same directory (empty,
+/// or an older record that is written over; see `slots.rs`): the bytes go into it and it is renamed over `path` (exchanged with it, when
 /// there is one: the old contents stay behind under the spare's name), so no inode is
 /// allocated or freed now. Each spare has one writer, which uses it once; without the spare (a
 /// directory made without one, or already used) this is [`atomic_replace`]. A failed write
@@ -57,13 +57,12 @@ pub(crate) fn write_through_spare(
     path: &Path,
     bytes: &[u8],
 ) -> Option<io::Result<()>> {
-    let mut file = OpenOptions::new()
-        .write(true)
-        .truncate(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(spare)
-        .ok()?;
-    let written = file.write_all(bytes).and_then(|()| {
+    // Not `O_TRUNC`: ext4 (`auto_da_alloc`, on by default) starts writing back a file that was
+    // truncated to zero when it is closed, which costs a short run more than the rest of its
+    // record keeping. The spare is empty (fresh) or holds an older record of about the same
+    // size: the bytes are written over it from the start and only a longer remainder is cut.
+    let file = OpenOptions::new().write(true).custom_flags(libc::O_NOFOLLOW).open(spare).ok()?;
+    let written = overwrite(&file, bytes).and_then(|()| {
         drop(file);
         // Over an existing file, exchange the two: the old one stays as the spare (a directory
         // used again truncates it) instead of being freed, and no inode changes hands.
@@ -82,6 +81,18 @@ pub(crate) fn write_through_spare(
         let _ = std::fs::remove_file(spare);
     }
     Some(written)
+}
+
+/// Makes `file`'s contents `bytes`: written from offset 0, then cut to their length when the
+/// file was longer. Never truncates to zero (see [`write_through_spare`]).
+fn overwrite(file: &File, bytes: &[u8]) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    file.write_all_at(bytes, 0)?;
+    let len = bytes.len() as u64;
+    if file.metadata()?.len() > len {
+        file.set_len(len)?;
+    }
+    Ok(())
 }
 
 fn write_and_rename(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
@@ -174,6 +185,10 @@ mod tests {
         assert_eq!(std::fs::read(&p).unwrap(), b"three");
         assert_eq!((ino(&p), ino(&spare)), (spare_ino, old_ino));
         assert_eq!(std::fs::read(&spare).unwrap(), b"two");
+        // A spare holding an older, longer record is written over and cut to the new length.
+        replace_from_spare(&spare, &p, b"4").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"4");
+        assert_eq!(std::fs::read(&spare).unwrap(), b"three");
         std::fs::remove_file(&spare).unwrap();
         // A spare that is a symlink is not followed (nor written through).
         let target = dir.path().join("elsewhere");

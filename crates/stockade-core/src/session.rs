@@ -331,18 +331,47 @@ impl Session {
         }
     }
 
-    /// Finishes the output log (`log.json`), then decides the end (the record shows it from
-    /// here on, with the log's final totals) and writes the end record. Blocking.
-    fn write_end(&self, end: SessionEnd) -> std::io::Result<()> {
+    /// The end, in the order a crash may interrupt it: the output log finished, the end
+    /// record written, the terminal state published (a crash after a client saw the end never
+    /// shows the session as running) — then what nobody waits for: `log.json` when the spool
+    /// alone rebuilds it exactly (`OutputLog::finish_but_meta`; written before the record
+    /// otherwise) and the removal of the session's empty cgroup. Blocking.
+    fn write_end(&self, end: SessionEnd) {
         if self.capture == Capture::File {
             sync_file_capture(self);
         }
-        if let Err(e) = self.log.finish() {
+        let later = self.log.finish_but_meta().unwrap_or_else(|e| {
             self.record_pending.store(true, Ordering::Relaxed);
             tracing::warn!(id = %self.id, error = %e, "could not finish the output log");
-        }
+            None
+        });
+        let state = end.state.clone();
         *self.end.lock().unwrap_or_else(|p| p.into_inner()) = Some(end);
-        registry::store_via(&self.dir, &self.record(), Some(Spare::End))
+        if let Err(e) = registry::store_via(&self.dir, &self.record(), Some(Spare::End)) {
+            self.record_pending.store(true, Ordering::Relaxed);
+            tracing::warn!(id = %self.id, error = %e, "could not write the final session record; will retry");
+        }
+        self.publish(state);
+        if let Some(later) = later
+            && let Err(e) = later.write()
+        {
+            self.record_pending.store(true, Ordering::Relaxed);
+            tracing::warn!(id = %self.id, error = %e, "could not write log.json; will retry");
+        }
+        self.tree.remove_cgroup();
+    }
+
+    /// Shows the terminal `state` to every waiter. Terminal states are terminal:
+    /// `send_if_modified` refuses to leave one.
+    fn publish(&self, state: SessionState) {
+        self.state.send_if_modified(|s| {
+            if s.is_terminal() {
+                false
+            } else {
+                *s = state;
+                true
+            }
+        });
     }
 
     /// Whether another process owns it (a foreground `stockade run`, or a dead owner's
@@ -375,32 +404,22 @@ impl Session {
         }
     }
 
-    /// Finish the output log and publish the terminal state, exactly once. `log.json` and the
-    /// record are on disk before the state is published (written in one blocking task), so a
-    /// crash after a client saw the end never shows the session as running.
+    /// Finish the output log and publish the terminal state, exactly once ([`Self::write_end`],
+    /// in one blocking task).
     async fn finalize(self: &Arc<Self>, end: SessionEnd) {
         if self.end.lock().unwrap_or_else(|p| p.into_inner()).is_some() {
             return;
         }
         let (me, ended) = (Arc::clone(self), end.clone());
-        let stored = match tokio::task::spawn_blocking(move || me.write_end(ended)).await {
-            Ok(stored) => stored,
-            // The blocking pool is shutting down: write here instead.
-            Err(_) => self.write_end(end.clone()),
-        };
-        if let Err(e) = stored {
-            self.record_pending.store(true, Ordering::Relaxed);
-            tracing::warn!(id = %self.id, error = %e, "could not write the final session record; will retry");
-        }
-        // Terminal states are terminal: `send_if_modified` refuses to leave one.
-        self.state.send_if_modified(|s| {
-            if s.is_terminal() {
-                false
+        if tokio::task::spawn_blocking(move || me.write_end(ended)).await.is_err() {
+            // The blocking pool is shutting down (the task never ran) or the task failed
+            // half-way: finish here.
+            if self.end.lock().unwrap_or_else(|p| p.into_inner()).is_none() {
+                self.write_end(end);
             } else {
-                *s = end.state.clone();
-                true
+                self.publish(end.state);
             }
-        });
+        }
     }
 
     /// A session loaded from its record: a finished one (crash recovery, a previous daemon's or

@@ -15,7 +15,8 @@
 //! * **Used again:** a finished session the engine forgets (retention's `max_finished`,
 //!   `cleanup`, `forget`) becomes a slot instead of being deleted, when nothing else holds it:
 //!   the directory is renamed to `.slot-<n>` (it is gone from its id at once), its spool and
-//!   index are truncated and its records become the spares again, truncated. Up to
+//!   index are truncated and its records become the spares again (their old bytes are written
+//!   over in place by the next run, so no block is freed or allocated). Up to
 //!   [`MAX_READY`] slots are kept; beyond that, forgotten directories are deleted as before. A
 //!   daemon that keeps its `max_finished` sessions then makes and deletes no file per run.
 //!
@@ -150,7 +151,9 @@ impl Slots {
     /// Makes fresh slots up to the target in a blocking task (one task at a time; nothing
     /// outside a tokio runtime).
     pub(crate) fn refill(self: &Arc<Self>) {
-        if self.is_closed() || self.filling.swap(true, Ordering::AcqRel) {
+        // Enough ready (the common case once forgotten directories are used again): no task,
+        // no thread to wake while a run starts.
+        if !self.wanted() || self.filling.swap(true, Ordering::AcqRel) {
             return;
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
@@ -288,7 +291,7 @@ fn truncate(path: &Path) -> io::Result<()> {
 }
 
 /// Turns a used session directory (renamed to a slot) back into a fresh one: the records
-/// become the spares, every file is truncated, anything else is deleted; what is missing is
+/// become the spares, the spool and index are truncated, anything else is deleted; what is missing is
 /// made.
 fn reset(slot: &Path) -> io::Result<()> {
     for spare in Spare::ALL {
@@ -317,10 +320,23 @@ fn reset(slot: &Path) -> io::Result<()> {
             std::fs::remove_file(entry.path())?;
         }
     }
-    for name in keep {
+    for name in [crate::output::SPOOL_FILE, crate::output::INDEX_FILE] {
         let path = slot.join(name);
         match truncate(&path) {
             Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => create_empty(&path)?,
+            Err(e) => return Err(e),
+        }
+    }
+    // The spares keep their old bytes: the next record is written over them in place
+    // (`atomic_write::write_through_spare`), so no block is freed now and none allocated then.
+    for spare in Spare::ALL {
+        let path = spare.path_in(slot);
+        match std::fs::symlink_metadata(&path) {
+            Ok(meta) if meta.file_type().is_file() => {}
+            Ok(_) => {
+                return Err(io::Error::other(format!("{} is not a regular file", path.display())));
+            }
             Err(e) if e.kind() == io::ErrorKind::NotFound => create_empty(&path)?,
             Err(e) => return Err(e),
         }
@@ -417,9 +433,15 @@ mod tests {
         assert_eq!(names(tmp.path()), [".slot-0"]);
         let slot = tmp.path().join(".slot-0");
         assert_eq!(names(&slot), FRESH);
-        for f in FRESH {
+        // The spool and index are empty; each spare keeps the record it was (written over in
+        // place by the next run).
+        for f in ["output.log", "streams.idx"] {
             assert_eq!(std::fs::metadata(slot.join(f)).unwrap().len(), 0, "{f}");
         }
+        let read = |f: &str| std::fs::read_to_string(slot.join(f)).unwrap();
+        assert_eq!(read(".spare-start"), "{\"end\":1}");
+        assert_eq!(read(".spare-end"), "{\"start\":1}");
+        assert_eq!((read(".spare-spec"), read(".spare-log")), ("{}".into(), "{}".into()));
         assert_eq!(before, [ino(&slot.join("output.log")), ino(&slot.join(".spare-start"))]);
         // It is handed out like a fresh one.
         let dir = tmp.path().join("sh-9");

@@ -417,6 +417,33 @@ mod tests {
     }
 
     #[test]
+    fn log_json_is_left_for_later_only_when_the_spool_rebuilds_it_alike() {
+        // A plain log: `log.json` is left for later, and a reader without it sees the same log.
+        let (t, l) = log(OutputConfig::default());
+        l.append(Stream::Stdout, b"one\n").unwrap();
+        l.append(Stream::Stderr, b"two").unwrap();
+        let dir = t.path().join("s");
+        let later = l.finish_but_meta().unwrap().expect("left for later");
+        assert!(!dir.join(META_FILE).exists());
+        let rebuilt = OutputLog::open(&dir).unwrap().stats();
+        assert_eq!((rebuilt.total_bytes, rebuilt.stream_bytes.stderr), (7, 3));
+        later.write().unwrap();
+        assert!(dir.join(META_FILE).exists());
+        assert_eq!(OutputLog::open(&dir).unwrap().stats(), rebuilt);
+        assert!(l.finish_but_meta().unwrap().is_none(), "finished once");
+        // A log a rebuild would read otherwise (a stop at the cap): written at once.
+        let (t, l) = log(OutputConfig { disk_cap: 4, ..OutputConfig::default() });
+        l.append(Stream::Stdout, b"more than four").unwrap();
+        assert!(l.finish_but_meta().unwrap().is_none());
+        assert!(t.path().join("s").join(META_FILE).exists());
+        // So is one with another configuration.
+        let (t, l) = log(OutputConfig { retained_cap: 4096, ..OutputConfig::default() });
+        l.append(Stream::Stdout, b"x\n").unwrap();
+        assert!(l.finish_but_meta().unwrap().is_none());
+        assert!(t.path().join("s").join(META_FILE).exists());
+    }
+
+    #[test]
     fn counters_and_lines() {
         let (_t, l) = log(OutputConfig::default());
         l.append(Stream::Stdout, b"a\nb").unwrap();

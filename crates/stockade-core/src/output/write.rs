@@ -224,12 +224,24 @@ impl OutputLog {
     /// stop, bytes past the cap: those are already reported as the gap `[cap, total)` and are
     /// not shown after the finish (as in a re-opened log).
     pub fn finish(&self) -> Result<(), OutputError> {
+        match self.finish_but_meta()? {
+            Some(later) => later.write(),
+            None => Ok(()),
+        }
+    }
+
+    /// [`Self::finish`], except that `log.json` is left to the caller when the spool and the
+    /// stream index alone rebuild it exactly (no gap, no stop, no index error, the default
+    /// configuration: [`OutputLog::open`] without `log.json` reads the same log), so a session
+    /// can publish its end first; `None` when it was written here (or the log was finished
+    /// already).
+    pub(crate) fn finish_but_meta(&self) -> Result<Option<LaterMeta<'_>>, OutputError> {
         if !self.writable {
             return Err(OutputError::ReadOnly);
         }
         let _writer = lock(&self.append_lock);
         if lock(&self.state).finished {
-            return Ok(());
+            return Ok(None);
         }
         if self.config.capture == Capture::File {
             self.sync_locked()?;
@@ -245,11 +257,13 @@ impl OutputLog {
             super::full_tail::release_ring(&mut st);
             self.meta(&st)
         };
-        let written = self.write_meta_via(&meta, Some(crate::slots::Spare::Log));
         // A finished log holds no descriptor; later reads open the files themselves.
         lock(&self.files).take();
+        let later = LaterMeta { log: self, meta };
+        let result =
+            if later.rebuilt_alike() { Ok(Some(later)) } else { later.write().map(|()| None) };
         self.progress.send_replace(lock(&self.state).progress());
-        written
+        result
     }
 
     /// `keep-head-tail` after a stop: copy the ring (in bounded chunks, the lock released during
@@ -291,5 +305,29 @@ impl OutputLog {
             st.spooled = phys;
         }
         Ok(())
+    }
+}
+
+/// The `log.json` of a finished log, still to write ([`OutputLog::finish_but_meta`]).
+pub(crate) struct LaterMeta<'a> {
+    log: &'a OutputLog,
+    meta: super::state::Meta,
+}
+
+impl LaterMeta<'_> {
+    /// Whether [`OutputLog::open`] without `log.json` would read the same log.
+    fn rebuilt_alike(&self) -> bool {
+        let m = &self.meta;
+        m.stop.is_none()
+            && m.tail.is_none()
+            && m.gaps.is_empty()
+            && m.index_error.is_none()
+            && m.spooled_bytes == m.total_bytes
+            && m.config == super::OutputConfig::default()
+    }
+
+    /// Writes it, through the directory's spare when it has one.
+    pub(crate) fn write(self) -> Result<(), OutputError> {
+        self.log.write_meta_via(&self.meta, Some(crate::slots::Spare::Log))
     }
 }

@@ -71,9 +71,7 @@ impl ProcessTree {
             // the session's, the orphan reaper the rest (`Engine::reap_orphans`).
             && !crate::reaper::has_zombie_child()
         {
-            if let Err(e) = cgroup::remove_session(dir) {
-                tracing::debug!(cgroup = %dir.display(), error = %e, "session cgroup not removed yet");
-            }
+            // The empty cgroup is removed once the end is published (`remove_cgroup`).
             return TerminateReport {
                 terminated: true,
                 signal_sent: None,

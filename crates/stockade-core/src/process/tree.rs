@@ -235,6 +235,18 @@ impl ProcessTree {
         }
     }
 
+    /// Removes the session's cgroup (and the sub-cgroups its processes made) once the root is
+    /// reaped; one still in use is left as it is. Blocking (a few
+    /// `rmdir`s on the cgroup file system).
+    pub(crate) fn remove_cgroup(&self) {
+        if let Some(dir) = self.cgroup()
+            && self.root_reaped()
+            && let Err(e) = super::cgroup::remove_session(dir)
+        {
+            tracing::debug!(cgroup = %dir.display(), error = %e, "session cgroup not removed yet");
+        }
+    }
+
     /// Whether the root has been reaped — or, for an adopted root (not our child), has exited:
     /// then its pid, hence the pgid, may be recycled at any time and no longer names the session.
     pub(crate) fn root_reaped(&self) -> bool {

@@ -59,9 +59,16 @@ pub(super) async fn answer(
     deduplicated: bool,
     wait: Option<WaitReport>,
 ) -> Result<RunResult, RpcError> {
-    // Reads the spool: off the async workers.
+    // Reads the spool: off the async workers, unless there is so little of it (in the page
+    // cache) that the hand-off would cost a short command more than the reads.
+    if session.log().stats().total_bytes <= INLINE_ANSWER_BYTES {
+        return session.run_result(&request, deduplicated, wait).map_err(from_engine);
+    }
     tokio::task::spawn_blocking(move || session.run_result(&request, deduplicated, wait))
         .await
         .map_err(join_error)?
         .map_err(from_engine)
 }
+
+/// Most output whose answer is made on the async worker (see [`answer`]).
+const INLINE_ANSWER_BYTES: u64 = 64 * 1024;

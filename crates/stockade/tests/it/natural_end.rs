@@ -42,17 +42,38 @@ fn with_cgroup_daemon() -> Option<(DaemonProc, Rpc)> {
     Some((daemon, rpc))
 }
 
+/// The cgroup recorded in session `id`'s end record.
+fn session_cgroup(daemon: &DaemonProc, id: &str) -> std::path::PathBuf {
+    let spool = daemon.home.join("spool");
+    let record = std::fs::read_dir(&spool)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join(id).join("session.json"))
+        .find(|p| p.exists())
+        .unwrap_or_else(|| panic!("no record of {id} under {}", spool.display()));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&record).unwrap()).unwrap();
+    assert_eq!(v["state"], "exited", "{v}");
+    std::path::PathBuf::from(v["cgroup"].as_str().unwrap_or_else(|| panic!("no cgroup in {v}")))
+}
+
 #[test]
 fn a_command_that_leaves_nothing_ends_without_a_process_scan() {
-    let Some((_daemon, mut rpc)) = with_cgroup_daemon() else { return };
+    let Some((daemon, mut rpc)) = with_cgroup_daemon() else { return };
     let before = scans(&mut rpc);
+    let mut cgroups = Vec::new();
     for _ in 0..RUNS {
         let r = rpc.ok("run", json!({"command": "true"}));
         assert_eq!(r["state"], "exited", "{r}");
         assert!(r.get("cleanup").is_none_or(serde_json::Value::is_null), "{r}");
+        cgroups.push(session_cgroup(&daemon, r["id"].as_str().unwrap()));
     }
     let after = scans(&mut rpc);
     assert_eq!(after, before, "{RUNS} `run true` took {} /proc scans", after - before);
+    // Each session's cgroup is removed once its end is published.
+    eventually(Duration::from_secs(10), "every session cgroup removed", || {
+        cgroups.iter().all(|c| !c.exists()).then_some(())
+    });
     // A command that does leave something still gets the full routine: it is killed.
     let r = rpc.ok("run", json!({"command": "sleep 1000 & echo started"}));
     assert_eq!(r["state"], "exited", "{r}");
