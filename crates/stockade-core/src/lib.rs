@@ -35,6 +35,7 @@
 
 pub mod answer;
 mod atomic_write;
+pub mod blocking;
 mod engine;
 pub mod fd_budget;
 mod input;

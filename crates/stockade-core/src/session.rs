@@ -405,13 +405,13 @@ impl Session {
     }
 
     /// Finish the output log and publish the terminal state, exactly once ([`Self::write_end`],
-    /// in one blocking task).
+    /// blocking, through [`crate::blocking::run`]).
     async fn finalize(self: &Arc<Self>, end: SessionEnd) {
         if self.end.lock().unwrap_or_else(|p| p.into_inner()).is_some() {
             return;
         }
         let (me, ended) = (Arc::clone(self), end.clone());
-        if tokio::task::spawn_blocking(move || me.write_end(ended)).await.is_err() {
+        if crate::blocking::run(move || me.write_end(ended)).await.is_err() {
             // The blocking pool is shutting down (the task never ran) or the task failed
             // half-way: finish here.
             if self.end.lock().unwrap_or_else(|p| p.into_inner()).is_none() {

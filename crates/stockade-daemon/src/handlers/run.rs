@@ -17,11 +17,12 @@ pub(super) async fn handle(ctx: &Ctx, p: RunParams) -> Result<RunResult, RpcErro
     let until = p.until.as_deref().map(Until::new).transpose().map_err(from_engine)?;
     let (background, yield_ms) = (p.background, p.yield_ms);
     let spec = RunSpec::from(p);
-    // Spawning forks and touches the disk: keep it off the async workers.
+    // Spawning forks and touches the disk: blocking work, kept from stalling other tasks.
     let shared = Arc::clone(&ctx.shared);
     let asked = std::time::Instant::now();
-    let started =
-        tokio::task::spawn_blocking(move || shared.engine.start(spec)).await.map_err(join_error)?;
+    let started = stockade_core::blocking::run(move || shared.engine.start(spec))
+        .await
+        .map_err(join_error)?;
     ctx.shared.metrics.spawned(asked.elapsed(), started.is_ok());
     let started = started.map_err(from_engine)?;
     let session = started.session;
