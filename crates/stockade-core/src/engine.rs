@@ -614,7 +614,9 @@ impl Engine {
             let finished: Vec<u64> = reg
                 .sessions
                 .iter()
-                .filter(|(_, s)| s.state().is_terminal())
+                // A session whose end is still being written (just after its answer) is pruned
+                // by a later start, not now: its directory is still in use.
+                .filter(|(_, s)| s.state().is_terminal() && s.is_settled())
                 .map(|(k, _)| *k)
                 .collect();
             let excess = finished.len().saturating_sub(self.config.limits.max_finished);
@@ -801,8 +803,13 @@ fn validate_text(spec: &RunSpec) -> Result<(), EngineError> {
     Ok(())
 }
 
+/// How long a forgotten session's end may still take before its directory is deleted anyway.
+const SETTLE_LIMIT: Duration = Duration::from_secs(2);
+
 /// Delete a forgotten session's directory; the spool bytes it held.
 async fn remove_session_dir(session: Arc<Session>, slots: Option<Arc<Slots>>) -> u64 {
+    // A session forgotten right after its answer may still be writing `log.json`.
+    session.wait_settled(SETTLE_LIMIT).await;
     let bytes = session.log().stats().spooled_bytes;
     let id = session.id().to_owned();
     let removed = tokio::task::spawn_blocking(move || discard_dir(session, slots.as_deref())).await;

@@ -79,6 +79,9 @@ pub struct Session {
     owner: Option<Owner>,
     /// Its record (or `log.json`) could not be written (a full disk): the engine retries.
     record_pending: AtomicBool,
+    /// Everything of its end is done (`log.json` and the cgroup removal come after the terminal
+    /// state is published): from here on nothing but a reader touches its directory.
+    settled: watch::Sender<bool>,
     /// Started by this engine (not loaded from another process's record).
     own: bool,
     /// What it was started with (`None` when recovered from a record, which keeps no
@@ -133,6 +136,7 @@ impl Session {
             input: parts.input,
             owner: Owner::current(),
             record_pending: AtomicBool::new(false),
+            settled: watch::Sender::new(false),
             own: true,
             spec: Some(parts.spec),
         });
@@ -420,6 +424,21 @@ impl Session {
                 self.publish(end.state);
             }
         }
+        self.settled.send_replace(true);
+    }
+
+    /// Whether everything of its end is done (see [`Self::wait_settled`]); a session that has not
+    /// ended is not.
+    pub(crate) fn is_settled(&self) -> bool {
+        *self.settled.borrow()
+    }
+
+    /// Waits (at most `limit`) until everything of its end is done: after the terminal state is
+    /// published the end still writes `log.json` and removes the cgroup, so whoever deletes or
+    /// reuses the directory waits for that.
+    pub(crate) async fn wait_settled(&self, limit: Duration) {
+        let mut rx = self.settled.subscribe();
+        let _ = tokio::time::timeout(limit, rx.wait_for(|settled| *settled)).await;
     }
 
     /// A session loaded from its record: a finished one (crash recovery, a previous daemon's or
@@ -463,6 +482,7 @@ impl Session {
             input: None,
             owner: record.owner,
             record_pending: AtomicBool::new(false),
+            settled: watch::Sender::new(true),
             own: false,
             spec,
         })

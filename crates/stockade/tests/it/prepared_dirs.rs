@@ -176,3 +176,26 @@ fn runs_take_prepared_directories_and_none_outlives_its_daemon() {
 fn ps(home: &Home) -> Vec<Value> {
     home.json(&["ps"])["sessions"].as_array().unwrap().clone()
 }
+
+#[test]
+fn a_session_forgotten_right_after_its_answer_leaves_no_directory() {
+    let home = Home::new();
+    let mut markers = Markers::default();
+    markers.home(home.path());
+    home.ok(&["daemon", "start"]);
+    markers.daemon(home.daemon_pid().unwrap());
+    let mut rpc = Rpc::connect(&home.path().join("stockade.sock"));
+    // The last steps of an end (`log.json`, the cgroup's removal) come after the answer: a
+    // `forget` right away waits for them instead of deleting the directory under them.
+    for i in 0..300 {
+        let r = rpc.ok("run", json!({"command": format!("echo {i}")}));
+        assert_eq!(r["state"], "exited", "{r}");
+        let f = rpc.ok("forget", json!({"id": r["id"]}));
+        assert_eq!(f["removed_bytes"], format!("{i}\n").len(), "{f}");
+    }
+    let left = crate::restart::session_dirs(home.path());
+    assert!(left.is_empty(), "directories of forgotten sessions left: {left:?}");
+    let ready = all_slots(&home).len();
+    assert!((1..=64).contains(&ready), "{ready} directories ready");
+    home.ok(&["daemon", "stop"]);
+}
