@@ -203,8 +203,7 @@ pub(super) fn spawn(plan: &Plan, cgroup_dir: Option<&OwnedFd>) -> Outcome {
     let envp: Vec<*const libc::c_char> =
         plan.envp.iter().map(|a| a.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
     let mut shared = Shared { plan, argv: argv.as_ptr(), envp: envp.as_ptr(), step: 0, errno: 0 };
-    // 16-byte aligned top of stack: u128 elements.
-    let mut stack = vec![0u128; CHILD_STACK / 16];
+    let mut stack = ChildStack::take();
     let mut pidfd: RawFd = -1;
     let mut args = CloneArgs {
         flags: CLONE_VM | CLONE_VFORK | CLONE_PIDFD,
@@ -222,12 +221,12 @@ pub(super) fn spawn(plan: &Plan, cgroup_dir: Option<&OwnedFd>) -> Outcome {
     // signal around the call; the child resets dispositions and unblocks before `execve`.
     let ret = {
         let _blocked = BlockSignals::new();
-        // SAFETY: `args` describes a fresh stack owned by this frame and alive until the call
+        // SAFETY: `args` describes a stack owned by this frame (`stack`) and alive until the call
         // returns (CLONE_VFORK: after the child's `execve` or exit); `child_main` never returns
         // and touches only `shared`, which outlives the child's use of it.
         unsafe { clone3_vm(&mut args, child_main, (&raw mut shared).cast()) }
     };
-    drop(stack);
+    stack.give_back();
     if ret < 0 {
         let errno = -ret as i32;
         return match errno {
@@ -253,6 +252,38 @@ pub(super) fn spawn(plan: &Plan, cgroup_dir: Option<&OwnedFd>) -> Outcome {
         return Outcome::Failed { step, error: io::Error::from_raw_os_error(errno) };
     }
     Outcome::Started { pid: ret as u32, pidfd }
+}
+
+/// The child's stack, kept by each spawning thread for its next spawn: a fresh one per spawn
+/// cost an allocation, page faults in the child and, with the daemon's allocator returning
+/// freed memory at once, an `madvise` (a TLB shootdown across the daemon's threads) after it.
+/// One spawn per thread at a time (`CLONE_VFORK` suspends the thread until the child's
+/// `execve`), so a thread's stack is never shared.
+struct ChildStack(Box<[u128]>);
+
+thread_local! {
+    static SPARE_STACK: std::cell::Cell<Option<Box<[u128]>>> = const { std::cell::Cell::new(None) };
+}
+
+impl ChildStack {
+    /// This thread's stack (or a new one). 16-byte aligned top of stack: `u128` elements.
+    fn take() -> ChildStack {
+        let kept = SPARE_STACK.try_with(std::cell::Cell::take).ok().flatten();
+        ChildStack(kept.unwrap_or_else(|| vec![0u128; CHILD_STACK / 16].into_boxed_slice()))
+    }
+
+    fn as_mut_ptr(&mut self) -> *mut u128 {
+        self.0.as_mut_ptr()
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Keeps it for this thread's next spawn.
+    fn give_back(self) {
+        let _ = SPARE_STACK.try_with(|spare| spare.set(Some(self.0)));
+    }
 }
 
 /// Blocks every signal in this thread until dropped.
