@@ -614,13 +614,15 @@ impl Engine {
             let finished: Vec<u64> = reg
                 .sessions
                 .iter()
-                // A session whose end is still being written (just after its answer) is pruned
-                // by a later start, not now: its directory is still in use.
-                .filter(|(_, s)| s.state().is_terminal() && s.is_settled())
+                .filter(|(_, s)| s.state().is_terminal())
                 .map(|(k, _)| *k)
                 .collect();
             let excess = finished.len().saturating_sub(self.config.limits.max_finished);
-            finished[..excess].iter().filter_map(|k| reg.sessions.remove(k)).collect()
+            // A session whose end is still being written (just after its answer; only the
+            // newest can be) is pruned by a later start, not now: its directory is in use.
+            let settled = |k: &&u64| reg.sessions.get(*k).is_some_and(|s| s.is_settled());
+            let doomed: Vec<u64> = finished[..excess].iter().filter(settled).copied().collect();
+            doomed.iter().filter_map(|k| reg.sessions.remove(k)).collect()
         };
         let ids = doomed.iter().map(|s| s.id().to_owned()).collect();
         for s in doomed {

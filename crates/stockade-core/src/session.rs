@@ -19,7 +19,7 @@ use stockade_proto::{Capture, DiskPolicy, SessionState, TerminateReport};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::input::{InputKind, InputRefused, SessionInput};
-use crate::output::{OutputLog, REASON_DISK_CAP};
+use crate::output::{LaterMeta, OutputLog, REASON_DISK_CAP};
 use crate::process::{ProcessTree, TerminateOptions};
 use crate::registry::{self, Owner, RECORD_VERSION, RecordTotals, SessionRecord};
 use crate::slots::Spare;
@@ -335,12 +335,11 @@ impl Session {
         }
     }
 
-    /// The end, in the order a crash may interrupt it: the output log finished, the end
-    /// record written, the terminal state published (a crash after a client saw the end never
-    /// shows the session as running) — then what nobody waits for: `log.json` when the spool
-    /// alone rebuilds it exactly (`OutputLog::finish_but_meta`; written before the record
-    /// otherwise) and the removal of the session's empty cgroup. Blocking.
-    fn write_end(&self, end: SessionEnd) {
+    /// The end up to its record, in the order a crash may interrupt it: the output log
+    /// finished, the end record written. What nobody waits for is returned for
+    /// [`Self::after_end`]: `log.json` when the spool alone rebuilds it exactly
+    /// (`OutputLog::finish_but_meta`; written here, before the record, otherwise). Blocking.
+    fn write_end(&self, end: SessionEnd) -> Option<LaterMeta> {
         if self.capture == Capture::File {
             sync_file_capture(self);
         }
@@ -349,15 +348,19 @@ impl Session {
             tracing::warn!(id = %self.id, error = %e, "could not finish the output log");
             None
         });
-        let state = end.state.clone();
         *self.end.lock().unwrap_or_else(|p| p.into_inner()) = Some(end);
         if let Err(e) = registry::store_via(&self.dir, &self.record(), Some(Spare::End)) {
             self.record_pending.store(true, Ordering::Relaxed);
             tracing::warn!(id = %self.id, error = %e, "could not write the final session record; will retry");
         }
-        self.publish(state);
+        later
+    }
+
+    /// The end after its state is published: `log.json` (when [`Self::write_end`] left it) and
+    /// the removal of the session's empty cgroup. Blocking.
+    fn after_end(&self, later: Option<LaterMeta>) {
         if let Some(later) = later
-            && let Err(e) = later.write()
+            && let Err(e) = later.write(&self.log)
         {
             self.record_pending.store(true, Ordering::Relaxed);
             tracing::warn!(id = %self.id, error = %e, "could not write log.json; will retry");
@@ -408,21 +411,31 @@ impl Session {
         }
     }
 
-    /// Finish the output log and publish the terminal state, exactly once ([`Self::write_end`],
-    /// blocking, through [`crate::blocking::run`]).
+    /// Finish the output log and publish the terminal state, exactly once: the end record
+    /// first ([`Self::write_end`]; a crash after a client saw the end never shows the session as
+    /// running), then the state, then what nobody waits for ([`Self::after_end`]) — after a
+    /// yield, so the waiter this wakes (the client's `run`) answers on this worker first rather
+    /// than wait for another thread to pick it up. Blocking work goes through
+    /// [`crate::blocking::run`].
     async fn finalize(self: &Arc<Self>, end: SessionEnd) {
         if self.end.lock().unwrap_or_else(|p| p.into_inner()).is_some() {
             return;
         }
         let (me, ended) = (Arc::clone(self), end.clone());
-        if crate::blocking::run(move || me.write_end(ended)).await.is_err() {
+        let later = match crate::blocking::run(move || me.write_end(ended)).await {
+            Ok(later) => later,
             // The blocking pool is shutting down (the task never ran) or the task failed
             // half-way: finish here.
-            if self.end.lock().unwrap_or_else(|p| p.into_inner()).is_none() {
-                self.write_end(end);
-            } else {
-                self.publish(end.state);
+            Err(_) if self.end.lock().unwrap_or_else(|p| p.into_inner()).is_none() => {
+                self.write_end(end.clone())
             }
+            Err(_) => None,
+        };
+        self.publish(end.state);
+        tokio::task::yield_now().await;
+        let me = Arc::clone(self);
+        if crate::blocking::run(move || me.after_end(later)).await.is_err() {
+            self.tree.remove_cgroup();
         }
         self.settled.send_replace(true);
     }

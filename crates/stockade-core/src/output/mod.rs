@@ -83,6 +83,7 @@ pub(crate) use index::INDEX_FILE;
 pub(crate) use open::Prepared;
 pub use screen::{MAX_SCREEN_COLS, MAX_SCREEN_ROWS, SCREEN_TAIL_BYTES, render_screen, strip_ansi};
 pub(crate) use spool::SPOOL_FILE;
+pub(crate) use write::LaterMeta;
 
 use std::fs::File;
 use std::os::fd::OwnedFd;
@@ -427,7 +428,7 @@ mod tests {
         assert!(!dir.join(META_FILE).exists());
         let rebuilt = OutputLog::open(&dir).unwrap().stats();
         assert_eq!((rebuilt.total_bytes, rebuilt.stream_bytes.stderr), (7, 3));
-        later.write().unwrap();
+        later.write(&l).unwrap();
         assert!(dir.join(META_FILE).exists());
         assert_eq!(OutputLog::open(&dir).unwrap().stats(), rebuilt);
         assert!(l.finish_but_meta().unwrap().is_none(), "finished once");

@@ -225,7 +225,7 @@ impl OutputLog {
     /// not shown after the finish (as in a re-opened log).
     pub fn finish(&self) -> Result<(), OutputError> {
         match self.finish_but_meta()? {
-            Some(later) => later.write(),
+            Some(later) => later.write(self),
             None => Ok(()),
         }
     }
@@ -235,7 +235,7 @@ impl OutputLog {
     /// configuration: [`OutputLog::open`] without `log.json` reads the same log), so a session
     /// can publish its end first; `None` when it was written here (or the log was finished
     /// already).
-    pub(crate) fn finish_but_meta(&self) -> Result<Option<LaterMeta<'_>>, OutputError> {
+    pub(crate) fn finish_but_meta(&self) -> Result<Option<LaterMeta>, OutputError> {
         if !self.writable {
             return Err(OutputError::ReadOnly);
         }
@@ -259,9 +259,9 @@ impl OutputLog {
         };
         // A finished log holds no descriptor; later reads open the files themselves.
         lock(&self.files).take();
-        let later = LaterMeta { log: self, meta };
+        let later = LaterMeta(meta);
         let result =
-            if later.rebuilt_alike() { Ok(Some(later)) } else { later.write().map(|()| None) };
+            if later.rebuilt_alike() { Ok(Some(later)) } else { later.write(self).map(|()| None) };
         self.progress.send_replace(lock(&self.state).progress());
         result
     }
@@ -309,15 +309,12 @@ impl OutputLog {
 }
 
 /// The `log.json` of a finished log, still to write ([`OutputLog::finish_but_meta`]).
-pub(crate) struct LaterMeta<'a> {
-    log: &'a OutputLog,
-    meta: super::state::Meta,
-}
+pub(crate) struct LaterMeta(super::state::Meta);
 
-impl LaterMeta<'_> {
+impl LaterMeta {
     /// Whether [`OutputLog::open`] without `log.json` would read the same log.
     fn rebuilt_alike(&self) -> bool {
-        let m = &self.meta;
+        let m = &self.0;
         m.stop.is_none()
             && m.tail.is_none()
             && m.gaps.is_empty()
@@ -326,8 +323,9 @@ impl LaterMeta<'_> {
             && m.config == super::OutputConfig::default()
     }
 
-    /// Writes it, through the directory's spare when it has one.
-    pub(crate) fn write(self) -> Result<(), OutputError> {
-        self.log.write_meta_via(&self.meta, Some(crate::slots::Spare::Log))
+    /// Writes it for `log` (the log it was taken from), through the directory's spare when it
+    /// has one.
+    pub(crate) fn write(self, log: &OutputLog) -> Result<(), OutputError> {
+        log.write_meta_via(&self.0, Some(crate::slots::Spare::Log))
     }
 }

@@ -7,10 +7,10 @@ use std::time::Duration;
 use stockade_core::output::ReadRequest;
 use stockade_core::{RunSpec, Session, Until, WaitFor};
 use stockade_proto::RunResult;
-use stockade_proto::rpc::{RpcError, RunParams, WaitReport};
+use stockade_proto::rpc::{RpcError, RunParams, WaitReport, code};
 
 use super::ctx::{Ctx, disconnected, wait};
-use crate::error::{from_engine, join_error};
+use crate::error::{from_engine, join_error, rpc_error};
 
 pub(super) async fn handle(ctx: &Ctx, p: RunParams) -> Result<RunResult, RpcError> {
     let request = ReadRequest::for_run(&p);
@@ -22,7 +22,7 @@ pub(super) async fn handle(ctx: &Ctx, p: RunParams) -> Result<RunResult, RpcErro
     let asked = std::time::Instant::now();
     let started = stockade_core::blocking::run(move || shared.engine.start(spec))
         .await
-        .map_err(join_error)?;
+        .map_err(|e| rpc_error(code::INTERNAL_ERROR, format!("the start failed: {e}")))?;
     ctx.shared.metrics.spawned(asked.elapsed(), started.is_ok());
     let started = started.map_err(from_engine)?;
     let session = started.session;
