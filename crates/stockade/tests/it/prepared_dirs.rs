@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use stockade_testkit::{Home, Rpc, dir_names as names, eventually};
 
-use crate::restart::{Markers, sigkill};
+use crate::restart::sigkill;
 
 const SLOT_PREFIX: &str = ".slot-";
 
@@ -99,12 +99,7 @@ fn run_in_prepared(home: &Home, inst: &str, rpc: &mut Rpc, i: usize) -> String {
 
 #[test]
 fn runs_take_prepared_directories_and_none_outlives_its_daemon() {
-    let home = Home::new();
-    let mut markers = Markers::default();
-    markers.home(home.path());
-    home.ok(&["daemon", "start"]);
-    let pid = home.daemon_pid().unwrap();
-    markers.daemon(pid);
+    let (home, mut markers, _) = crate::restart::started_home();
     let inst = instance(&home);
     let mut rpc = Rpc::connect(&home.path().join("stockade.sock"));
     let mut spools = Vec::new();
@@ -179,11 +174,7 @@ fn ps(home: &Home) -> Vec<Value> {
 
 #[test]
 fn a_session_forgotten_right_after_its_answer_leaves_no_directory() {
-    let home = Home::new();
-    let mut markers = Markers::default();
-    markers.home(home.path());
-    home.ok(&["daemon", "start"]);
-    markers.daemon(home.daemon_pid().unwrap());
+    let (home, _markers, _) = crate::restart::started_home();
     let mut rpc = Rpc::connect(&home.path().join("stockade.sock"));
     // The last steps of an end (`log.json`, the cgroup's removal) come after the answer: a
     // `forget` right away waits for them instead of deleting the directory under them.

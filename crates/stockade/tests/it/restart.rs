@@ -37,6 +37,18 @@ impl Markers {
     }
 }
 
+/// A fresh state directory with a daemon started as users start it (`daemon start`), and the
+/// markers that clean up after both; the daemon's pid.
+pub(crate) fn started_home() -> (Home, Markers, u32) {
+    let home = Home::new();
+    let mut markers = Markers::default();
+    markers.home(home.path());
+    home.ok(&["daemon", "start"]);
+    let pid = home.daemon_pid().unwrap();
+    markers.daemon(pid);
+    (home, markers, pid)
+}
+
 impl Drop for Markers {
     fn drop(&mut self) {
         for home in &self.1 {
@@ -228,11 +240,7 @@ fn history_survives_stop_and_crash_and_foreground_runs_are_listed_while_they_run
 
 #[test]
 fn ps_right_after_a_foreground_run_lists_it_finished() {
-    let home = Home::new();
-    let mut markers = Markers::default();
-    markers.home(home.path());
-    home.ok(&["daemon", "start"]);
-    markers.daemon(home.daemon_pid().unwrap());
+    let (home, _markers, _) = started_home();
     // Runs and `ps` calls close together: most calls fall within the last look's freshness
     // window, so a `list` that skipped its look wrongly would show a stale or missing run.
     for k in 0..6 {
