@@ -5,19 +5,25 @@
 //!   has authenticated; [`UNIX_RESERVE`] of it is kept for the Unix socket, which network
 //!   clients can never take.
 //! - A network connection that has not authenticated yet is *pending*: at most [`PENDING_CAP`]
-//!   at once, each for at most the door's handshake deadline. When the cap is reached, the
-//!   oldest pending connection is dropped to make room for the new one: it has had the longest
-//!   to authenticate, and a client that holds the token sends it at once, so idle connections
-//!   cannot keep a token holder out.
+//!   at once, each for at most the door's handshake deadline. The daemon takes a pending place
+//!   *before* it accepts a connection, so when all are taken, new connections wait in the
+//!   kernel's accept queue, first come first served, instead of pushing out one that is
+//!   already being read. Only a connection that has been looked at and has sent nothing for
+//!   [`SILENT_GRACE`] is dropped to make room (the one silent longest first): a client that
+//!   holds the token sends it at once, so idle connections cannot keep a token holder out, and
+//!   a burst of connections cannot push out a token holder whose request is already waiting
+//!   in its socket or being read. The accept loop also yields after each network connection,
+//!   so its task looks at it before the next is accepted.
 //!
-//! So the daemon's sockets number at most `MAX_CONNECTIONS + PENDING_CAP` (plus one being
-//! accepted), whatever arrives.
+//! So the daemon's sockets number at most `MAX_CONNECTIONS + PENDING_CAP`, whatever arrives,
+//! and a flood slows down at the kernel's queue rather than at the token holder.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::MAX_CONNECTIONS;
@@ -26,6 +32,9 @@ use crate::config::MAX_CONNECTIONS;
 pub const UNIX_RESERVE: usize = 64;
 /// Most network connections waiting to authenticate at once.
 pub const PENDING_CAP: usize = 128;
+/// How long a connection must have sent nothing before it may be dropped to make room (a
+/// client whose request is a moment late, on a busy machine, is not mistaken for an idle one).
+pub(crate) const SILENT_GRACE: Duration = Duration::from_millis(200);
 
 /// The daemon's connection budget.
 #[derive(Debug)]
@@ -34,9 +43,41 @@ pub(crate) struct Admission {
     open: Arc<Semaphore>,
     /// Slots kept for the Unix socket.
     reserve: Arc<Semaphore>,
-    /// Pending network connections, oldest first: an id and what drops it.
-    pending: Mutex<VecDeque<(u64, CancellationToken)>>,
+    /// Pending network connections, oldest first.
+    pending: Mutex<VecDeque<Waiting>>,
+    /// Told when a pending place is left or a connection turns out silent.
+    freed: Notify,
+    /// The clock a connection's silence is measured on.
+    origin: Instant,
     next: AtomicU64,
+}
+
+/// How far a pending connection has got, which decides whether it may be dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Stage {
+    /// Taken before `accept`, or accepted and not looked at yet.
+    Unseen = 0,
+    /// Looked at; nothing has arrived.
+    Silent = 1,
+    /// Bytes have arrived; the request is being read.
+    Speaking = 2,
+}
+
+/// A pending connection's stage, and since when it has been silent (ms on the admission's
+/// clock), shared by the queue and the connection.
+#[derive(Debug, Default)]
+struct Progress {
+    stage: AtomicU8,
+    silent_since: AtomicU64,
+}
+
+/// One pending connection in the queue.
+#[derive(Debug)]
+struct Waiting {
+    id: u64,
+    progress: Arc<Progress>,
+    cancel: CancellationToken,
 }
 
 impl Admission {
@@ -45,6 +86,8 @@ impl Admission {
             open: Arc::new(Semaphore::new(MAX_CONNECTIONS - UNIX_RESERVE)),
             reserve: Arc::new(Semaphore::new(UNIX_RESERVE)),
             pending: Mutex::new(VecDeque::with_capacity(PENDING_CAP)),
+            freed: Notify::new(),
+            origin: Instant::now(),
             next: AtomicU64::new(0),
         })
     }
@@ -62,21 +105,50 @@ impl Admission {
         Arc::clone(&self.open).try_acquire_owned().ok()
     }
 
-    /// Register a network connection that has not authenticated yet, dropping the oldest
-    /// pending one when [`PENDING_CAP`] are waiting. The connection must give up when the
-    /// returned token is cancelled.
-    pub(crate) fn pending(self: &Arc<Self>) -> Pending {
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let cancel = CancellationToken::new();
-        let mut queue = self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        while queue.len() >= PENDING_CAP {
-            match queue.pop_front() {
-                Some((_, oldest)) => oldest.cancel(),
-                None => break,
+    /// A pending place for the next network connection, taken before it is accepted: waits
+    /// while [`PENDING_CAP`] are taken and none has been silent for [`SILENT_GRACE`], and drops
+    /// the one silent longest when one has. The connection must give up when the place's token
+    /// is cancelled.
+    pub(crate) async fn place(self: &Arc<Self>) -> Pending {
+        loop {
+            let freed = self.freed.notified();
+            if let Some(place) = self.try_place(self.now_ms()) {
+                return place;
+            }
+            // A connection may pass its grace without anyone telling: look again then.
+            let _ = tokio::time::timeout(SILENT_GRACE, freed).await;
+        }
+    }
+
+    /// [`Admission::place`] at `now` (ms on the admission's clock) without waiting: `None` when
+    /// every place is taken and nobody may be dropped.
+    fn try_place(self: &Arc<Self>, now: u64) -> Option<Pending> {
+        let mut queue = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        if queue.len() >= PENDING_CAP {
+            let grace = u64::try_from(SILENT_GRACE.as_millis()).unwrap_or(u64::MAX);
+            let silent_for = |w: &Waiting| {
+                (w.progress.stage.load(Ordering::Acquire) == Stage::Silent as u8)
+                    .then(|| now.saturating_sub(w.progress.silent_since.load(Ordering::Acquire)))
+            };
+            let (at, _) = queue
+                .iter()
+                .enumerate()
+                .filter_map(|(at, w)| silent_for(w).map(|t| (at, t)))
+                .filter(|&(_, t)| t >= grace)
+                .max_by_key(|&(_, t)| t)?;
+            if let Some(dropped) = queue.remove(at) {
+                dropped.cancel.cancel();
             }
         }
-        queue.push_back((id, cancel.clone()));
-        Pending { admission: Arc::clone(self), id, cancel }
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let cancel = CancellationToken::new();
+        let progress = Arc::new(Progress::default());
+        queue.push_back(Waiting { id, progress: Arc::clone(&progress), cancel: cancel.clone() });
+        Some(Pending { admission: Arc::clone(self), id, progress, cancel })
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
     /// How many network connections are waiting to authenticate.
@@ -91,16 +163,37 @@ impl Admission {
 pub(crate) struct Pending {
     admission: Arc<Admission>,
     id: u64,
+    progress: Arc<Progress>,
     /// Cancelled when a newer connection needs the place.
     pub(crate) cancel: CancellationToken,
 }
 
+impl Pending {
+    /// The connection's task has looked at it and nothing has arrived ([`Stage::Silent`]), or
+    /// bytes arrived ([`Stage::Speaking`]). A stage never goes back.
+    pub(crate) fn reached(&self, stage: Stage) {
+        self.reached_at(stage, self.admission.now_ms());
+    }
+
+    fn reached_at(&self, stage: Stage, now: u64) {
+        let progress = &self.progress;
+        if stage == Stage::Silent {
+            progress.silent_since.store(now, Ordering::Release);
+        }
+        let before = progress.stage.fetch_max(stage as u8, Ordering::AcqRel);
+        if stage == Stage::Silent && before == Stage::Unseen as u8 {
+            // Someone waiting for a place may drop it once its grace has passed.
+            self.admission.freed.notify_one();
+        }
+    }
+}
+
 impl Drop for Pending {
     fn drop(&mut self) {
-        let mut queue =
-            self.admission.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(at) = queue.iter().position(|(id, _)| *id == self.id) {
+        let mut queue = self.admission.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(at) = queue.iter().position(|w| w.id == self.id) {
             queue.remove(at);
+            self.admission.freed.notify_one();
         }
     }
 }
@@ -120,19 +213,58 @@ mod tests {
         assert!(a.network().is_some());
     }
 
+    /// Far enough ahead that every silent connection is past its grace.
+    const LATER: u64 = 1_000_000;
+
     #[test]
-    fn the_oldest_pending_connection_makes_room() {
+    fn when_every_place_is_taken_only_a_connection_silent_past_its_grace_makes_room() {
         let a = Admission::new();
-        let first: Vec<Pending> = (0..PENDING_CAP).map(|_| a.pending()).collect();
-        assert!(first.iter().all(|p| !p.cancel.is_cancelled()));
-        let newest = a.pending();
-        assert!(first[0].cancel.is_cancelled(), "the oldest is dropped");
-        assert!(first[1..].iter().all(|p| !p.cancel.is_cancelled()));
-        assert!(!newest.cancel.is_cancelled());
+        let all: Vec<Pending> = (0..PENDING_CAP).filter_map(|_| a.try_place(0)).collect();
+        assert_eq!(all.len(), PENDING_CAP);
+        // Nobody has been looked at, or everyone is speaking: the next waits.
+        assert!(a.try_place(LATER).is_none(), "unseen connections are never dropped");
+        for p in &all[..64] {
+            p.reached_at(Stage::Speaking, 0);
+        }
+        assert!(a.try_place(LATER).is_none(), "nor are speaking ones");
+        // Silent ones, at 10 ms and 50 ms: within their grace, still nobody is dropped.
+        all[100].reached_at(Stage::Silent, 50);
+        all[70].reached_at(Stage::Silent, 10);
+        assert!(a.try_place(60).is_none());
+        assert!(all.iter().all(|p| !p.cancel.is_cancelled()));
+        // Past it: the one silent longest goes first, whatever its age.
+        let newer = a.try_place(LATER).expect("a place");
+        assert!(all[70].cancel.is_cancelled());
+        let newest = a.try_place(LATER).expect("a place");
+        assert!(all[100].cancel.is_cancelled());
+        assert!(a.try_place(LATER).is_none());
+        assert_eq!(all.iter().filter(|p| p.cancel.is_cancelled()).count(), 2);
+        // A stage never goes back: speaking, then told silent, is still speaking.
+        all[0].reached_at(Stage::Silent, 0);
+        assert!(a.try_place(LATER).is_none());
         assert_eq!(a.pending_count(), PENDING_CAP);
-        drop(first);
-        assert_eq!(a.pending_count(), 1);
-        drop(newest);
+        drop(all);
+        assert_eq!(a.pending_count(), 2);
+        drop((newer, newest));
         assert_eq!(a.pending_count(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_place_waits_until_one_is_left() {
+        let a = Admission::new();
+        let mut all: Vec<Pending> = (0..PENDING_CAP).filter_map(|_| a.try_place(0)).collect();
+        let waiter = tokio::spawn({
+            let a = Arc::clone(&a);
+            async move { a.place().await }
+        });
+        tokio::time::sleep(SILENT_GRACE * 2).await;
+        assert!(!waiter.is_finished(), "no place while all are taken and none is silent");
+        drop(all.pop());
+        let place = tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .expect("a place once one was left")
+            .expect("the waiter");
+        assert!(all.iter().all(|p| !p.cancel.is_cancelled()));
+        drop(place);
     }
 }

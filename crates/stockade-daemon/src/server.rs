@@ -202,18 +202,21 @@ impl Daemon {
                         tokio::time::sleep(ACCEPT_BACKOFF).await;
                     }
                 },
-                accepted = ws::accept(ws.as_ref()) => match accepted {
-                    Ok((stream, peer)) => {
+                accepted = ws::accept(ws.as_ref(), &admission) => match accepted {
+                    Ok((stream, peer, pending)) => {
                         let token = ws.as_ref().map(WsListener::token);
                         let Some(token) = token else { continue };
                         // Not counted against the budget until it authenticates.
-                        let pending = admission.pending();
                         let shared = Arc::clone(&shared);
                         let conn = conn_root.child_token();
                         let admission = Arc::clone(&admission);
                         connections.spawn(ws::connection(
                             shared, stream, peer, token, conn, admission, pending,
                         ));
+                        // Its task looks at it before the next is accepted, so a burst cannot
+                        // drop a token holder whose request is already waiting (see
+                        // `crate::admission`).
+                        tokio::task::yield_now().await;
                     }
                     Err(e) => {
                         tracing::warn!(error = %e, "WebSocket accept failed");

@@ -24,7 +24,7 @@ use serde_json::Value;
 use stockade_proto::rpc::{MAX_REQUEST_BYTES, Response, code};
 use subtle::ConstantTimeEq as _;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::handshake::server::{
@@ -36,7 +36,7 @@ use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Bytes, Error as WsError, Message, error::CapacityError};
 use tokio_util::sync::CancellationToken;
 
-use crate::admission::{Admission, Pending, UNIX_RESERVE};
+use crate::admission::{Admission, Pending, Stage, UNIX_RESERVE};
 use crate::config::{MAX_CONNECTIONS, WsConfig};
 use crate::error::WsSetupError;
 use crate::framing::Frame;
@@ -44,6 +44,9 @@ use crate::requests::{FrameSource, WRITE_QUEUE, encode, read_requests};
 use crate::state::Shared;
 use crate::tls::DoorStream;
 
+/// Connections the kernel completes and queues before the daemon accepts them (the length
+/// `std::net::TcpListener` uses, 128, drops a burst's SYNs and costs those clients a second).
+const LISTEN_BACKLOG: u32 = 1024;
 /// How long a client has to complete the HTTP upgrade before its connection is dropped (it
 /// holds one of the few pending places until then).
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(3);
@@ -104,10 +107,15 @@ impl WsListener {
         crate::tls::check_plaintext(config.addr, config.tls.is_some(), config.insecure_plaintext)?;
         let tls = config.tls.as_ref().map(crate::tls::acceptor).transpose()?;
         let bind_err = |source| WsSetupError::Bind { addr: config.addr, source };
-        let std_listener = std::net::TcpListener::bind(config.addr).map_err(bind_err)?;
-        std_listener.set_nonblocking(true).map_err(bind_err)?;
-        let addr = std_listener.local_addr().map_err(bind_err)?;
-        let listener = TcpListener::from_std(std_listener).map_err(bind_err)?;
+        let socket = match config.addr {
+            SocketAddr::V4(_) => TcpSocket::new_v4(),
+            SocketAddr::V6(_) => TcpSocket::new_v6(),
+        }
+        .map_err(bind_err)?;
+        socket.set_reuseaddr(true).map_err(bind_err)?;
+        socket.bind(config.addr).map_err(bind_err)?;
+        let listener = socket.listen(LISTEN_BACKLOG).map_err(bind_err)?;
+        let addr = listener.local_addr().map_err(bind_err)?;
         Ok(WsListener { listener, token: Arc::new(token), addr, tls })
     }
 
@@ -127,14 +135,17 @@ impl WsListener {
     }
 }
 
-/// The next TCP connection, or never when there is no WebSocket door.
+/// The next TCP connection with its pending place (taken first, so a full set of pending
+/// connections holds new ones in the kernel's queue; see [`crate::admission`]), or never when
+/// there is no WebSocket door.
 pub(crate) async fn accept(
     listener: Option<&WsListener>,
-) -> std::io::Result<(TcpStream, SocketAddr)> {
-    match listener {
-        Some(l) => l.listener.accept().await,
-        None => std::future::pending().await,
-    }
+    admission: &Arc<Admission>,
+) -> std::io::Result<(TcpStream, SocketAddr, Pending)> {
+    let Some(l) = listener else { return std::future::pending().await };
+    let place = admission.place().await;
+    let (stream, peer) = l.listener.accept().await?;
+    Ok((stream, peer, place))
 }
 
 /// The limits of an upgraded connection: a message (and a frame) as large as a request line on
@@ -216,15 +227,22 @@ pub(crate) async fn connection(
     admission: Arc<Admission>,
     pending: Pending,
 ) {
-    // TLS, then probes and metrics are answered there; only an upgrade comes back.
-    let tls = shared.door_tls.as_ref();
-    // Inside the pending place: a newer connection may take it back (see `crate::admission`).
+    // Inside the pending place: a newer connection may take it back (see `crate::admission`),
+    // a silent one before one that has begun to send.
+    pending.reached(Stage::Silent);
     let access = crate::probes::Access { upgrade: true, metrics_token: Some(&token) };
-    let front = crate::probes::front(&shared, access, stream, tls, peer);
+    let look = async {
+        let mut first = [0u8; 1];
+        let _ = stream.peek(&mut first).await;
+        pending.reached(Stage::Speaking);
+        // TLS, then probes and metrics are answered there; only an upgrade comes back.
+        crate::probes::front(&shared, access, stream, shared.door_tls.as_ref(), peer).await
+    };
+    // The wait for the first byte counts against the deadline of TLS and the request head.
     let stream = tokio::select! {
-        front = front => match front {
-            Some(stream) => stream,
-            None => return,
+        front = tokio::time::timeout(HANDSHAKE_TIMEOUT, look) => match front {
+            Ok(Some(stream)) => stream,
+            Ok(None) | Err(_) => return,
         },
         () = pending.cancel.cancelled() => return,
     };
