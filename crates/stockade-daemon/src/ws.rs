@@ -171,8 +171,8 @@ fn unauthorized(request: &Request) -> ErrorResponse {
 }
 
 /// Upgrade `stream` if it presents the token within the handshake deadline, and only then take
-/// a slot of the connection budget (refused with 503 when there is none). Gives up when a newer
-/// connection needs the pending place (see [`crate::admission`]).
+/// a slot of the connection budget (refused with 503 when there is none). Holds the pending
+/// place until then (see [`crate::admission`]).
 async fn upgrade(
     stream: DoorStream,
     token: &WsToken,
@@ -201,14 +201,11 @@ async fn upgrade(
     let handshake =
         tokio_tungstenite::accept_hdr_async_with_config(stream, check, Some(ws_config()));
     let timed_out = |why: &str| WsError::Io(std::io::Error::new(std::io::ErrorKind::TimedOut, why));
-    let ws = tokio::select! {
-        result = tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake) => match result {
-            Ok(result) => result?,
-            Err(_) => return Err(timed_out("the upgrade took too long")),
-        },
-        () = pending.cancel.cancelled() => {
-            return Err(timed_out("dropped unauthenticated to make room for newer connections"));
-        }
+    // A connection that has spoken keeps its pending place until here: it is never dropped to
+    // make room, only by the deadline.
+    let ws = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
+        Ok(result) => result?,
+        Err(_) => return Err(timed_out("the upgrade took too long")),
     };
     drop(pending);
     match slot {
