@@ -224,8 +224,8 @@ pub(crate) async fn connection(
     admission: Arc<Admission>,
     pending: Pending,
 ) {
-    // Inside the pending place: a newer connection may take it back (see `crate::admission`),
-    // a silent one before one that has begun to send.
+    // Inside the pending place: while nothing has arrived, a newer connection may take it back
+    // (see `crate::admission`); once bytes arrive, only the deadline ends it.
     pending.reached(Stage::Silent);
     let access = crate::probes::Access { upgrade: true, metrics_token: Some(&token) };
     let look = async {
