@@ -4,8 +4,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use stockade_core::EngineLimits;
-use stockade_core::process::ContainmentConfig;
+use stockade_engine::EngineLimits;
+use stockade_proc::ContainmentConfig;
 use stockade_proto::{DEFAULT_DISK_CAP, DEFAULT_GRACE_MS, DEFAULT_RETAINED_CAP};
 
 /// Name of the socket in the state directory.
@@ -100,7 +100,7 @@ impl DaemonConfig {
             retained_cap: DEFAULT_RETAINED_CAP,
             disk_cap: DEFAULT_DISK_CAP,
             limits: EngineLimits::default(),
-            retention: stockade_core::DEFAULT_RETENTION,
+            retention: stockade_engine::DEFAULT_RETENTION,
             sweep_interval: DEFAULT_SWEEP_INTERVAL,
             ws: None,
             metrics: None,

@@ -4,8 +4,8 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use stockade_core::output::OutputError;
-use stockade_core::{EngineError, StateDirError};
+use stockade_engine::{EngineError, StateDirError};
+use stockade_log::OutputError;
 use stockade_proto::rpc::{RpcError, code};
 
 /// Why the daemon could not start or serve.

@@ -5,19 +5,19 @@
 //! sessions they kept, so `list`/`read`/`grep` by id keep working across a crash. Then the
 //! janitor task sweeps finished sessions older than the retention period: once at start-up and
 //! every sweep interval (`DaemonConfig::sweep_interval`) after, until the daemon stops. Neither ever touches a running
-//! session, nor another live process's sessions (see `stockade_core`'s `recovery` and
+//! session, nor another live process's sessions (see `stockade_engine`'s `recovery` and
 //! `retention`).
 //!
 //! [`watch_owners`] runs every second: it lists the runs of other live processes (a foreground
 //! `stockade run`) and recovers at once a session whose owner died while this daemon runs (see
-//! `stockade_core`'s `others`), and writes again the records a full disk held back. When the
+//! `stockade_engine`'s `others`), and writes again the records a full disk held back. When the
 //! daemon is PID 1 of its PID namespace (a container's init) or a child subreaper (the
 //! default), [`reap_orphans`] reaps every orphan that lands on it (Linux-only).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use stockade_core::OWNER_WATCH_INTERVAL;
+use stockade_engine::OWNER_WATCH_INTERVAL;
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 

@@ -1,4 +1,4 @@
-//! Stockade's daemon: one [`Engine`](stockade_core::Engine) served over JSON-RPC 2.0 on a Unix
+//! Stockade's daemon: one [`Engine`](stockade_engine::Engine) served over JSON-RPC 2.0 on a Unix
 //! socket, so background sessions outlive any one client.
 //!
 //! # The model

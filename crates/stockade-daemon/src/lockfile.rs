@@ -48,7 +48,7 @@ impl DaemonLock {
     pub(crate) fn acquire(path: &Path, home: &Path) -> Result<DaemonLock, DaemonError> {
         let io = |what: &str, e| DaemonError::io(format!("{what} {}", path.display()), e);
         for _ in 0..LOCK_ATTEMPTS {
-            let mut file = stockade_core::open_lock_file(path)
+            let mut file = stockade_engine::open_lock_file(path)
                 .map_err(|e| io("cannot open the daemon lock", e))?;
             match flock(&file, FlockOperation::NonBlockingLockExclusive) {
                 Ok(()) => {}

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
-use stockade_core::{Engine, EngineConfig, StateDir};
+use stockade_engine::{Engine, EngineConfig, StateDir};
 use stockade_proto::ContainmentMethod;
 use stockade_proto::rpc::{MAX_REQUEST_BYTES, Response, code};
 use tokio::io::{AsyncWriteExt, BufReader};

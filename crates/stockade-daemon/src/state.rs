@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use stockade_core::Engine;
+use stockade_engine::Engine;
 use tokio_util::sync::CancellationToken;
 
 use crate::schedule::Scheduler;

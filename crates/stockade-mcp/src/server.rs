@@ -343,7 +343,7 @@ fn ok<T: Serialize>(text: String, structured: &T) -> Result<CallToolResult, Tool
 }
 
 fn tokens_to_bytes(tokens: u64) -> usize {
-    // No clamp here: the engine's one clamp (`stockade_core::limits`) bounds the view.
+    // No clamp here: the engine's one clamp (`stockade_log::limits`) bounds the view.
     usize::try_from(tokens.saturating_mul(BYTES_PER_TOKEN)).unwrap_or(usize::MAX)
 }
 

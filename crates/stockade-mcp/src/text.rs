@@ -1,6 +1,6 @@
 //! The text content of each answer: what the model reads, and which content goes out.
 //! `exec_command`, `write_stdin` and `read_output` use the Codex layout every door shares
-//! (`stockade_core::answer`): `Wall time` is always the session's; a line says how long the call
+//! (`stockade_log::answer`): `Wall time` is always the session's; a line says how long the call
 //! waited and what ended the wait, and one gives the cursor when there is more to read. The
 //! others are short, plain listings.
 //!
@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use rmcp::model::{CallToolResult, ContentBlock};
 
-use stockade_core::answer::{cleanup_line, notice, status_line, view_text};
+use stockade_log::answer::{cleanup_line, notice, status_line, view_text};
 use stockade_proto::rpc::{GrepResultMsg, KillResult, ListResult, ReadResult, WaitEnd, WaitReport};
 use stockade_proto::{OutputView, RunResult, SessionState};
 

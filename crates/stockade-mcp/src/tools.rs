@@ -33,9 +33,9 @@ pub const DEFAULT_WRITE_YIELD_MS: u64 = 1_000;
 /// Bytes per model token, for `max_output_tokens` (1 token ≈ 4 bytes, as README.md documents).
 pub const BYTES_PER_TOKEN: u64 = 4;
 /// Largest `max_output_tokens` honoured: the engine's one bound on a view
-/// (`stockade_core::limits::MAX_VIEW_BYTES`, 4 MiB), in tokens. The daemon applies it; this
+/// (`stockade_log::limits::MAX_VIEW_BYTES`, 4 MiB), in tokens. The daemon applies it; this
 /// constant only says it in the tools' terms.
-pub const MAX_OUTPUT_TOKENS: u64 = stockade_core::limits::MAX_VIEW_BYTES as u64 / BYTES_PER_TOKEN;
+pub const MAX_OUTPUT_TOKENS: u64 = stockade_log::limits::MAX_VIEW_BYTES as u64 / BYTES_PER_TOKEN;
 
 const EXEC_COMMAND_DESCRIPTION: &str = "\
 Run a shell command (`/bin/sh -c CMD`); answer with its exit code and output.

@@ -74,7 +74,7 @@ pub(crate) fn parse_age(s: &str) -> Result<std::time::Duration, String> {
 
 /// The hot-tail size of one run: a size within the engine's bounds.
 pub(crate) fn parse_retained_cap(s: &str) -> Result<usize, String> {
-    use stockade_core::{MAX_RETAINED_CAP, MIN_RETAINED_CAP};
+    use stockade_engine::{MAX_RETAINED_CAP, MIN_RETAINED_CAP};
     let n = parse_size_usize(s)?;
     if (MIN_RETAINED_CAP..=MAX_RETAINED_CAP).contains(&n) {
         Ok(n)

@@ -4,7 +4,7 @@
 use std::io::Write;
 
 use stockade_client::ClientError;
-use stockade_core::answer;
+use stockade_log::answer;
 use stockade_proto::OutputView;
 
 /// A view's text as the CLI prints it: the content, then, when something was cut, the notice
@@ -46,8 +46,8 @@ pub fn error_text(e: &anyhow::Error) -> String {
     let unknown = e.chain().any(|c| {
         c.downcast_ref::<ClientError>().is_some_and(ClientError::is_no_such_session)
             || matches!(
-                c.downcast_ref::<stockade_core::StateDirError>(),
-                Some(stockade_core::StateDirError::NoSuchSession { .. })
+                c.downcast_ref::<stockade_engine::StateDirError>(),
+                Some(stockade_engine::StateDirError::NoSuchSession { .. })
             )
     });
     let mut text = String::new();

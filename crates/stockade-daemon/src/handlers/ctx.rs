@@ -17,7 +17,7 @@ pub(crate) struct Ctx {
 }
 
 impl Ctx {
-    pub(super) fn engine(&self) -> &stockade_core::Engine {
+    pub(super) fn engine(&self) -> &stockade_engine::Engine {
         &self.shared.engine
     }
 }

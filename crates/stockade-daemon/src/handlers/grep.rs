@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use stockade_core::output::{DEFAULT_GREP_TIMEOUT, GrepBounds, GrepRequest};
+use stockade_log::{DEFAULT_GREP_TIMEOUT, GrepBounds, GrepRequest};
 use stockade_proto::rpc::{GrepParams, GrepResultMsg, RpcError, code};
 use tokio::sync::Semaphore;
 use tokio::time::Instant;

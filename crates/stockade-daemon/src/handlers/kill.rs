@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use stockade_core::process::Signal;
+use stockade_proc::Signal;
 use stockade_proto::rpc::{KillParams, KillResult, RpcError, code};
 
 use super::ctx::Ctx;

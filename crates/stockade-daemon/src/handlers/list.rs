@@ -5,8 +5,8 @@
 //! counted from its `cgroup.procs`, the others from one `/proc` census shared by all of them
 //! (taken only when some running session has no cgroup).
 
-use stockade_core::LIST_FRESH;
-use stockade_core::process::ProcessCensus;
+use stockade_engine::LIST_FRESH;
+use stockade_proc::ProcessCensus;
 use stockade_proto::rpc::{ListParams, ListResult, RpcError, SessionInfo, StateFilter};
 
 use super::ctx::Ctx;

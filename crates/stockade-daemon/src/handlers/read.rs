@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use stockade_core::{ReadPlan, Until, WaitFor};
+use stockade_engine::{ReadPlan, Until, WaitFor};
 use stockade_proto::rpc::{ReadParams, ReadResult, RpcError, encode_bytes};
 use stockade_proto::{OutputLimits, ReadMode};
 

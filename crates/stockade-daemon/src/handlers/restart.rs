@@ -1,11 +1,11 @@
 //! `restart`: start a session's command again with the spec it was started with (command,
 //! directory, environment, options) as a new background session, and answer as `run --bg` does.
 //! A session of an earlier daemon is restarted from the `spec.json` its daemon wrote at start
-//! (see `stockade_core`'s `spec_file`).
+//! (see `stockade_engine`'s `spec_file`).
 
 use std::sync::Arc;
 
-use stockade_core::output::ReadRequest;
+use stockade_log::ReadRequest;
 use stockade_proto::RunResult;
 use stockade_proto::rpc::{RestartParams, RpcError, RunParams, code};
 

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use stockade_core::output::ReadRequest;
-use stockade_core::{RunSpec, Session, Until, WaitFor};
+use stockade_engine::{RunSpec, Session, Until, WaitFor};
+use stockade_log::ReadRequest;
 use stockade_proto::RunResult;
 use stockade_proto::rpc::{RpcError, RunParams, WaitReport, code};
 
@@ -20,7 +20,7 @@ pub(super) async fn handle(ctx: &Ctx, p: RunParams) -> Result<RunResult, RpcErro
     // Spawning forks and touches the disk: blocking work, kept from stalling other tasks.
     let shared = Arc::clone(&ctx.shared);
     let asked = std::time::Instant::now();
-    let started = stockade_core::blocking::run(move || shared.engine.start(spec))
+    let started = stockade_engine::blocking::run(move || shared.engine.start(spec))
         .await
         .map_err(|e| rpc_error(code::INTERNAL_ERROR, format!("the start failed: {e}")))?;
     ctx.shared.metrics.spawned(asked.elapsed(), started.is_ok());

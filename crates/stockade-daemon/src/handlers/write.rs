@@ -4,9 +4,10 @@
 
 use std::sync::Arc;
 
-use stockade_core::output::ReadRequest;
-use stockade_core::process::{DEFAULT_INPUT_TIMEOUT, InputError, PtyError};
-use stockade_core::{InputRefused, Until, WaitFor, limits};
+use stockade_engine::{InputRefused, Until, WaitFor};
+use stockade_log::ReadRequest;
+use stockade_log::limits;
+use stockade_proc::{DEFAULT_INPUT_TIMEOUT, InputError, PtyError};
 use stockade_proto::ReadMode;
 use stockade_proto::rpc::{
     DEFAULT_WRITE_YIELD_MS, ReadResult, Render, RpcError, WriteParams, code, decode_bytes,

@@ -42,7 +42,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
-use stockade_core::{Engine, RunSpec, Session};
+use stockade_engine::{Engine, RunSpec, Session};
 use stockade_proto::rpc::{
     CatchUp, DEFAULT_SCHEDULE_DISK_BUDGET, DEFAULT_SCHEDULE_KEEP_RUNS, MAX_SCHEDULE_KEEP_RUNS,
     MAX_SCHEDULES, MIN_SCHEDULE_INTERVAL_MS, RpcError, ScheduleAddParams, ScheduleFireResult,

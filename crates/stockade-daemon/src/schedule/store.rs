@@ -1,5 +1,5 @@
 //! `$STOCKADE_HOME/schedules.json`: every schedule and its counters, written whole and atomically
-//! (through `stockade_core::atomic_write`: a temporary file, `fsync`, `rename`, `fsync` of the
+//! (through `stockade_log::atomic_write`: a temporary file, `fsync`, `rename`, `fsync` of the
 //! directory), so a crash leaves the old file or the new one, never half of one.
 //!
 //! A schedule is kept as the protocol's own [`ScheduleInfo`], so the two cannot drift apart.
@@ -60,14 +60,14 @@ pub(crate) fn load(path: &Path) -> Vec<ScheduleInfo> {
     }
 }
 
-/// Write the schedules with [`stockade_core::atomic_write`]: the old file or the new one
+/// Write the schedules with [`stockade_log::atomic_write`]: the old file or the new one
 /// survives a crash, and the new one is durable once this returns `Ok`.
 pub(crate) fn save(path: &Path, schedules: &[ScheduleInfo]) -> std::io::Result<()> {
     let schedules =
         schedules.iter().map(|s| ScheduleInfo { active_session: None, ..s.clone() }).collect();
     let file = SchedulesFile { version: STORE_VERSION, schedules };
     let bytes = serde_json::to_vec_pretty(&file).map_err(std::io::Error::other)?;
-    stockade_core::atomic_write(path, &bytes)
+    stockade_log::atomic_write(path, &bytes)
 }
 
 #[cfg(test)]

@@ -233,7 +233,7 @@ fn a_pty_printing_20_mib_keeps_only_the_hot_tail_in_memory() {
     const TOTAL: u64 = 20 * 1024 * 1024;
     const CAP: u64 = 64 * 1024;
     // What the daemon may hold for the session: its ring and fixed bookkeeping, as for a pipe.
-    const HELD: u64 = CAP + stockade_core::output::LOG_BOOKKEEPING_BYTES as u64;
+    const HELD: u64 = CAP + stockade_log::LOG_BOOKKEEPING_BYTES as u64;
     let f = Fixture::start();
     let mut rpc = f.client();
     // `-opost`: no `\n` → `\r\n` translation, so the log holds exactly what was printed.

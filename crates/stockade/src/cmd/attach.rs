@@ -133,7 +133,7 @@ pub fn attach(global: &Global, args: AttachArgs) -> anyhow::Result<ExitCode> {
         }
         Event::Ended(state) => {
             eprintln!("\n{id} has ended ({}).", describe(&state));
-            stockade_core::answer::exit_status(&state).clamp(0, 255) as u8
+            stockade_log::answer::exit_status(&state).clamp(0, 255) as u8
         }
         Event::InputClosed => {
             eprintln!("\nstdin closed; detached from {id}, which keeps running.");

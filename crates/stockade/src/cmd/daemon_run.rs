@@ -7,9 +7,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use stockade_core::StateDir;
-use stockade_core::process::{CgroupMode, ContainmentConfig};
 use stockade_daemon::{CancellationToken, Daemon, DaemonConfig, MetricsConfig, TlsFiles, WsConfig};
+use stockade_engine::StateDir;
+use stockade_proc::{CgroupMode, ContainmentConfig};
 
 use crate::cli::DaemonRunArgs;
 
@@ -43,7 +43,7 @@ pub fn run(home: Option<PathBuf>, args: DaemonRunArgs) -> anyhow::Result<ExitCod
     // Before the limits are computed: the default --max-running follows the fd limit. Where the
     // hard limit cannot be reached the old soft one stays, and the fd budget refuses runs with a
     // sentence naming it.
-    let _ = stockade_core::fd_budget::raise_nofile_limit();
+    let _ = stockade_proc::fd_budget::raise_nofile_limit();
     let config = config(home, &args);
     let rt = super::runtime()?;
     let served = rt.block_on(async {

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use stockade_core::process::{Containment, ContainmentConfig};
+use stockade_proc::{Containment, ContainmentConfig};
 
 use stockade_proto::ContainmentMethod;
 
@@ -16,7 +16,7 @@ pub fn doctor(home: Option<PathBuf>, args: DoctorArgs) -> anyhow::Result<ExitCod
     if args.json {
         let value = serde_json::json!({
             "containment": info,
-            "spawn": stockade_core::process::spawn_method(),
+            "spawn": stockade_proc::spawn_method(),
             "state_dir": state_dir.as_ref().map(|d| d.root().display().to_string()).ok(),
             "state_dir_error": state_dir.as_ref().err().map(out::error_text),
         });
@@ -42,7 +42,7 @@ pub fn doctor(home: Option<PathBuf>, args: DoctorArgs) -> anyhow::Result<ExitCod
             (false, Some(e)) => text.push_str(&format!("child subreaper: off ({e})\n")),
             (false, None) => text.push_str("child subreaper: off\n"),
         }
-        text.push_str(&format!("spawn: {}\n", stockade_core::process::spawn_method()));
+        text.push_str(&format!("spawn: {}\n", stockade_proc::spawn_method()));
         match &state_dir {
             Ok(d) => text.push_str(&format!("state directory: {} (ok)\n", d.root().display())),
             Err(e) => {

@@ -4,7 +4,7 @@
 
 use std::process::ExitCode;
 
-use stockade_core::answer;
+use stockade_log::answer;
 use stockade_proto::TerminateReport;
 use stockade_proto::rpc::{CleanupParams, ForgetParams, KillParams, method};
 

@@ -158,7 +158,7 @@ fn footer(
         let wall = super::wait::wall_time(client, &args.id);
         eprintln!("[{}]", out::ended_phrase(&args.id, state, wall));
     }
-    Ok(ExitCode::from(stockade_core::answer::exit_status(state).clamp(0, 255) as u8))
+    Ok(ExitCode::from(stockade_log::answer::exit_status(state).clamp(0, 255) as u8))
 }
 
 /// The log in the state directory: for sessions the daemon does not know.

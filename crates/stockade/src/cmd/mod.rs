@@ -24,7 +24,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use stockade_client::{Client, ConnectOptions, RemoteOptions};
-use stockade_core::StateDir;
+use stockade_engine::StateDir;
 
 use crate::cli::{Cli, Command, DaemonAction};
 

@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use comfy_table::{Cell, CellAlignment, Color};
-use stockade_core::answer::signal_name;
+use stockade_log::answer::signal_name;
 use stockade_proto::SessionState;
 use stockade_proto::rpc::{ListParams, SessionInfo, method};
 

@@ -4,8 +4,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use stockade_core::output::{GrepRequest, OutputLog, ReadRequest};
-use stockade_core::{is_session_id, limits};
+use stockade_engine::is_session_id;
+use stockade_log::limits;
+use stockade_log::{GrepRequest, OutputLog, ReadRequest};
 use stockade_proto::rpc::{GrepParams, method};
 use stockade_proto::{GrepResult, ReadMode};
 

@@ -9,9 +9,10 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use stockade_core::output::{OutputLog, ReadRequest};
-use stockade_core::process::{CgroupMode, ContainmentConfig};
-use stockade_core::{Engine, EngineConfig, RunSpec, answer};
+use stockade_engine::{Engine, EngineConfig, RunSpec};
+use stockade_log::answer;
+use stockade_log::{OutputLog, ReadRequest};
+use stockade_proc::{CgroupMode, ContainmentConfig};
 use stockade_proto::RunResult;
 use stockade_proto::rpc::{PtySize, RunParams, StdinMode, method};
 

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use clap::{Args, Subcommand, ValueEnum};
-use stockade_core::answer::signal_name;
+use stockade_log::answer::signal_name;
 use stockade_proto::SessionState;
 use stockade_proto::rpc::{
     CatchUp, Method, NoParams, ScheduleAddParams, ScheduleInfo, ScheduleNameParams,

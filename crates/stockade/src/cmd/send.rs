@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Args;
-use stockade_core::answer;
+use stockade_log::answer;
 use stockade_proto::rpc::{
     DEFAULT_WRITE_YIELD_MS, ResizeParams, WriteParams, encode_bytes, method,
 };

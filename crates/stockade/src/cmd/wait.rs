@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use stockade_client::{Client, ClientError};
-use stockade_core::answer;
-use stockade_core::read_record;
+use stockade_engine::read_record;
+use stockade_log::answer;
 use stockade_proto::rpc::{ListParams, ReadParams, method};
 use stockade_proto::{ReadMode, SessionState};
 

@@ -1,0 +1,855 @@
+//! The engine: owns every session of one instance and starts new ones.
+//!
+//! Doors (the CLI, the daemon, the MCP server) hold one [`Engine`] and translate their requests
+//! into its calls; they never touch a process or a spool themselves.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use stockade_proto::rpc::StdinMode;
+use stockade_proto::{
+    Capture, ContainmentMethod, DEFAULT_DISK_CAP, DEFAULT_GRACE_MS, DEFAULT_RETAINED_CAP,
+    DiskPolicy, Stream, TerminateReport,
+};
+
+use crate::input::SessionInput;
+use crate::run_spec::RunSpec;
+use crate::session::{Session, SessionParts};
+use crate::slots::Slots;
+use crate::state_dir::{StateDir, StateDirError};
+use stockade_log::{DrainHandle, Drainer, OutputConfig, OutputError, OutputLog};
+use stockade_proc::{
+    Containment, ContainmentConfig, ContainmentInfo, SessionMarker, SpawnError, SpawnSpec,
+    StdioSpec, TerminateOptions, pty, spawn, spawn_pty, try_clone_master,
+};
+
+/// The shell used when a run names none.
+pub const DEFAULT_SHELL: &str = "/bin/sh";
+/// Largest retained cap (hot tail) a session may ask for.
+pub const MAX_RETAINED_CAP: usize = 64 * 1024 * 1024;
+/// Smallest retained cap: the tail of a view must fit in it.
+pub const MIN_RETAINED_CAP: usize = 4 * 1024;
+/// Default bound on finished sessions kept (records and spools); the oldest are forgotten first.
+pub const DEFAULT_MAX_FINISHED: usize = 1_000;
+/// Default bound on the bytes the hot tails of running sessions hold (a hot tail holds bytes only
+/// after its spool stopped: disk cap or disk full).
+pub const DEFAULT_HOT_TAIL_BUDGET: u64 = 512 * 1024 * 1024;
+/// Default largest disk cap one session may ask for.
+pub const DEFAULT_MAX_DISK_CAP: u64 = 16 * 1024 * 1024 * 1024;
+/// Default bound on the bytes in the spools of all sessions this engine keeps.
+pub const DEFAULT_DISK_BUDGET: u64 = 64 * 1024 * 1024 * 1024;
+/// How often `shutdown` looks again for sessions whose spawn was in progress when it began.
+const SHUTDOWN_RESCAN: Duration = Duration::from_millis(10);
+
+/// Errors the engine answers with.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The state directory is not usable.
+    #[error(transparent)]
+    StateDir(#[from] StateDirError),
+    /// The output log could not be created or read.
+    #[error(transparent)]
+    Output(#[from] OutputError),
+    /// The command could not be started.
+    #[error(transparent)]
+    Spawn(#[from] SpawnError),
+    /// The request is not valid.
+    #[error("{0}")]
+    Invalid(String),
+    /// No session with this id. (Each door adds how to list the sessions in its own words.)
+    #[error("no session {0}")]
+    NoSuchSession(String),
+    /// The session cannot serve this request (e.g. a screen of a session without a terminal).
+    #[error("{0}")]
+    NotSupported(String),
+    /// A configured limit would be exceeded; the sentence says which and what to do.
+    #[error("{0}")]
+    LimitReached(String),
+    /// The engine is shutting down and starts nothing new.
+    #[error("the engine is shutting down and starts no new command")]
+    ShuttingDown,
+    /// The command was spawned but could not be supervised (no output reader, no cancel pipe):
+    /// its tree was terminated through the one terminate routine. The request was valid; the
+    /// machine is short of a resource (threads, file descriptors, memory).
+    #[error("{0}")]
+    Resource(String),
+}
+
+/// The engine's limits. Hitting one is [`EngineError::LimitReached`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineLimits {
+    /// Most sessions running at once.
+    pub max_running: usize,
+    /// Most finished sessions kept; beyond it the oldest finished are forgotten (never a
+    /// running one).
+    pub max_finished: usize,
+    /// Most bytes the hot tails of running sessions may hold together. A hot tail holds bytes
+    /// only once its spool stopped (disk cap or disk full); a new run is refused when what they
+    /// hold plus its own retained cap would pass this.
+    pub hot_tail_budget: u64,
+    /// Largest disk cap one session may ask for.
+    pub max_disk_cap: u64,
+    /// Most bytes all kept spools may hold together; a new run is refused once they do.
+    pub disk_budget: u64,
+}
+
+impl Default for EngineLimits {
+    fn default() -> Self {
+        EngineLimits {
+            max_running: stockade_proc::fd_budget::default_max_running(),
+            max_finished: DEFAULT_MAX_FINISHED,
+            hot_tail_budget: DEFAULT_HOT_TAIL_BUDGET,
+            max_disk_cap: DEFAULT_MAX_DISK_CAP,
+            disk_budget: DEFAULT_DISK_BUDGET,
+        }
+    }
+}
+
+/// How an engine is set up.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// The state directory.
+    pub state_dir: StateDir,
+    /// This instance's name (a folder under `spool/`).
+    pub instance: String,
+    /// Containment choice.
+    pub containment: ContainmentConfig,
+    /// Grace between the polite signal and `SIGKILL`.
+    pub grace: Duration,
+    /// Default hot-tail size per session.
+    pub retained_cap: usize,
+    /// Default disk cap per session.
+    pub disk_cap: u64,
+    /// Default disk-cap policy.
+    pub disk_policy: DiskPolicy,
+    /// Session directories kept made ahead of time (0: each run makes its own). A long-lived
+    /// engine (the daemon) keeps a few, so a run does not wait for new inodes; see `slots.rs`.
+    pub prepared_dirs: usize,
+    /// Limits on sessions, memory and disk.
+    pub limits: EngineLimits,
+}
+
+impl EngineConfig {
+    /// A configuration with the defaults, for `state_dir` and an instance name.
+    pub fn new(state_dir: StateDir, instance: impl Into<String>) -> EngineConfig {
+        EngineConfig {
+            state_dir,
+            instance: instance.into(),
+            containment: ContainmentConfig::default(),
+            grace: Duration::from_millis(DEFAULT_GRACE_MS),
+            retained_cap: DEFAULT_RETAINED_CAP,
+            disk_cap: DEFAULT_DISK_CAP,
+            disk_policy: DiskPolicy::default(),
+            prepared_dirs: 0,
+            limits: EngineLimits::default(),
+        }
+    }
+}
+
+/// What [`Engine::start`] answers: the session, and whether it was already running.
+#[derive(Debug, Clone)]
+pub struct Started {
+    /// The session.
+    pub session: Arc<Session>,
+    /// `true` when the run carried the `source` of an active session: nothing new was started and
+    /// `session` is that one.
+    pub deduplicated: bool,
+}
+
+/// What forgetting a session did.
+#[derive(Debug, Clone)]
+pub struct Forgotten {
+    /// The session id.
+    pub id: String,
+    /// The terminate report, if it was still running.
+    pub report: Option<TerminateReport>,
+    /// Bytes of spool removed.
+    pub removed_bytes: u64,
+}
+
+/// Output and memory accounting over every session the engine keeps.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EngineStats {
+    /// Bytes the output logs hold in memory (hot tails and bookkeeping).
+    pub hot_tail_bytes: u64,
+    /// Bytes on disk in spools.
+    pub spooled_bytes: u64,
+    /// Bytes printed but not on disk (disk cap / disk full).
+    pub dropped_bytes: u64,
+    /// Bytes printed by all sessions.
+    pub output_bytes: u64,
+    /// Sessions by state name (`running`, `exited`, …).
+    pub sessions: BTreeMap<String, u64>,
+    /// Full `/proc` scans this process has taken (see [`stockade_proc::ProcessCensus`]).
+    pub process_scans: u64,
+}
+
+/// The sessions of one engine, and the admissions in flight (spawns not yet registered).
+#[derive(Default)]
+struct Registry {
+    sessions: BTreeMap<u64, Arc<Session>>,
+    /// Runs admitted whose session is not registered yet.
+    pending: usize,
+    /// Retained caps those pending runs reserved.
+    pending_tail: u64,
+    /// Set by `shutdown`: nothing new is admitted.
+    closed: bool,
+}
+
+/// An admitted run: holds its place in the limits until the session is registered (or the
+/// spawn fails).
+struct Admission<'a> {
+    engine: &'a Engine,
+    retained_cap: u64,
+}
+
+impl Drop for Admission<'_> {
+    fn drop(&mut self) {
+        let mut reg = self.engine.registry();
+        reg.pending = reg.pending.saturating_sub(1);
+        reg.pending_tail = reg.pending_tail.saturating_sub(self.retained_cap);
+    }
+}
+
+/// The engine of one instance.
+pub struct Engine {
+    config: EngineConfig,
+    containment: Containment,
+    registry: Mutex<Registry>,
+    /// Serialises runs that carry a `source`, so two of them cannot both start a copy.
+    source_lock: Mutex<()>,
+    /// Serialises looks at other owners' sessions (start-up recovery, the owner watch).
+    pub(crate) others: tokio::sync::Mutex<crate::others::OthersState>,
+    /// Session directories made ahead of time (`prepared_dirs > 0`).
+    slots: Option<Arc<Slots>>,
+}
+
+impl Engine {
+    /// Set up an engine: choose the containment once (and become a child subreaper where that
+    /// is the fallback) and make the instance directory.
+    pub fn new(config: EngineConfig) -> Result<Engine, EngineError> {
+        let instance_dir = config.state_dir.instance_dir(&config.instance)?;
+        let containment = Containment::detect(&config.containment);
+        let slots = (config.prepared_dirs > 0).then(|| {
+            let slots = Slots::new(instance_dir, config.prepared_dirs);
+            slots.refill();
+            slots
+        });
+        Ok(Engine {
+            config,
+            containment,
+            registry: Mutex::new(Registry::default()),
+            source_lock: Mutex::new(()),
+            others: tokio::sync::Mutex::new(crate::others::OthersState::default()),
+            slots,
+        })
+    }
+
+    /// This instance's directory. Made (and probed for writing) in [`Engine::new`]; per run only
+    /// looked at, and made again should something have removed it.
+    fn instance_dir(&self) -> Result<PathBuf, EngineError> {
+        let dir = self.config.state_dir.spool_root().join(&self.config.instance);
+        match std::fs::symlink_metadata(&dir) {
+            Ok(meta) if meta.is_dir() => Ok(dir),
+            _ => Ok(self.config.state_dir.instance_dir(&self.config.instance)?),
+        }
+    }
+
+    fn registry(&self) -> MutexGuard<'_, Registry> {
+        self.registry.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    /// Which containment is active and why (for `stockade doctor`).
+    pub fn containment(&self) -> ContainmentInfo {
+        self.containment.describe()
+    }
+
+    /// The containment method in use.
+    pub fn method(&self) -> ContainmentMethod {
+        self.containment.method()
+    }
+
+    /// The containment handle, to adopt a tree an earlier daemon recorded (crash recovery).
+    pub(crate) fn containment_handle(&self) -> &Containment {
+        &self.containment
+    }
+
+    /// Registers finished sessions loaded from records at start-up, then prunes the oldest
+    /// finished beyond the limit (blocking: deletes directories). Returns the pruned ids.
+    pub(crate) fn insert_finished(&self, sessions: Vec<Arc<Session>>) -> Vec<String> {
+        {
+            let mut reg = self.registry();
+            for s in sessions {
+                reg.sessions.insert(id_number(s.id()), s);
+            }
+        }
+        self.prune_finished()
+    }
+
+    /// Registers (or replaces) a session by its id: one another owner runs, or its final state.
+    pub(crate) fn put_session(&self, session: Arc<Session>) {
+        self.registry().sessions.insert(id_number(session.id()), session);
+    }
+
+    /// Reaps this process's zombie children that are no session's root (orphans that landed on
+    /// a subreaper or PID 1); returns how many. Each session's root is reaped through its pidfd,
+    /// so it is left alone, and nothing is reaped while a spawn is in progress (its root is not
+    /// registered yet).
+    pub fn reap_orphans(&self) -> usize {
+        stockade_proc::reap_zombie_children(|| {
+            let reg = self.registry();
+            (reg.pending == 0).then(|| reg.sessions.values().map(|s| s.pid()).collect())
+        })
+    }
+
+    /// Start a command. Returns once it is spawned; wait on the session for its end. A run whose
+    /// `source` an active session already has answers with that session.
+    pub fn run(&self, spec: RunSpec) -> Result<Arc<Session>, EngineError> {
+        self.start(spec).map(|s| s.session)
+    }
+
+    /// Start a command, or — when `spec.source` names an active session — answer with that one
+    /// (`deduplicated`). Refuses with [`EngineError::LimitReached`] when a limit would be exceeded.
+    pub fn start(&self, spec: RunSpec) -> Result<Started, EngineError> {
+        let _source_guard = spec
+            .source
+            .is_some()
+            .then(|| self.source_lock.lock().unwrap_or_else(PoisonError::into_inner));
+        if let Some(source) = spec.source.as_deref()
+            && let Some(session) = self.active_with_source(source)
+        {
+            return Ok(Started { session, deduplicated: true });
+        }
+        // Prune before the new session's directory exists, so the finished sessions kept and the
+        // directories on disk stay within `max_finished` plus the runs in flight.
+        self.prune_finished();
+        let session = self.spawn_session(spec)?;
+        Ok(Started { session, deduplicated: false })
+    }
+
+    /// The running session started with this `source`, if any.
+    pub fn active_with_source(&self, source: &str) -> Option<Arc<Session>> {
+        self.registry()
+            .sessions
+            .values()
+            .find(|s| s.source() == Some(source) && !s.state().is_terminal())
+            .cloned()
+    }
+
+    /// Check the limits and reserve a place for one more running session.
+    fn admit(&self, retained_cap: usize, disk_cap: u64) -> Result<Admission<'_>, EngineError> {
+        let limits = self.config.limits;
+        if disk_cap > limits.max_disk_cap {
+            return Err(EngineError::LimitReached(format!(
+                "a disk cap of {disk_cap} bytes is above this engine's per-session limit of {} bytes; ask for a smaller disk_cap",
+                limits.max_disk_cap
+            )));
+        }
+        let mut reg = self.registry();
+        if reg.closed {
+            return Err(EngineError::ShuttingDown);
+        }
+        let mut running = reg.pending;
+        let mut tail = reg.pending_tail;
+        let mut spooled = 0u64;
+        for s in reg.sessions.values() {
+            let stats = s.log().stats();
+            spooled = spooled.saturating_add(stats.spooled_bytes);
+            // Another live process's run counts against its own limits, not this engine's.
+            if !s.state().is_terminal() && !s.is_foreign() {
+                running += 1;
+                tail = tail.saturating_add(stats.hot_tail_bytes);
+            }
+        }
+        if running >= limits.max_running {
+            return Err(EngineError::LimitReached(format!(
+                "{running} sessions are running, the limit is {}; wait for one to finish or kill one",
+                limits.max_running
+            )));
+        }
+        let soft = stockade_proc::fd_budget::nofile_soft();
+        if running as u64 >= stockade_proc::fd_budget::running_allowed(soft) {
+            return Err(EngineError::LimitReached(format!(
+                "{running} sessions are running and each may hold {} file descriptors; the open-file limit (RLIMIT_NOFILE) of {soft} leaves room for no more; raise it (ulimit -n) or wait for a session to finish",
+                stockade_proc::fd_budget::FDS_PER_RUNNING_SESSION
+            )));
+        }
+        let wanted = tail.saturating_add(retained_cap as u64);
+        if wanted > limits.hot_tail_budget {
+            return Err(EngineError::LimitReached(format!(
+                "the hot tails of running sessions (kept once a spool stops) could hold {wanted} bytes, the budget is {} bytes; ask for a smaller retained_cap or wait for sessions to finish",
+                limits.hot_tail_budget
+            )));
+        }
+        if spooled >= limits.disk_budget {
+            return Err(EngineError::LimitReached(format!(
+                "the spools already hold {spooled} bytes, the disk budget is {} bytes; forget or clean up finished sessions",
+                limits.disk_budget
+            )));
+        }
+        reg.pending += 1;
+        reg.pending_tail = reg.pending_tail.saturating_add(retained_cap as u64);
+        Ok(Admission { engine: self, retained_cap: retained_cap as u64 })
+    }
+
+    fn spawn_session(&self, spec: RunSpec) -> Result<Arc<Session>, EngineError> {
+        let kept = spec.clone();
+        if spec.command.trim().is_empty() {
+            return Err(EngineError::Invalid(
+                "the command is empty: give a shell command to run".into(),
+            ));
+        }
+        let retained_cap = spec.retained_cap.unwrap_or(self.config.retained_cap);
+        if !(MIN_RETAINED_CAP..=MAX_RETAINED_CAP).contains(&retained_cap) {
+            return Err(EngineError::Invalid(format!(
+                "retained cap {retained_cap} bytes is out of range ({MIN_RETAINED_CAP}..={MAX_RETAINED_CAP})"
+            )));
+        }
+        let disk_cap = spec.disk_cap.unwrap_or(self.config.disk_cap);
+        validate_input(&spec)?;
+        validate_text(&spec)?;
+        let admission = self.admit(retained_cap, disk_cap)?;
+        let id = self.config.state_dir.allocate_id()?;
+        let dir = self.instance_dir()?.join(&id);
+        let output = OutputConfig {
+            retained_cap,
+            disk_cap,
+            disk_policy: spec.disk_policy.unwrap_or(self.config.disk_policy),
+            capture: spec.capture,
+        };
+        // A directory made ahead of time, when one is ready: no inode to wait for.
+        let prepared = self.slots.as_ref().and_then(|slots| slots.claim(&dir));
+        let log = match OutputLog::create_in(&dir, output, prepared) {
+            Ok(log) => Arc::new(log),
+            Err(e) => {
+                remove_unstarted(&dir);
+                return Err(e.into());
+            }
+        };
+        let shell = spec.shell.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_SHELL));
+        let flag = if spec.login { "-lc" } else { "-c" };
+        let (stdout, stderr) = match spec.capture {
+            // A PTY session's stdio is the terminal.
+            _ if spec.pty.is_some() => (StdioSpec::Null, StdioSpec::Null),
+            Capture::Pipe => (StdioSpec::Pipe, StdioSpec::Pipe),
+            Capture::File => {
+                let fds = log.child_fd().map_err(EngineError::from).and_then(|fd| {
+                    let fd2 = fd.try_clone().map_err(|e| {
+                        EngineError::Resource(format!("cannot duplicate the spool fd: {e}"))
+                    })?;
+                    Ok((fd, fd2))
+                });
+                match fds {
+                    Ok((fd, fd2)) => (StdioSpec::Fd(fd), StdioSpec::Fd(fd2)),
+                    Err(e) => {
+                        drop(log);
+                        remove_unstarted(&dir);
+                        return Err(e);
+                    }
+                }
+            }
+        };
+        let spawn_spec = SpawnSpec {
+            program: shell.into_os_string(),
+            args: vec![flag.into(), spec.command.clone().into()],
+            cwd: spec.cwd.clone(),
+            env: spec.env.iter().map(|(k, v)| (k.into(), v.into())).collect(),
+            stdin: match spec.stdin {
+                StdinMode::Pipe if spec.pty.is_none() => StdioSpec::Pipe,
+                _ => StdioSpec::Null,
+            },
+            stdout,
+            stderr,
+            marker: SessionMarker { instance: self.config.instance.clone(), id: id.clone() },
+        };
+        let spawned = match spec.pty {
+            Some(size) => spawn_pty(spawn_spec, size, &self.containment),
+            None => spawn(spawn_spec, &self.containment),
+        };
+        let mut spawned = match spawned {
+            Ok(s) => s,
+            Err(e) => {
+                // Nothing was started: leave no directory that no record describes.
+                drop(log);
+                remove_unstarted(&dir);
+                return Err(e.into());
+            }
+        };
+        let mut sources = Vec::new();
+        let mut input = spawned.stdin.take().map(SessionInput::pipe);
+        if let (Some(master), Some(size)) = (spawned.pty_master.take(), spec.pty) {
+            // The drain reads the master; the session writes and resizes through a duplicate.
+            match try_clone_master(&master) {
+                Ok(writer) => input = Some(SessionInput::pty(writer, size)),
+                Err(e) => {
+                    tracing::warn!(%id, error = %e, "cannot duplicate the terminal; the session takes no input")
+                }
+            }
+            sources.push((Stream::Pty, master));
+        }
+        if let Some(fd) = spawned.stdout {
+            sources.push((Stream::Stdout, fd));
+        }
+        if let Some(fd) = spawned.stderr {
+            sources.push((Stream::Stderr, fd));
+        }
+        // Every session's pipes are read by the one shared drain thread, straight into the spool.
+        let drained =
+            if sources.is_empty() { Ok(None) } else { start_drain(&log, sources).map(Some) };
+        // From here on the tree runs: an error ends it through the supervisor and the one
+        // terminate routine, never leaves it unsupervised.
+        let (drain_handle, failure) = match drained {
+            Ok(handle) => (handle, None),
+            Err(why) => (None, Some(why)),
+        };
+        let session = Session::start(SessionParts {
+            id: id.clone(),
+            instance: self.config.instance.clone(),
+            command: spec.command,
+            cwd: spec.cwd,
+            source: spec.source,
+            capture: spec.capture,
+            dir,
+            log,
+            tree: Arc::new(spawned.tree),
+            drain: drain_handle,
+            timeout: spec.timeout,
+            grace: self.config.grace,
+            input,
+            spec: kept,
+        });
+        let key = id_number(&id);
+        self.registry().sessions.insert(key, Arc::clone(&session));
+        drop(admission);
+        // For `restart` after this daemon is gone (without it only this daemon can restart the
+        // session). Written once the command runs, so the file costs the command no time.
+        if let Some(spec) = session.spec()
+            && let Err(e) = crate::spec_file::store(session.dir(), spec)
+        {
+            tracing::warn!(%id, error = %e, "could not write the session's start options; a later daemon cannot restart it");
+        }
+        if let Some(why) = failure {
+            let opts = self.terminate_options();
+            let reason = format!("not supervised: {why}");
+            let s = Arc::clone(&session);
+            tokio::spawn(async move { s.kill(opts, &reason).await });
+            return Err(EngineError::Resource(format!(
+                "{id} was started but could not be supervised ({why}); its processes were terminated. The machine is short of threads or file descriptors: retry later"
+            )));
+        }
+        Ok(session)
+    }
+
+    /// The session with this id.
+    pub fn session(&self, id: &str) -> Result<Arc<Session>, EngineError> {
+        self.registry()
+            .sessions
+            .get(&id_number(id))
+            .cloned()
+            .ok_or_else(|| EngineError::NoSuchSession(id.to_owned()))
+    }
+
+    /// Every session, oldest first.
+    pub fn sessions(&self) -> Vec<Arc<Session>> {
+        self.registry().sessions.values().cloned().collect()
+    }
+
+    /// Terminate options with this engine's grace.
+    pub fn terminate_options(&self) -> TerminateOptions {
+        TerminateOptions { grace: self.config.grace, ..TerminateOptions::default() }
+    }
+
+    /// Terminate the session (if running), delete its directory (spool, record) and drop it.
+    pub async fn forget(&self, id: &str) -> Result<Forgotten, EngineError> {
+        let session = self.session(id)?;
+        let report = if session.state().is_terminal() {
+            None
+        } else {
+            Some(session.kill(self.terminate_options(), "forgotten").await)
+        };
+        // A session that was running is final now: `kill` waits for the supervisor to finish.
+        drop(session); // the registry's is the one left (its directory may be used again)
+        let removed = self.registry().sessions.remove(&id_number(id));
+        let removed_bytes = match removed {
+            Some(s) => remove_session_dir(s, self.slots.clone()).await,
+            None => 0, // a concurrent forget got there first
+        };
+        Ok(Forgotten { id: id.to_owned(), report, removed_bytes })
+    }
+
+    /// Forget every finished session, or every session (terminating the running ones) with
+    /// `all`. Returns what was forgotten, oldest first.
+    pub async fn cleanup(&self, all: bool) -> Vec<Forgotten> {
+        // Another live process's running session is its owner's to end, not ours to delete.
+        let targets: Vec<Arc<Session>> = self
+            .sessions()
+            .into_iter()
+            .filter(|s| s.state().is_terminal() || (all && !s.is_foreign()))
+            .collect();
+        let running: Vec<Arc<Session>> =
+            targets.iter().filter(|s| !s.state().is_terminal()).cloned().collect();
+        let mut reports = self.kill_all(running, "cleaned up").await;
+        let mut forgotten = Vec::with_capacity(targets.len());
+        for s in targets {
+            let id = s.id().to_owned();
+            let report = reports.remove(&id);
+            drop(s); // the registry's is the one left (its directory may be used again)
+            let removed = self.registry().sessions.remove(&id_number(&id));
+            let removed_bytes = match removed {
+                Some(s) => remove_session_dir(s, self.slots.clone()).await,
+                None => continue,
+            };
+            forgotten.push(Forgotten { id, report, removed_bytes });
+        }
+        forgotten
+    }
+
+    /// Forget the oldest finished sessions beyond `max_finished`. Never touches a running one.
+    pub fn prune_finished(&self) -> Vec<String> {
+        let doomed: Vec<Arc<Session>> = {
+            let mut reg = self.registry();
+            let finished: Vec<u64> = reg
+                .sessions
+                .iter()
+                .filter(|(_, s)| s.state().is_terminal())
+                .map(|(k, _)| *k)
+                .collect();
+            let excess = finished.len().saturating_sub(self.config.limits.max_finished);
+            // A session whose end is still being written (just after its answer; only the
+            // newest can be) is pruned by a later start, not now: its directory is in use.
+            let settled = |k: &&u64| reg.sessions.get(*k).is_some_and(|s| s.is_settled());
+            let doomed: Vec<u64> = finished[..excess].iter().filter(settled).copied().collect();
+            doomed.iter().filter_map(|k| reg.sessions.remove(k)).collect()
+        };
+        let ids = doomed.iter().map(|s| s.id().to_owned()).collect();
+        for s in doomed {
+            if let Err(e) = discard_dir(s, self.slots.as_deref()) {
+                tracing::warn!(error = %e, "could not delete a pruned session's directory");
+            }
+        }
+        ids
+    }
+
+    /// Output and memory accounting over every session kept.
+    pub fn stats(&self) -> EngineStats {
+        let mut stats = EngineStats {
+            process_scans: stockade_proc::censuses_taken(),
+            ..EngineStats::default()
+        };
+        for s in self.sessions() {
+            let log = s.log().stats();
+            stats.hot_tail_bytes += s.log().held_bytes() as u64;
+            stats.spooled_bytes += log.spooled_bytes;
+            stats.dropped_bytes += log.dropped_bytes;
+            stats.output_bytes += log.total_bytes;
+            *stats.sessions.entry(s.state().name().to_owned()).or_default() += 1;
+        }
+        stats
+    }
+
+    /// The running sessions this engine started (not another live process's runs it shows).
+    pub fn running_own(&self) -> Vec<Arc<Session>> {
+        self.sessions()
+            .into_iter()
+            .filter(|s| !s.state().is_terminal() && !s.is_foreign())
+            .collect()
+    }
+
+    /// Writes again the records (and `log.json`) a full disk kept from being written; returns
+    /// how many are still not written.
+    pub async fn retry_records(&self) -> usize {
+        let pending: Vec<Arc<Session>> =
+            self.sessions().into_iter().filter(|s| s.record_pending()).collect();
+        if pending.is_empty() {
+            return 0;
+        }
+        tokio::task::spawn_blocking(move || pending.iter().filter(|s| !s.retry_record()).count())
+            .await
+            .unwrap_or(0)
+    }
+
+    /// Terminate every running session (shutdown) through the one routine, concurrently, and
+    /// start nothing new from now on. Runs whose spawn was in progress are waited for and
+    /// terminated too.
+    pub async fn shutdown(&self) {
+        self.registry().closed = true;
+        if let Some(slots) = &self.slots {
+            slots.close();
+        }
+        loop {
+            let running = self.running_own();
+            let pending = self.registry().pending;
+            if running.is_empty() && pending == 0 {
+                return;
+            }
+            self.kill_all(running, "engine shut down").await;
+            if pending > 0 {
+                tokio::time::sleep(SHUTDOWN_RESCAN).await;
+            }
+        }
+    }
+
+    /// Terminate these sessions concurrently; their reports by id.
+    async fn kill_all(
+        &self,
+        sessions: Vec<Arc<Session>>,
+        reason: &str,
+    ) -> BTreeMap<String, TerminateReport> {
+        let opts = self.terminate_options();
+        let mut kills = tokio::task::JoinSet::new();
+        for session in sessions {
+            let opts = opts.clone();
+            let reason = reason.to_owned();
+            kills.spawn(async move {
+                let report = session.kill(opts, &reason).await;
+                (session.id().to_owned(), report)
+            });
+        }
+        let mut reports = BTreeMap::new();
+        while let Some(done) = kills.join_next().await {
+            if let Ok((id, report)) = done {
+                reports.insert(id, report);
+            }
+        }
+        reports
+    }
+}
+
+impl Drop for Engine {
+    /// The directories made ahead of time go with the engine.
+    fn drop(&mut self) {
+        if let Some(slots) = &self.slots {
+            slots.close();
+        }
+    }
+}
+
+/// Starts the thread that reads the session's pipes into its log (and the pipe that cancels it).
+/// A test build can be told to fail here (`STOCKADE_TEST_FAIL_AFTER_SPAWN=1`, feature
+/// `test-hooks`), to show that a tree whose supervision failed is terminated.
+fn start_drain(
+    log: &Arc<OutputLog>,
+    sources: Vec<(Stream, std::os::fd::OwnedFd)>,
+) -> Result<DrainHandle, String> {
+    #[cfg(feature = "test-hooks")]
+    if std::env::var(FAIL_AFTER_SPAWN_ENV).is_ok_and(|v| v == "1") {
+        return Err(format!("{FAIL_AFTER_SPAWN_ENV}=1: failing after the spawn"));
+    }
+    let drainer = Drainer::global().map_err(|e| format!("cannot start the output reader: {e}"))?;
+    drainer.add(Arc::clone(log), sources).map_err(|e| format!("cannot read the output: {e}"))
+}
+
+/// The test hook that makes every run fail right after its spawn (feature `test-hooks` only).
+#[cfg(feature = "test-hooks")]
+pub const FAIL_AFTER_SPAWN_ENV: &str = "STOCKADE_TEST_FAIL_AFTER_SPAWN";
+
+/// Deletes the directory of a run that never started (its spool is empty, it has no record).
+fn remove_unstarted(dir: &std::path::Path) {
+    if let Err(e) = std::fs::remove_dir_all(dir)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        tracing::warn!(dir = %dir.display(), error = %e, "cannot delete the directory of a run that did not start");
+    }
+}
+
+/// A PTY run has a valid size, no stdin pipe and `pipe` capture (the terminal is one stream the
+/// engine reads; there is no file to hand the child).
+fn validate_input(spec: &RunSpec) -> Result<(), EngineError> {
+    let Some(size) = spec.pty else { return Ok(()) };
+    pty::validate_size(size).map_err(|e| EngineError::Invalid(e.to_string()))?;
+    if spec.stdin == StdinMode::Pipe {
+        return Err(EngineError::Invalid(
+            "a PTY session's stdin is the terminal: drop stdin pipe (write goes to the terminal)"
+                .into(),
+        ));
+    }
+    if spec.capture == Capture::File {
+        return Err(EngineError::Invalid(
+            "PTY sessions always use pipe capture: drop capture file".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// What the OS cannot take is refused as invalid, before any fork: a NUL byte (C strings end
+/// there, so the command would be cut short) and environment keys that are empty or contain `=`
+/// (`A=B` as a key would set `A` to `B=…`).
+fn validate_text(spec: &RunSpec) -> Result<(), EngineError> {
+    let invalid = |what: String| Err(EngineError::Invalid(what));
+    if spec.command.contains('\0') {
+        return invalid(
+            "the command contains a NUL byte, which no process can receive; remove it".into(),
+        );
+    }
+    for (what, path) in [("cwd", &spec.cwd), ("shell", &spec.shell)] {
+        if path.as_ref().is_some_and(|p| p.as_os_str().as_encoded_bytes().contains(&0)) {
+            return invalid(format!("{what} contains a NUL byte; remove it"));
+        }
+    }
+    for (key, value) in &spec.env {
+        if key.is_empty() {
+            return invalid("an environment variable has an empty name; give each a name".into());
+        }
+        if key.contains('=') || key.contains('\0') {
+            return invalid(format!(
+                "the environment variable name {key:?} contains `=` or a NUL byte; names cannot"
+            ));
+        }
+        if value.contains('\0') {
+            return invalid(format!("the value of {key} contains a NUL byte; remove it"));
+        }
+    }
+    Ok(())
+}
+
+/// How long a forgotten session's end may still take before its directory is deleted anyway.
+const SETTLE_LIMIT: Duration = Duration::from_secs(2);
+
+/// Delete a forgotten session's directory; the spool bytes it held.
+async fn remove_session_dir(session: Arc<Session>, slots: Option<Arc<Slots>>) -> u64 {
+    // A session forgotten right after its answer may still be writing `log.json`.
+    session.wait_settled(SETTLE_LIMIT).await;
+    let bytes = session.log().stats().spooled_bytes;
+    let id = session.id().to_owned();
+    let removed = tokio::task::spawn_blocking(move || discard_dir(session, slots.as_deref())).await;
+    match removed {
+        Ok(Ok(())) => bytes,
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => bytes,
+        Ok(Err(e)) => {
+            tracing::warn!(%id, error = %e, "could not delete a forgotten session's directory");
+            0
+        }
+        Err(_) => 0,
+    }
+}
+
+/// Deletes the directory of a session the engine forgot, or hands it to `slots` to be used
+/// again when nothing else holds the session (no reader has its files open through it) and it
+/// is this engine's own. Blocking.
+fn discard_dir(session: Arc<Session>, slots: Option<&Slots>) -> std::io::Result<()> {
+    let dir = session.dir().to_path_buf();
+    let alone = Arc::strong_count(&session) == 1 && Arc::strong_count(session.log()) == 1;
+    let reuse = alone && !session.is_foreign() && session.state().is_terminal();
+    drop(session);
+    if reuse && slots.is_some_and(|slots| slots.recycle(&dir)) {
+        return Ok(());
+    }
+    std::fs::remove_dir_all(&dir)
+        .map_err(|e| std::io::Error::new(e.kind(), format!("cannot delete {}: {e}", dir.display())))
+}
+
+/// The numeric part of `sh-N` (0 for anything else, which matches no session).
+fn id_number(id: &str) -> u64 {
+    // Only the canonical form: `sh-+64` or `sh-064` is not `sh-64`.
+    if !crate::state_dir::is_session_id(id) {
+        return 0;
+    }
+    id.strip_prefix(crate::state_dir::SESSION_ID_PREFIX).and_then(|n| n.parse().ok()).unwrap_or(0)
+}

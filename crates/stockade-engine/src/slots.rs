@@ -1,0 +1,424 @@
+//! Session directories made ahead of time, and pruned ones used again, so a run does not wait
+//! for the file system to hand out inodes.
+//!
+//! A run needs a directory, its spool (`output.log`), its stream index (`streams.idx`) and four
+//! records written over its life (`session.json` at start and at the end, `spec.json`,
+//! `log.json`). Each new file costs an inode, and on some file systems that is most of a short
+//! command's round trip: ext4 without a journal, for one, looks at every inode freed in the last
+//! minutes before it hands one out, so a daemon that makes and deletes session directories as it
+//! goes pays more for every new file. So an engine with `prepared_dirs > 0` (the daemon's) keeps
+//! *slots* ready in its instance folder: `.slot-<n>/` holding an empty spool and index and one
+//! empty spare file per record ([`Spare`]).
+//!
+//! * **Made ahead:** up to `prepared_dirs` fresh slots, made by a blocking task after a run took
+//!   one.
+//! * **Used again:** a finished session the engine forgets (retention's `max_finished`,
+//!   `cleanup`, `forget`) becomes a slot instead of being deleted, when nothing else holds it:
+//!   the directory is renamed to `.slot-<n>` (it is gone from its id at once), its spool and
+//!   index are truncated and its records become the spares again (their old bytes are written
+//!   over in place by the next run, so no block is freed or allocated). Up to
+//!   [`MAX_READY`] slots are kept; beyond that, forgotten directories are deleted as before. A
+//!   daemon that keeps its `max_finished` sessions then makes and deletes no file per run.
+//!
+//! A run moves a slot to its id with `renameat2(RENAME_NOREPLACE)` and writes each record into
+//! its spare, then renames the spare over the record's name ([`stockade_log::atomic_write`]; the end
+//! record is *exchanged* with the start record, which stays behind as the spare): readers see
+//! no record or a whole one, exactly as with a temporary file, and no inode is allocated while
+//! the client waits. Without a ready slot (a burst took them all, the disk is full, something
+//! removed the folder) the run makes its directory and files itself, as before.
+//!
+//! A slot is never a session: its name is no session id, so recovery, retention and `list` skip
+//! it. The engine removes its ready slots when it shuts down; the sweep removes the ones a dead
+//! process left in its instance folder ([`remove_leftovers`]).
+
+use std::collections::VecDeque;
+use std::fs::OpenOptions;
+use std::io;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use stockade_log::{OutputError, Prepared, Spare};
+
+/// Names of slot folders start with this (never a session id).
+pub(crate) const SLOT_PREFIX: &str = ".slot-";
+
+/// Most slots kept ready (fresh and used again); each is an empty directory of six empty
+/// files, and holds no descriptor.
+pub(crate) const MAX_READY: usize = 64;
+
+/// The ready slots of one engine's instance folder.
+pub(crate) struct Slots {
+    instance_dir: PathBuf,
+    /// Fresh slots made ahead of time, at most.
+    target: usize,
+    ready: Mutex<VecDeque<PathBuf>>,
+    /// A blocking task is making slots.
+    filling: AtomicBool,
+    /// Set at shutdown: no slot is made, used again or handed out any more.
+    closed: AtomicBool,
+    next: AtomicU64,
+}
+
+impl Slots {
+    /// Up to `target` fresh slots in `instance_dir`, made once [`Slots::refill`] runs in a
+    /// tokio runtime.
+    pub(crate) fn new(instance_dir: PathBuf, target: usize) -> Arc<Slots> {
+        Arc::new(Slots {
+            instance_dir,
+            target: target.min(MAX_READY),
+            ready: Mutex::new(VecDeque::with_capacity(target)),
+            filling: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            next: AtomicU64::new(0),
+        })
+    }
+
+    fn ready(&self) -> std::sync::MutexGuard<'_, VecDeque<PathBuf>> {
+        self.ready.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// A ready slot moved to `dir` (which must not exist), with its files open; `None` when no
+    /// slot is ready or it cannot be used (the caller then makes `dir` itself). Starts a refill.
+    pub(crate) fn claim(self: &Arc<Self>, dir: &Path) -> Option<Prepared> {
+        // The oldest first.
+        let slot = if self.is_closed() { None } else { self.ready().pop_front() };
+        self.refill();
+        let slot = slot?;
+        if let Err(e) = rename_noreplace(&slot, dir) {
+            tracing::debug!(slot = %slot.display(), dir = %dir.display(), error = %e, "cannot use a prepared session directory; making one");
+            remove(&slot);
+            return None;
+        }
+        match Prepared::open(dir) {
+            Ok(files) => Some(files),
+            Err(e) => {
+                tracing::debug!(dir = %dir.display(), error = %e, "a prepared session directory is not usable; making one");
+                remove(dir);
+                None
+            }
+        }
+    }
+
+    /// Makes fresh slots up to the target in a blocking task (one task at a time; nothing
+    /// outside a tokio runtime).
+    pub(crate) fn refill(self: &Arc<Self>) {
+        // Enough ready (the common case once forgotten directories are used again): no task,
+        // no thread to wake while a run starts.
+        if !self.wanted() || self.filling.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            self.filling.store(false, Ordering::Release);
+            return;
+        };
+        let me = Arc::clone(self);
+        runtime.spawn_blocking(move || {
+            loop {
+                me.fill();
+                me.filling.store(false, Ordering::Release);
+                // A claim while the flag was still set started no task: look again.
+                if !me.wanted() || me.filling.swap(true, Ordering::AcqRel) {
+                    return;
+                }
+            }
+        });
+    }
+
+    fn wanted(&self) -> bool {
+        !self.is_closed() && self.ready().len() < self.target
+    }
+
+    fn fill(&self) {
+        while self.wanted() {
+            match self.make() {
+                Ok(slot) => self.push(slot),
+                Err(e) => {
+                    // A full disk, a removed folder: runs make their own directories meanwhile.
+                    tracing::debug!(error = %e, "cannot prepare a session directory");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Adds a ready slot (or removes it, once closed or full).
+    fn push(&self, slot: PathBuf) {
+        let mut ready = self.ready();
+        if self.is_closed() || ready.len() >= MAX_READY {
+            drop(ready);
+            remove(&slot);
+            return;
+        }
+        ready.push_back(slot);
+    }
+
+    fn slot_path(&self) -> PathBuf {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        self.instance_dir.join(format!("{SLOT_PREFIX}{n}"))
+    }
+
+    fn make(&self) -> Result<PathBuf, OutputError> {
+        let path = self.slot_path();
+        drop(Prepared::create(&path)?);
+        for spare in Spare::ALL {
+            if let Err(e) = create_empty(&spare.path_in(&path)) {
+                remove(&path);
+                return Err(OutputError::io(format!("create a spare in {}", path.display()), e));
+            }
+        }
+        Ok(path)
+    }
+
+    /// Takes the directory of a finished session this engine forgot, to use again: `true` when
+    /// it is gone from `dir` (a ready slot now, or deleted because it could not be made one);
+    /// `false` when it was left where it is (closed, enough slots ready, another file system),
+    /// for the caller to delete. Nothing else may hold the session. Blocking.
+    pub(crate) fn recycle(&self, dir: &Path) -> bool {
+        if self.is_closed() || self.ready().len() >= MAX_READY {
+            return false;
+        }
+        let slot = self.slot_path();
+        if rename_noreplace(dir, &slot).is_err() {
+            return false;
+        }
+        match reset(&slot) {
+            Ok(()) => self.push(slot),
+            Err(e) => {
+                tracing::debug!(slot = %slot.display(), error = %e, "cannot use a session directory again; deleting it");
+                remove(&slot);
+            }
+        }
+        true
+    }
+
+    /// Removes every ready slot; none is made, used again or handed out from now on.
+    /// Idempotent.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        let slots: Vec<PathBuf> = self.ready().drain(..).collect();
+        for slot in slots {
+            remove(&slot);
+        }
+    }
+
+    /// Ready slots now (tests).
+    #[cfg(test)]
+    fn ready_count(&self) -> usize {
+        self.ready().len()
+    }
+}
+
+fn rename_noreplace(from: &Path, to: &Path) -> rustix::io::Result<()> {
+    rustix::fs::renameat_with(
+        rustix::fs::CWD,
+        from,
+        rustix::fs::CWD,
+        to,
+        rustix::fs::RenameFlags::NOREPLACE,
+    )
+}
+
+fn create_empty(path: &Path) -> io::Result<()> {
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .map(drop)
+}
+
+/// Truncates `path`, a regular file (never through a symlink); `NotFound` when absent.
+fn truncate(path: &Path) -> io::Result<()> {
+    let file = OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.file_type().is_file() {
+        return Err(io::Error::other(format!("{} is not a regular file", path.display())));
+    }
+    Ok(())
+}
+
+/// Turns a used session directory (renamed to a slot) back into a fresh one: the records
+/// become the spares, the spool and index are truncated, anything else is deleted; what is missing is
+/// made.
+fn reset(slot: &Path) -> io::Result<()> {
+    for spare in Spare::ALL {
+        let Some(record) = spare.record() else { continue };
+        match rename_noreplace(&slot.join(record), &spare.path_in(slot)) {
+            Ok(()) | Err(rustix::io::Errno::NOENT) => {}
+            // The spare is still there (the record was written without it): drop the record.
+            Err(rustix::io::Errno::EXIST) => std::fs::remove_file(slot.join(record))?,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let keep: Vec<&str> = stockade_log::SessionDir::LOG_FILES
+        .into_iter()
+        .chain(Spare::ALL.iter().map(|s| s.file_name()))
+        .collect();
+    for entry in std::fs::read_dir(slot)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        if name.to_str().is_some_and(|n| keep.contains(&n)) {
+            continue;
+        }
+        // A temporary file a failed write left, or anything else: not part of a fresh one.
+        if entry.file_type()?.is_dir() {
+            std::fs::remove_dir_all(entry.path())?;
+        } else {
+            std::fs::remove_file(entry.path())?;
+        }
+    }
+    for name in stockade_log::SessionDir::LOG_FILES {
+        let path = slot.join(name);
+        match truncate(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => create_empty(&path)?,
+            Err(e) => return Err(e),
+        }
+    }
+    // The spares keep their old bytes: the next record is written over them in place
+    // (`atomic_write::write_through_spare`), so no block is freed now and none allocated then.
+    for spare in Spare::ALL {
+        let path = spare.path_in(slot);
+        match std::fs::symlink_metadata(&path) {
+            Ok(meta) if meta.file_type().is_file() => {}
+            Ok(_) => {
+                return Err(io::Error::other(format!("{} is not a regular file", path.display())));
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => create_empty(&path)?,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+fn remove(path: &Path) {
+    if let Err(e) = std::fs::remove_dir_all(path)
+        && e.kind() != io::ErrorKind::NotFound
+    {
+        tracing::warn!(dir = %path.display(), error = %e, "cannot delete a prepared session directory");
+    }
+}
+
+/// Removes the slots a process that is gone left in its instance folder `dir`.
+pub(crate) fn remove_leftovers(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        if entry.file_name().to_str().is_some_and(|n| n.starts_with(SLOT_PREFIX)) {
+            remove(&entry.path());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+    use std::time::Duration;
+    use stockade_testkit::dir_names as names;
+
+    const FRESH: [&str; 6] =
+        [".spare-end", ".spare-log", ".spare-spec", ".spare-start", "output.log", "streams.idx"];
+
+    async fn settled(slots: &Arc<Slots>, n: usize) {
+        for _ in 0..500 {
+            if slots.ready_count() == n && !slots.filling.load(Ordering::Acquire) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("{} slots ready, wanted {n}", slots.ready_count());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_claimed_slot_becomes_the_session_directory_and_is_replaced() {
+        let tmp = tempfile::tempdir().unwrap();
+        let slots = Slots::new(tmp.path().to_path_buf(), 2);
+        slots.refill();
+        settled(&slots, 2).await;
+        assert_eq!(names(tmp.path()), [".slot-0", ".slot-1"]);
+        let dir = tmp.path().join("sh-1");
+        drop(slots.claim(&dir).unwrap());
+        assert_eq!(names(&dir), FRESH);
+        settled(&slots, 2).await;
+        assert_eq!(names(tmp.path()), [".slot-1", ".slot-2", "sh-1"], "the oldest was taken");
+        // An existing directory is never replaced: the claim fails, the slot is dropped.
+        let taken = tmp.path().join("sh-2");
+        std::fs::create_dir(&taken).unwrap();
+        assert!(slots.claim(&taken).is_none());
+        assert!(names(&taken).is_empty());
+        settled(&slots, 2).await;
+        slots.close();
+        assert_eq!(names(tmp.path()), ["sh-1", "sh-2"]);
+        assert!(slots.claim(&tmp.path().join("sh-3")).is_none());
+        assert!(!slots.recycle(&tmp.path().join("sh-1")), "closed: nothing is used again");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(names(tmp.path()), ["sh-1", "sh-2"], "closed: nothing is made again");
+    }
+
+    #[test]
+    fn a_used_directory_becomes_a_fresh_slot_with_the_same_files() {
+        let tmp = tempfile::tempdir().unwrap();
+        let slots = Slots::new(tmp.path().to_path_buf(), 2);
+        let used = tmp.path().join("sh-4");
+        std::fs::create_dir(&used).unwrap();
+        for (name, body) in [
+            ("output.log", "printed\n"),
+            ("streams.idx", "index"),
+            ("session.json", "{\"end\":1}"),
+            (".spare-end", "{\"start\":1}"),
+            ("spec.json", "{}"),
+            ("log.json", "{}"),
+            ("session.json.tmp", "torn"),
+        ] {
+            std::fs::write(used.join(name), body).unwrap();
+        }
+        let ino = |p: &Path| std::fs::metadata(p).unwrap().ino();
+        let before = [ino(&used.join("output.log")), ino(&used.join("session.json"))];
+        assert!(slots.recycle(&used));
+        assert!(!used.exists());
+        assert_eq!(names(tmp.path()), [".slot-0"]);
+        let slot = tmp.path().join(".slot-0");
+        assert_eq!(names(&slot), FRESH);
+        // The spool and index are empty; each spare keeps the record it was (written over in
+        // place by the next run).
+        for f in ["output.log", "streams.idx"] {
+            assert_eq!(std::fs::metadata(slot.join(f)).unwrap().len(), 0, "{f}");
+        }
+        let read = |f: &str| std::fs::read_to_string(slot.join(f)).unwrap();
+        assert_eq!(read(".spare-start"), "{\"end\":1}");
+        assert_eq!(read(".spare-end"), "{\"start\":1}");
+        assert_eq!((read(".spare-spec"), read(".spare-log")), ("{}".into(), "{}".into()));
+        assert_eq!(before, [ino(&slot.join("output.log")), ino(&slot.join(".spare-start"))]);
+        // It is handed out like a fresh one.
+        let dir = tmp.path().join("sh-9");
+        drop(slots.claim(&dir).unwrap());
+        assert_eq!(names(&dir), FRESH);
+        // A directory that cannot be moved is left for the caller.
+        assert!(!slots.recycle(&tmp.path().join("sh-404")));
+    }
+
+    #[test]
+    fn outside_a_runtime_nothing_is_prepared_and_leftovers_are_removed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let slots = Slots::new(tmp.path().to_path_buf(), 2);
+        slots.refill();
+        assert!(slots.claim(&tmp.path().join("sh-1")).is_none());
+        assert!(names(tmp.path()).is_empty());
+        std::fs::create_dir_all(tmp.path().join(".slot-7")).unwrap();
+        std::fs::write(tmp.path().join(".slot-7/output.log"), b"").unwrap();
+        std::fs::create_dir_all(tmp.path().join("sh-4")).unwrap();
+        remove_leftovers(tmp.path());
+        assert_eq!(names(tmp.path()), ["sh-4"]);
+    }
+}

@@ -1,0 +1,432 @@
+//! A session's process tree: the handle every other part of the engine holds.
+
+use std::collections::BTreeSet;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use stockade_proto::ContainmentMethod;
+use tokio::io::Interest;
+use tokio::io::unix::AsyncFd;
+
+use super::cgroup;
+use super::containment::Containment;
+use super::marker::SessionMarker;
+use super::pidfd::{PidFd, Reap, RootExit};
+use super::scan::{self, Found, Member, ProcessCensus, SessionQuery};
+
+/// What a session record knows about a tree another daemon started (see [`ProcessTree::adopt`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdoptSpec {
+    /// The root's pid.
+    pub root_pid: u32,
+    /// The root's start time as recorded (`/proc/<pid>/stat` field 22).
+    pub root_start_time: u64,
+    /// The session marker.
+    pub marker: SessionMarker,
+    /// The session cgroup directory, if it had one.
+    pub cgroup: Option<PathBuf>,
+}
+
+/// One spawned command and everything it started. `Send + Sync`; share it with `Arc`.
+///
+/// Dropping it does not kill anything (call [`ProcessTree::terminate`] first); it reaps the root
+/// if it has exited and removes the session cgroup if it is empty.
+#[derive(Debug)]
+pub struct ProcessTree {
+    /// `None` for an adopted tree whose root was already gone (or whose pid was recycled).
+    pub(crate) root: Option<PidFd>,
+    /// Adopted from an earlier daemon's record: the root is not our child.
+    pub(crate) adopted: bool,
+    pub(crate) root_pid: u32,
+    pub(crate) root_start_time: u64,
+    pub(crate) pgid: u32,
+    pub(crate) marker: SessionMarker,
+    pub(crate) marker_value: Vec<u8>,
+    /// The output pipe, terminal or spool the root was given: whoever holds one is the session's.
+    pub(crate) io: Vec<(u64, u64)>,
+    pub(crate) cgroup: Option<PathBuf>,
+    /// The cgroup path as `/proc/<pid>/cgroup` shows it, to re-check membership.
+    pub(crate) cgroup_path: Option<String>,
+    pub(crate) root_exit: Mutex<Option<RootExit>>,
+    /// `(pid, start time)` of every process ever seen as a member: zombies of these may be reaped.
+    pub(crate) seen: Mutex<BTreeSet<(u32, u64)>>,
+    /// Keeps the per-daemon cgroup directory alive while this tree's cgroup is inside it.
+    pub(crate) _containment: Containment,
+}
+
+impl ProcessTree {
+    pub(crate) fn new_spawned(
+        root: PidFd,
+        marker: SessionMarker,
+        cgroup: Option<PathBuf>,
+        containment: Containment,
+    ) -> ProcessTree {
+        let root_pid = root.pid();
+        // The root is our unreaped child, so its stat is readable; 0 would only widen the scan.
+        let root_start_time = stockade_procfs::start_time(root_pid).unwrap_or(0);
+        let io = scan::stdio_identities(root_pid);
+        scan::register_tree((root_pid, root_start_time), &io);
+        let cgroup_path = match (&cgroup, &containment.inner.cgroup) {
+            (Some(dir), Some(root)) => root.mount.path_of(dir),
+            _ => None,
+        };
+        let marker_value = marker.value().into_bytes();
+        let mut seen = BTreeSet::new();
+        seen.insert((root_pid, root_start_time));
+        ProcessTree {
+            root: Some(root),
+            adopted: false,
+            root_pid,
+            root_start_time,
+            pgid: root_pid,
+            marker,
+            marker_value,
+            io,
+            cgroup,
+            cgroup_path,
+            root_exit: Mutex::new(None),
+            seen: Mutex::new(seen),
+            _containment: containment,
+        }
+    }
+
+    /// A tree started by an earlier daemon of this instance, rebuilt from its registry record
+    /// for crash recovery, so the same [`ProcessTree::terminate`] cleans up what is left. The
+    /// root is only trusted if its start time still matches the record: a recycled root pid is
+    /// never signalled (nor is its process group). The rest of the session is found through
+    /// the cgroup (if the record has one and it still exists) and the marker.
+    pub fn adopt(record: AdoptSpec, containment: &Containment) -> ProcessTree {
+        let root = PidFd::open_verified(record.root_pid, record.root_start_time).ok();
+        let cgroup = record.cgroup.filter(|dir| dir.join("cgroup.procs").exists());
+        let cgroup_path = cgroup.as_deref().and_then(|dir| match &containment.inner.cgroup {
+            Some(root) => root.mount.path_of(dir),
+            None => super::containment::find_mount().ok()?.path_of(dir),
+        });
+        let marker_value = record.marker.value().into_bytes();
+        let mut seen = BTreeSet::new();
+        seen.insert((record.root_pid, record.root_start_time));
+        if root.is_some() {
+            scan::register_tree((record.root_pid, record.root_start_time), &[]);
+        }
+        ProcessTree {
+            root,
+            adopted: true,
+            root_pid: record.root_pid,
+            root_start_time: record.root_start_time,
+            pgid: record.root_pid,
+            marker: record.marker,
+            marker_value,
+            // The descriptors of a tree an earlier daemon started are not known here.
+            io: Vec::new(),
+            cgroup,
+            cgroup_path,
+            root_exit: Mutex::new(None),
+            seen: Mutex::new(seen),
+            _containment: containment.clone(),
+        }
+    }
+
+    /// The root's pid.
+    pub fn root_pid(&self) -> u32 {
+        self.root_pid
+    }
+
+    /// The root's start time (`/proc/<pid>/stat` field 22): with the pid, its identity.
+    pub fn root_start_time(&self) -> u64 {
+        self.root_start_time
+    }
+
+    /// The process group (and session) id: the root's pid.
+    pub fn pgid(&self) -> u32 {
+        self.pgid
+    }
+
+    /// The session cgroup directory, with cgroup containment.
+    pub fn cgroup(&self) -> Option<&Path> {
+        self.cgroup.as_deref()
+    }
+
+    /// The session marker.
+    pub fn marker(&self) -> &SessionMarker {
+        &self.marker
+    }
+
+    /// The containment this tree uses.
+    pub fn method(&self) -> ContainmentMethod {
+        if self.cgroup.is_some() {
+            ContainmentMethod::Cgroup
+        } else {
+            ContainmentMethod::ProcessGroup
+        }
+    }
+
+    /// The root's pidfd (readable once the root has exited); `None` for an adopted tree whose
+    /// root was already gone.
+    pub fn root_pidfd(&self) -> Option<&PidFd> {
+        self.root.as_ref()
+    }
+
+    /// How the root ended, if it has been reaped (`code` and `signal` both `None` when that is
+    /// unknowable: an adopted root is not this process's child).
+    pub fn root_exit(&self) -> Option<RootExit> {
+        *lock(&self.root_exit)
+    }
+
+    /// Reaps the root if it has exited. Never blocks; safe to call from any path.
+    pub(crate) fn try_reap_root(&self) -> Option<RootExit> {
+        const UNKNOWN: RootExit = RootExit { code: None, signal: None };
+        let mut slot = lock(&self.root_exit);
+        if slot.is_some() {
+            return *slot;
+        }
+        let Some(root) = &self.root else {
+            *slot = Some(UNKNOWN);
+            return *slot;
+        };
+        if !root.has_exited() {
+            return None;
+        }
+        match root.try_reap() {
+            Ok(Reap::Reaped(exit)) => *slot = Some(exit),
+            Ok(Reap::Running) => {}
+            Ok(Reap::NotOurs) | Err(_) => {
+                if !self.adopted {
+                    // Reaped elsewhere (should not happen): record what is known, not a guess.
+                    tracing::warn!(pid = self.root_pid, "root was not reapable through its pidfd");
+                }
+                *slot = Some(UNKNOWN);
+            }
+        }
+        if slot.is_some() {
+            scan::root_gone((self.root_pid, self.root_start_time));
+        }
+        *slot
+    }
+
+    /// Waits for the root to exit (pidfd readiness), reaps it and says how it ended. Other
+    /// processes of the tree may still be running: that is [`ProcessTree::terminate`]'s job.
+    pub async fn wait_root(&self) -> io::Result<RootExit> {
+        if let Some(exit) = self.try_reap_root() {
+            return Ok(exit);
+        }
+        let Some(root) = &self.root else {
+            return Ok(RootExit { code: None, signal: None });
+        };
+        // Each waiter registers its own duplicate: one fd cannot be registered twice.
+        let dup = root.try_clone_fd()?;
+        // SAFETY: `dup` is an open pidfd owned by the AsyncFd for its whole life.
+        let async_fd = unsafe { AsyncFd::register_with_interest(dup, Interest::READABLE) }?;
+        loop {
+            let mut guard = async_fd.readable().await?;
+            if let Some(exit) = self.try_reap_root() {
+                return Ok(exit);
+            }
+            guard.clear_ready();
+        }
+    }
+
+    /// Closes the root's pidfd once the root is reaped: a finished session holds no descriptor.
+    pub fn release_root_fd(&self) {
+        if lock(&self.root_exit).is_some()
+            && let Some(root) = &self.root
+        {
+            root.release();
+        }
+    }
+
+    /// Removes the session's cgroup (and the sub-cgroups its processes made) once the root is
+    /// reaped; one still in use is left as it is. Blocking (a few
+    /// `rmdir`s on the cgroup file system).
+    pub fn remove_cgroup(&self) {
+        if let Some(dir) = self.cgroup()
+            && self.root_reaped()
+            && let Err(e) = super::cgroup::remove_session(dir)
+        {
+            tracing::debug!(cgroup = %dir.display(), error = %e, "session cgroup not removed yet");
+        }
+    }
+
+    /// Whether the root has been reaped — or, for an adopted root (not our child), has exited:
+    /// then its pid, hence the pgid, may be recycled at any time and no longer names the session.
+    pub(crate) fn root_reaped(&self) -> bool {
+        lock(&self.root_exit).is_some()
+            || self.root.as_ref().is_none_or(|r| self.adopted && r.has_exited())
+    }
+
+    pub(crate) fn query(&self) -> SessionQuery {
+        SessionQuery {
+            marker_value: self.marker_value.clone(),
+            // While the root is unreaped its pid cannot be reused, so neither can the pgid/sid.
+            pgid: (!self.root_reaped()).then_some(self.pgid),
+            not_before: self.root_start_time,
+            seen: lock(&self.seen).clone(),
+            io: self.io.clone(),
+        }
+    }
+
+    fn snapshot_job(&self) -> SnapshotJob {
+        SnapshotJob {
+            query: self.query(),
+            cgroup: self.cgroup.clone(),
+            cgroup_path: self.cgroup_path.clone(),
+        }
+    }
+
+    /// Every process of the session right now, zombies included (flagged): cgroup members, the
+    /// process group, the marker, descendants, holders of its descriptors and what was seen
+    /// before — from a census started now (shared with other callers scanning at once).
+    pub(crate) fn snapshot(&self) -> Found {
+        let found = self.snapshot_job().run();
+        self.remember(&found.members);
+        found
+    }
+
+    /// [`Self::snapshot`] on the blocking pool, so a `/proc` scan never stalls a runtime worker.
+    pub(crate) async fn snapshot_async(&self) -> Found {
+        let job = self.snapshot_job();
+        let found = match tokio::task::spawn_blocking({
+            let job = job.clone();
+            move || job.run()
+        })
+        .await
+        {
+            Ok(found) => found,
+            // The blocking pool is shutting down (or the scan panicked): scan here instead.
+            Err(_) => job.run(),
+        };
+        self.remember(&found.members);
+        found
+    }
+
+    /// Remembers the identities of members seen alive or in the group, so their zombies can be
+    /// reaped later even after they left every other trace of the session.
+    pub(crate) fn remember(&self, found: &[Member]) {
+        let mut seen = lock(&self.seen);
+        let ids = found
+            .iter()
+            .filter(|m| m.via != scan::Via::ZombieChild)
+            .map(|m| (m.stat.pid, m.stat.start_time));
+        let new: Vec<_> = ids.filter(|id| seen.insert(*id)).collect();
+        drop(seen);
+        scan::claim(new);
+    }
+
+    /// The live (non-zombie) processes of the session: cgroup members ∪ process-group members ∪
+    /// processes carrying the marker ∪ their descendants ∪ holders of the session's output pipe,
+    /// terminal or spool ∪ processes seen as members before. Reads `/proc`; blocking.
+    pub fn members(&self) -> Vec<u32> {
+        live_pids(&self.snapshot().members)
+    }
+
+    /// How many live processes the session has, cheaply: the session cgroup's `cgroup.procs`
+    /// where there is one (no `/proc` scan), else counted in `census` — one scan shared by every
+    /// session a caller counts. Blocking.
+    pub fn count_processes(&self, census: &ProcessCensus) -> usize {
+        if let Some(dir) = &self.cgroup {
+            return cgroup::procs(dir).map_or(0, |pids| pids.len());
+        }
+        let found = scan::attribute(census, &self.query());
+        live_pids(&found.members).len()
+    }
+
+    /// Whether [`Self::count_processes`] needs a census (the tree has no cgroup).
+    pub fn needs_census(&self) -> bool {
+        self.cgroup.is_none()
+    }
+
+    /// Reaps zombies that are this process's children and belong to the session (seen as
+    /// members, or still in its group). Never touches any other child. Returns how many.
+    pub(crate) fn reap_orphans(&self, snapshot: &[Member]) -> usize {
+        let me = std::process::id();
+        let seen = lock(&self.seen).clone();
+        let mut reaped = 0;
+        for m in snapshot {
+            let st = m.stat;
+            if st.pid == self.root_pid || !st.is_zombie() || st.ppid != me {
+                continue;
+            }
+            let in_session = matches!(m.via, scan::Via::Group | scan::Via::Session);
+            if !(seen.contains(&(st.pid, st.start_time)) || in_session) {
+                continue;
+            }
+            // A zombie child of ours cannot be recycled until reaped: the pid is stable here.
+            if let Ok(fd) = PidFd::open_verified(st.pid, st.start_time)
+                && matches!(fd.try_reap(), Ok(Reap::Reaped(_)))
+            {
+                reaped += 1;
+            }
+        }
+        reaped
+    }
+}
+
+/// Sorted, deduplicated pids of the live (non-zombie) members.
+pub(crate) fn live_pids(members: &[Member]) -> Vec<u32> {
+    let mut pids: Vec<u32> =
+        members.iter().filter(|m| !m.stat.is_zombie()).map(|m| m.stat.pid).collect();
+    pids.sort_unstable();
+    pids.dedup();
+    pids
+}
+
+impl Drop for ProcessTree {
+    fn drop(&mut self) {
+        scan::unregister_tree((self.root_pid, self.root_start_time), &self.io, &lock(&self.seen));
+        if self.try_reap_root().is_none() && !self.adopted {
+            tracing::warn!(
+                pid = self.root_pid,
+                session = %self.marker.value(),
+                "process tree dropped while its root is still running; it was not terminated"
+            );
+        }
+        if let Some(dir) = &self.cgroup
+            && let Err(e) = cgroup::remove_session(dir)
+        {
+            tracing::debug!(cgroup = %dir.display(), error = %e, "session cgroup not removed");
+        }
+    }
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// An owned description of one snapshot, so it can run on the blocking pool.
+#[derive(Debug, Clone)]
+struct SnapshotJob {
+    query: SessionQuery,
+    cgroup: Option<PathBuf>,
+    cgroup_path: Option<String>,
+}
+
+impl SnapshotJob {
+    fn run(&self) -> Found {
+        let census = scan::census_after(std::time::Instant::now(), self.query.not_before);
+        let mut found = scan::attribute(&census, &self.query);
+        if let Some(dir) = &self.cgroup {
+            for pid in cgroup::procs(dir).unwrap_or_default() {
+                if found.members.iter().any(|m| m.stat.pid == pid) {
+                    continue;
+                }
+                if let Some(m) = self.verify_cgroup_member(pid) {
+                    found.members.push(m);
+                }
+            }
+            // An orphan still in the session cgroup is the session's, not unattributed.
+            found.unattributed.retain(|st| !found.members.iter().any(|m| m.stat.pid == st.pid));
+        }
+        found
+    }
+
+    /// Reads a `cgroup.procs` pid's identity and confirms it is (still) in the session cgroup.
+    fn verify_cgroup_member(&self, pid: u32) -> Option<Member> {
+        let want = self.cgroup_path.as_deref()?;
+        let st = stockade_procfs::read_stat(pid)?;
+        let inside =
+            scan::cgroup_of(pid).is_some_and(|p| p == want || p.starts_with(&format!("{want}/")));
+        let same =
+            stockade_procfs::read_stat(pid).is_some_and(|again| again.start_time == st.start_time);
+        (inside && same && !st.is_zombie()).then_some(Member { stat: st, via: scan::Via::Cgroup })
+    }
+}
