@@ -27,7 +27,7 @@ use crate::state::Shared;
 /// Recovers the sessions of dead daemons and loads the finished ones. Never fails the start:
 /// what could not be done is logged.
 pub(crate) async fn start_up(shared: &Shared) {
-    match shared.engine.recover().await {
+    match stockade_engine::recover(&shared.engine).await {
         Ok(report) => {
             shared.metrics.recovered(report.recovered.len());
             for r in &report.recovered {
@@ -65,7 +65,7 @@ pub(crate) async fn run(
             () = stop.cancelled() => return,
         }
         let report = tokio::select! {
-            r = shared.engine.sweep_expired(retention) => r,
+            r = stockade_engine::sweep_expired(&shared.engine, retention) => r,
             () = stop.cancelled() => return,
         };
         for w in &report.warnings {
@@ -90,7 +90,7 @@ pub(crate) async fn watch_owners(shared: Arc<Shared>, stop: CancellationToken) {
             _ = tick.tick() => {}
             () = stop.cancelled() => return,
         }
-        let report = shared.engine.sync_others().await;
+        let report = stockade_engine::sync_others(&shared.engine).await;
         for w in &report.warnings {
             tracing::warn!("owner watch: {w}");
         }

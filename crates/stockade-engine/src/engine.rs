@@ -221,7 +221,7 @@ pub struct Engine {
     /// Serialises runs that carry a `source`, so two of them cannot both start a copy.
     source_lock: Mutex<()>,
     /// Serialises looks at other owners' sessions (start-up recovery, the owner watch).
-    pub(crate) others: tokio::sync::Mutex<crate::others::OthersState>,
+    pub(crate) others: tokio::sync::Mutex<crate::others_memo::OthersState>,
     /// Session directories made ahead of time (`prepared_dirs > 0`).
     slots: Option<Arc<Slots>>,
 }
@@ -242,7 +242,7 @@ impl Engine {
             containment,
             registry: Mutex::new(Registry::default()),
             source_lock: Mutex::new(()),
-            others: tokio::sync::Mutex::new(crate::others::OthersState::default()),
+            others: tokio::sync::Mutex::new(crate::others_memo::OthersState::default()),
             slots,
         })
     }

@@ -37,6 +37,7 @@ pub mod blocking;
 mod engine;
 mod input;
 mod others;
+mod others_memo;
 mod recovery;
 mod registry;
 mod retention;
@@ -53,10 +54,12 @@ pub use engine::{
     MIN_RETAINED_CAP, Started,
 };
 pub use input::{InputKind, InputRefused};
-pub use others::{LIST_FRESH, OWNER_WATCH_INTERVAL, OthersReport};
-pub use recovery::{PIPE_LOSS_REASON, RecoveredSession, RecoveryError, RecoveryReport};
+pub use others::{
+    LIST_FRESH, OWNER_WATCH_INTERVAL, OthersReport, sync_others, sync_others_unless_fresh,
+};
+pub use recovery::{PIPE_LOSS_REASON, RecoveredSession, RecoveryError, RecoveryReport, recover};
 pub use registry::{Owner, RecordTotals, SessionRecord, read_record};
-pub use retention::{DEFAULT_RETENTION, SweepReport};
+pub use retention::{DEFAULT_RETENTION, SweepReport, sweep_expired};
 pub use run_spec::RunSpec;
 pub use session::{Session, SessionEnd};
 pub use state_dir::{StateDir, StateDirError, is_session_id, open_lock_file};

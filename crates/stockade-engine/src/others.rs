@@ -2,7 +2,7 @@
 //! one-shot engine) that runs while a daemon is up, a finished session of an earlier owner that
 //! appeared after start-up, and a session whose owner died while this engine runs.
 //!
-//! [`Engine::sync_others`] looks at the state directory (one `readdir` per instance folder; a
+//! [`sync_others`] looks at the state directory (one `readdir` per instance folder; a
 //! record is read only for a session the engine does not yet know as finished) and:
 //!
 //! * a **finished** record is loaded as a finished session (once; its id is unique in the
@@ -16,7 +16,7 @@
 //!
 //! It holds the recovery lock while it does so, so it never races another engine's recovery.
 //! The daemon calls it every [`OWNER_WATCH_INTERVAL`] and before every `list`
-//! ([`Engine::sync_others_unless_fresh`]): a `list` skips the look when the last one began less
+//! ([`sync_others_unless_fresh`]): a `list` skips the look when the last one began less
 //! than [`LIST_FRESH`] ago and nothing it depends on has changed since — read cheaply as a
 //! [`Fingerprint`]: the folder times of the spool root and of each other instance (a session
 //! made or removed), and for each session shown as another owner's running one, or found
@@ -27,13 +27,14 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use stockade_procfs::Liveness;
 
 use crate::engine::Engine;
+use crate::others_memo::{Fingerprint, Watched};
 use crate::recovery::{RecoveryLock, adopt_spec, recover_one, unrecorded};
-use crate::registry::{self, Owner, RecordError, SessionRecord};
+use crate::registry::{self, RecordError, SessionRecord};
 use crate::session::Session;
 use crate::state_dir::{StateDir, is_session_id};
 use stockade_log::OutputLog;
@@ -45,70 +46,10 @@ pub const OWNER_WATCH_INTERVAL: Duration = Duration::from_secs(1);
 /// A `list` within this long of the last look's start skips its own look if nothing it depends
 /// on changed (see the module docs).
 pub const LIST_FRESH: Duration = Duration::from_millis(250);
-/// A fingerprint holding a folder time younger than this (when taken) is not trusted: the
-/// kernel stamps times from a coarse clock, so a change in the same tick would not show.
-const SETTLE: Duration = Duration::from_millis(50);
 /// A running foreign session's spool above this size is re-read at most every
 /// [`LARGE_REOPEN_INTERVAL`] (re-reading counts its newlines).
 const LARGE_SPOOL: u64 = 16 * 1024 * 1024;
 const LARGE_REOPEN_INTERVAL: Duration = Duration::from_secs(10);
-
-/// What the engine remembers between looks.
-#[derive(Debug, Default)]
-pub(crate) struct OthersState {
-    /// When each running foreign session's log was last opened.
-    opened: HashMap<String, Instant>,
-    /// Directories the last look found but passed over (no usable record yet).
-    passed: Vec<PathBuf>,
-    /// When the last look began, and what it depended on then.
-    last: Option<(Instant, Fingerprint)>,
-}
-
-/// What a look depends on that can change behind this engine's back, read without reading any
-/// record: compared equal, a new look would find what the last one found.
-#[derive(Debug, PartialEq, Eq)]
-struct Fingerprint {
-    /// Folder times, spool lengths and owner liveness, in a fixed order.
-    facts: Vec<(PathBuf, Option<SystemTime>, u64)>,
-    /// Whether every folder time was older than [`SETTLE`] when taken.
-    settled: bool,
-}
-
-/// A session shown as another owner's running one: where it lives and who owns it.
-type Watched = (PathBuf, Option<Owner>);
-
-impl Fingerprint {
-    /// Blocking: a `readdir` of the spool root and a few `stat`s and `/proc` reads.
-    fn take(state_dir: &StateDir, own: &str, watched: &[Watched], passed: &[PathBuf]) -> Self {
-        let now = SystemTime::now();
-        let mut settled = true;
-        let mut facts = Vec::new();
-        let mut folder = |dir: PathBuf, extra: u64| {
-            let time = std::fs::metadata(&dir).and_then(|m| m.modified()).ok();
-            settled &= time.is_some_and(|t| now.duration_since(t).is_ok_and(|age| age >= SETTLE));
-            facts.push((dir, time, extra));
-        };
-        let root = state_dir.spool_root();
-        let mut instances: Vec<PathBuf> = std::fs::read_dir(&root)
-            .map(|d| d.flatten().filter(|e| e.file_name() != *own).map(|e| e.path()).collect())
-            .unwrap_or_default();
-        instances.sort();
-        folder(root, 0);
-        for dir in instances {
-            folder(dir, 0);
-        }
-        for (dir, owner) in watched {
-            let spool = std::fs::metadata(SessionDir::new(dir).spool()).map_or(0, |m| m.len());
-            let alive = owner.is_some_and(|o| o.liveness() == Liveness::Alive);
-            // The spool's length and the owner's liveness in one number: either changing shows.
-            folder(dir.clone(), spool << 1 | u64::from(alive));
-        }
-        for dir in passed {
-            folder(dir.clone(), 0);
-        }
-        Fingerprint { facts, settled }
-    }
-}
 
 /// What one look did.
 #[derive(Debug, Default, Clone)]
@@ -130,175 +71,171 @@ struct Found {
     spool_len: u64,
 }
 
-impl Engine {
-    /// Other owners' sessions running as shown now, for a [`Fingerprint`].
-    fn watched(&self) -> Vec<Watched> {
-        let mut watched: Vec<(String, Watched)> = self
-            .sessions()
-            .into_iter()
-            .filter(|s| s.is_foreign() && !s.state().is_terminal())
-            .map(|s| (s.id().to_owned(), (s.dir().to_owned(), s.record().owner)))
-            .collect();
-        watched.sort_by(|a, b| a.0.cmp(&b.0));
-        watched.into_iter().map(|(_, w)| w).collect()
-    }
+/// Other owners' sessions running as shown now, for a [`Fingerprint`].
+fn watched(engine: &Engine) -> Vec<Watched> {
+    let mut watched: Vec<(String, Watched)> = engine
+        .sessions()
+        .into_iter()
+        .filter(|s| s.is_foreign() && !s.state().is_terminal())
+        .map(|s| (s.id().to_owned(), (s.dir().to_owned(), s.record().owner)))
+        .collect();
+    watched.sort_by(|a, b| a.0.cmp(&b.0));
+    watched.into_iter().map(|(_, w)| w).collect()
+}
 
-    /// As [`Engine::sync_others`], unless the last look began less than `fresh` ago and
-    /// nothing it depends on has changed since (see the module docs); `None` when skipped.
-    pub async fn sync_others_unless_fresh(&self, fresh: Duration) -> Option<OthersReport> {
+/// As [`sync_others`], unless the last look began less than `fresh` ago and
+/// nothing it depends on has changed since (see the module docs); `None` when skipped.
+pub async fn sync_others_unless_fresh(engine: &Engine, fresh: Duration) -> Option<OthersReport> {
+    {
+        let memo = engine.others.lock().await;
+        if let Some((began, then)) = &memo.last
+            && began.elapsed() < fresh
+            && then.settled
         {
-            let memo = self.others.lock().await;
-            if let Some((began, then)) = &memo.last
-                && began.elapsed() < fresh
-                && then.settled
-            {
-                let state_dir = self.config().state_dir.clone();
-                let own = self.config().instance.clone();
-                let (watched, passed) = (self.watched(), memo.passed.clone());
-                let now = tokio::task::spawn_blocking(move || {
-                    Fingerprint::take(&state_dir, &own, &watched, &passed)
-                })
-                .await;
-                if now.is_ok_and(|now| now == *then) {
-                    return None;
-                }
+            let state_dir = engine.config().state_dir.clone();
+            let own = engine.config().instance.clone();
+            let (watched, passed) = (watched(engine), memo.passed.clone());
+            let now = tokio::task::spawn_blocking(move || {
+                Fingerprint::take(&state_dir, &own, &watched, &passed)
+            })
+            .await;
+            if now.is_ok_and(|now| now == *then) {
+                return None;
             }
         }
-        Some(self.sync_others().await)
     }
+    Some(sync_others(engine).await)
+}
 
-    /// Lists the sessions other processes own or left, and recovers those whose owner died
-    /// (see the module docs of `others`).
-    pub async fn sync_others(&self) -> OthersReport {
-        let mut memo = self.others.lock().await;
-        let mut report = OthersReport::default();
-        let known: HashMap<String, bool> =
-            self.sessions().iter().map(|s| (s.id().to_owned(), s.state().is_terminal())).collect();
-        let state_dir = self.config().state_dir.clone();
-        let own = self.config().instance.clone();
-        let (watched, passed) = (self.watched(), std::mem::take(&mut memo.passed));
-        // Set again only when this look completes: a failed one leaves nothing to skip on.
-        memo.last = None;
-        let began = Instant::now();
-        let looked = tokio::task::spawn_blocking(move || {
-            // Taken before the look: a change after it shows as a different fingerprint.
-            let fingerprint = Fingerprint::take(&state_dir, &own, &watched, &passed);
-            let lock = RecoveryLock::acquire(&state_dir).map_err(|e| e.to_string())?;
-            Ok::<_, String>((lock, look(&state_dir, &own, &known), fingerprint))
-        })
-        .await;
-        let (lock, found, fingerprint) = match looked {
-            Ok(Ok(v)) => v,
-            Ok(Err(e)) => {
-                report.warnings.push(e);
-                return report;
-            }
-            Err(e) => {
-                report.warnings.push(format!("the owner watch did not run: {e}"));
-                return report;
-            }
-        };
-        let mut finished = Vec::new();
-        for f in found {
-            let record = match f.record {
-                Ok(r) => r,
-                Err(RecordError::Missing { .. }) => {
-                    match unrecorded(&f.instance, &f.id, &f.dir) {
-                        Some(r) => r,
-                        None => {
-                            // Its writer may be about to record it.
-                            memo.passed.push(f.dir);
-                            continue;
-                        }
-                    }
-                }
-                Err(_) => {
-                    // Reported by start-up recovery; not guessed at.
-                    memo.passed.push(f.dir);
-                    continue;
-                }
-            };
-            if record.state.is_terminal() {
-                memo.opened.remove(&record.id);
-                finished.push((record, f.dir));
-                continue;
-            }
-            let alive = record.owner.map(|o| o.liveness());
-            match alive {
-                Some(Liveness::Alive) => {
-                    let current = self.session(&record.id).ok();
-                    let seen = current.as_ref().map(|s| s.log().stats().total_bytes);
-                    let due = memo.opened.get(&record.id).is_none_or(|t| {
-                        f.spool_len < LARGE_SPOOL || t.elapsed() >= LARGE_REOPEN_INTERVAL
-                    });
-                    if seen == Some(f.spool_len) || (seen.is_some() && !due) {
+/// Lists the sessions other processes own or left, and recovers those whose owner died
+/// (see the module docs of `others`).
+pub async fn sync_others(engine: &Engine) -> OthersReport {
+    let mut memo = engine.others.lock().await;
+    let mut report = OthersReport::default();
+    let known: HashMap<String, bool> =
+        engine.sessions().iter().map(|s| (s.id().to_owned(), s.state().is_terminal())).collect();
+    let state_dir = engine.config().state_dir.clone();
+    let own = engine.config().instance.clone();
+    let (watched, passed) = (watched(engine), std::mem::take(&mut memo.passed));
+    // Set again only when this look completes: a failed one leaves nothing to skip on.
+    memo.last = None;
+    let began = Instant::now();
+    let looked = tokio::task::spawn_blocking(move || {
+        // Taken before the look: a change after it shows as a different fingerprint.
+        let fingerprint = Fingerprint::take(&state_dir, &own, &watched, &passed);
+        let lock = RecoveryLock::acquire(&state_dir).map_err(|e| e.to_string())?;
+        Ok::<_, String>((lock, look(&state_dir, &own, &known), fingerprint))
+    })
+    .await;
+    let (lock, found, fingerprint) = match looked {
+        Ok(Ok(v)) => v,
+        Ok(Err(e)) => {
+            report.warnings.push(e);
+            return report;
+        }
+        Err(e) => {
+            report.warnings.push(format!("the owner watch did not run: {e}"));
+            return report;
+        }
+    };
+    let mut finished = Vec::new();
+    for f in found {
+        let record = match f.record {
+            Ok(r) => r,
+            Err(RecordError::Missing { .. }) => {
+                match unrecorded(&f.instance, &f.id, &f.dir) {
+                    Some(r) => r,
+                    None => {
+                        // Its writer may be about to record it.
+                        memo.passed.push(f.dir);
                         continue;
                     }
-                    memo.opened.insert(record.id.clone(), Instant::now());
-                    if current.is_none() {
-                        report.listed.push(record.id.clone());
-                    }
-                    if let Some(s) = self.open_other(record, f.dir).await {
-                        self.put_session(s);
-                    }
-                }
-                None if record.pid != 0 => {} // no owner stamped: never guessed at
-                _ => {
-                    memo.opened.remove(&record.id);
-                    let (done, record, dir, warning) = recover_one(
-                        record,
-                        f.dir,
-                        self.containment_handle().clone(),
-                        self.terminate_options(),
-                    )
-                    .await;
-                    tracing::warn!(id = %done.id, reason = %done.reason, "recovered a session whose owner died");
-                    report.warnings.extend(warning);
-                    report.recovered.push(done.id);
-                    finished.push((record, dir));
                 }
             }
-        }
-        drop(lock);
-        let mut sessions = Vec::new();
-        for (record, dir) in finished {
-            let id = record.id.clone();
-            if crate::recovery::never_started(&dir) {
-                // Its owner died while making its log: nothing ran, nothing to show.
-                let _ = std::fs::remove_dir_all(&dir);
+            Err(_) => {
+                // Reported by start-up recovery; not guessed at.
+                memo.passed.push(f.dir);
                 continue;
             }
-            match self.open_other(record, dir).await {
-                Some(s) => {
-                    if !report.recovered.contains(&id) {
-                        report.listed.push(id);
-                    }
-                    sessions.push(s);
+        };
+        if record.state.is_terminal() {
+            memo.opened.remove(&record.id);
+            finished.push((record, f.dir));
+            continue;
+        }
+        let alive = record.owner.map(|o| o.liveness());
+        match alive {
+            Some(Liveness::Alive) => {
+                let current = engine.session(&record.id).ok();
+                let seen = current.as_ref().map(|s| s.log().stats().total_bytes);
+                let due = memo.opened.get(&record.id).is_none_or(|t| {
+                    f.spool_len < LARGE_SPOOL || t.elapsed() >= LARGE_REOPEN_INTERVAL
+                });
+                if seen == Some(f.spool_len) || (seen.is_some() && !due) {
+                    continue;
                 }
-                None => {
-                    report.warnings.push(format!("session {id}: its output log cannot be opened"))
+                memo.opened.insert(record.id.clone(), Instant::now());
+                if current.is_none() {
+                    report.listed.push(record.id.clone());
+                }
+                if let Some(s) = open_other(engine, record, f.dir).await {
+                    engine.put_session(s);
                 }
             }
+            None if record.pid != 0 => {} // no owner stamped: never guessed at
+            _ => {
+                memo.opened.remove(&record.id);
+                let (done, record, dir, warning) = recover_one(
+                    record,
+                    f.dir,
+                    engine.containment_handle().clone(),
+                    engine.terminate_options(),
+                )
+                .await;
+                tracing::warn!(id = %done.id, reason = %done.reason, "recovered a session whose owner died");
+                report.warnings.extend(warning);
+                report.recovered.push(done.id);
+                finished.push((record, dir));
+            }
         }
-        if !sessions.is_empty() {
-            self.insert_finished(sessions);
-        }
-        memo.last = Some((began, fingerprint));
-        report
     }
+    drop(lock);
+    let mut sessions = Vec::new();
+    for (record, dir) in finished {
+        let id = record.id.clone();
+        if crate::recovery::never_started(&dir) {
+            // Its owner died while making its log: nothing ran, nothing to show.
+            let _ = std::fs::remove_dir_all(&dir);
+            continue;
+        }
+        match open_other(engine, record, dir).await {
+            Some(s) => {
+                if !report.recovered.contains(&id) {
+                    report.listed.push(id);
+                }
+                sessions.push(s);
+            }
+            None => report.warnings.push(format!("session {id}: its output log cannot be opened")),
+        }
+    }
+    if !sessions.is_empty() {
+        engine.insert_finished(sessions);
+    }
+    memo.last = Some((began, fingerprint));
+    report
+}
 
-    /// A session of another owner, over its log opened read-only.
-    async fn open_other(&self, record: SessionRecord, dir: PathBuf) -> Option<Arc<Session>> {
-        let containment = self.containment_handle().clone();
-        tokio::task::spawn_blocking(move || {
-            let log = OutputLog::open(&dir).ok()?;
-            let tree = ProcessTree::adopt(adopt_spec(&record), &containment);
-            Some(Session::recovered(record, dir, Arc::new(log), Arc::new(tree)))
-        })
-        .await
-        .ok()
-        .flatten()
-    }
+/// A session of another owner, over its log opened read-only.
+async fn open_other(engine: &Engine, record: SessionRecord, dir: PathBuf) -> Option<Arc<Session>> {
+    let containment = engine.containment_handle().clone();
+    tokio::task::spawn_blocking(move || {
+        let log = OutputLog::open(&dir).ok()?;
+        let tree = ProcessTree::adopt(adopt_spec(&record), &containment);
+        Some(Session::recovered(record, dir, Arc::new(log), Arc::new(tree)))
+    })
+    .await
+    .ok()
+    .flatten()
 }
 
 /// Session directories of other instances that are not known as finished, with their records.
@@ -323,58 +260,4 @@ fn look(state_dir: &StateDir, own: &str, known: &HashMap<String, bool>) -> Vec<F
         }
     }
     found
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The kernel stamps folder times from a coarse clock: wait a few ticks between changes.
-    fn tick() {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-
-    #[test]
-    fn a_fingerprint_changes_with_a_spool_a_record_a_session_or_an_owner_and_only_then() {
-        let tmp = tempfile::tempdir().unwrap();
-        let state = StateDir::open(tmp.path().join("state")).unwrap();
-        let other = state.spool_root().join("run-1-2");
-        let session = other.join("sh-1");
-        std::fs::create_dir_all(&session).unwrap();
-        std::fs::write(session.join("output.log"), b"a").unwrap();
-        let watched = vec![(session.clone(), Owner::current())];
-        let take = || Fingerprint::take(&state, "daemon-own", &watched, &[]);
-        let first = take();
-        assert!(!first.settled, "folders changed just now are not trusted");
-        assert_eq!(take(), first, "nothing changed");
-
-        std::fs::write(session.join("output.log"), b"ab").unwrap();
-        let grown = take();
-        assert_ne!(grown, first, "the spool grew");
-
-        tick();
-        stockade_log::atomic_write(&session.join("session.json"), b"{}").unwrap();
-        let recorded = take();
-        assert_ne!(recorded, grown, "a record was written");
-
-        tick();
-        std::fs::create_dir(other.join("sh-2")).unwrap();
-        let added = take();
-        assert_ne!(added, recorded, "a session folder was made");
-
-        // An owner that is gone (no process has this pid: above the kernel's pid limit).
-        let dead = vec![(session.clone(), Some(Owner { pid: 1 << 23, start_time: 1 }))];
-        assert_ne!(Fingerprint::take(&state, "daemon-own", &dead, &[]), added, "the owner died");
-
-        // This engine's own folder does not count.
-        tick();
-        std::fs::create_dir_all(state.spool_root().join("daemon-own/sh-3")).unwrap();
-        let own_only = take();
-        assert_eq!(own_only.facts[1..], added.facts[1..], "only the spool root's time moved");
-
-        std::thread::sleep(SETTLE + Duration::from_millis(20));
-        let later = take();
-        assert!(later.settled, "older folder times are trusted");
-        assert_eq!(later.facts, own_only.facts);
-    }
 }

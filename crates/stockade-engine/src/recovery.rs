@@ -80,7 +80,7 @@ pub struct RecoveredSession {
     pub report: TerminateReport,
 }
 
-/// What [`Engine::recover`] found and did.
+/// What [`recover`] found and did.
 #[derive(Debug, Clone, Default)]
 pub struct RecoveryReport {
     /// Sessions whose owner died: terminated and marked `failed`.
@@ -119,62 +119,60 @@ enum Plan {
     Load(SessionRecord, PathBuf),
 }
 
-impl Engine {
-    /// Recovers the sessions earlier processes left running on disk, and loads the finished
-    /// ones (see the module docs of `recovery`). Call once at start-up, before serving.
-    pub async fn recover(&self) -> Result<RecoveryReport, RecoveryError> {
-        let _others = self.others.lock().await;
-        let state_dir = self.config().state_dir.clone();
-        let own = self.config().instance.clone();
-        let (lock, entries) = blocking(move || {
-            let lock = RecoveryLock::acquire(&state_dir)?;
-            Ok((lock, registry::scan(&state_dir)))
-        })
-        .await??;
-        let mut report = RecoveryReport::default();
-        let mut to_recover = Vec::new();
-        let mut to_load = Vec::new();
-        for entry in entries.into_iter().filter(|e| e.instance != own) {
-            match classify(entry, &mut report) {
-                Some(Plan::Recover(r, d)) => to_recover.push((r, d)),
-                Some(Plan::Load(r, d)) => to_load.push((r, d)),
-                None => {}
-            }
+/// Recovers the sessions earlier processes left running on disk, and loads the finished
+/// ones (see the module docs of `recovery`). Call once at start-up, before serving.
+pub async fn recover(engine: &Engine) -> Result<RecoveryReport, RecoveryError> {
+    let _others = engine.others.lock().await;
+    let state_dir = engine.config().state_dir.clone();
+    let own = engine.config().instance.clone();
+    let (lock, entries) = blocking(move || {
+        let lock = RecoveryLock::acquire(&state_dir)?;
+        Ok((lock, registry::scan(&state_dir)))
+    })
+    .await??;
+    let mut report = RecoveryReport::default();
+    let mut to_recover = Vec::new();
+    let mut to_load = Vec::new();
+    for entry in entries.into_iter().filter(|e| e.instance != own) {
+        match classify(entry, &mut report) {
+            Some(Plan::Recover(r, d)) => to_recover.push((r, d)),
+            Some(Plan::Load(r, d)) => to_load.push((r, d)),
+            None => {}
         }
-
-        // Terminate what the dead owners left, all at once (each waits out its own grace).
-        let mut tasks = JoinSet::new();
-        for (record, dir) in to_recover {
-            let containment = self.containment_handle().clone();
-            let opts = self.terminate_options();
-            tasks.spawn(recover_one(record, dir, containment, opts));
-        }
-        while let Some(done) = tasks.join_next().await {
-            match done {
-                Ok((recovered, record, dir, warning)) => {
-                    report.warnings.extend(warning);
-                    report.recovered.push(recovered);
-                    to_load.push((record, dir));
-                }
-                Err(e) => report.warnings.push(format!("a recovery task failed: {e}")),
-            }
-        }
-        report.recovered.sort_by_key(|r| registry::id_number(&r.id));
-
-        // Load the newest finished sessions; delete the oldest beyond the limit.
-        let room = self.config().limits.max_finished;
-        to_load.sort_by_key(|(r, _)| std::cmp::Reverse(registry::id_number(&r.id)));
-        let excess = to_load.split_off(room.min(to_load.len()));
-        let containment = self.containment_handle().clone();
-        let (sessions, pruned, warnings) =
-            blocking(move || Ok(load_sessions(to_load, excess, &containment))).await??;
-        report.loaded = sessions.len();
-        report.pruned = pruned;
-        report.warnings.extend(warnings);
-        report.pruned.extend(self.insert_finished(sessions));
-        drop(lock);
-        Ok(report)
     }
+
+    // Terminate what the dead owners left, all at once (each waits out its own grace).
+    let mut tasks = JoinSet::new();
+    for (record, dir) in to_recover {
+        let containment = engine.containment_handle().clone();
+        let opts = engine.terminate_options();
+        tasks.spawn(recover_one(record, dir, containment, opts));
+    }
+    while let Some(done) = tasks.join_next().await {
+        match done {
+            Ok((recovered, record, dir, warning)) => {
+                report.warnings.extend(warning);
+                report.recovered.push(recovered);
+                to_load.push((record, dir));
+            }
+            Err(e) => report.warnings.push(format!("a recovery task failed: {e}")),
+        }
+    }
+    report.recovered.sort_by_key(|r| registry::id_number(&r.id));
+
+    // Load the newest finished sessions; delete the oldest beyond the limit.
+    let room = engine.config().limits.max_finished;
+    to_load.sort_by_key(|(r, _)| std::cmp::Reverse(registry::id_number(&r.id)));
+    let excess = to_load.split_off(room.min(to_load.len()));
+    let containment = engine.containment_handle().clone();
+    let (sessions, pruned, warnings) =
+        blocking(move || Ok(load_sessions(to_load, excess, &containment))).await??;
+    report.loaded = sessions.len();
+    report.pruned = pruned;
+    report.warnings.extend(warnings);
+    report.pruned.extend(engine.insert_finished(sessions));
+    drop(lock);
+    Ok(report)
 }
 
 /// Decides what to do with one record (or records why nothing is done).

@@ -30,39 +30,37 @@ pub struct SweepReport {
     pub warnings: Vec<String>,
 }
 
-impl Engine {
-    /// Deletes every finished session that ended more than `retention` ago (see the module docs
-    /// of `retention`). Running sessions and live owners' sessions are never touched.
-    pub async fn sweep_expired(&self, retention: Duration) -> SweepReport {
-        let now = unix_ms(SystemTime::now());
-        let cutoff = now.saturating_sub(u64::try_from(retention.as_millis()).unwrap_or(u64::MAX));
-        let mut report = SweepReport::default();
-        for session in self.sessions() {
-            let record = session.record();
-            // Another live process's session (a foreground run still printing it) is its own.
-            let live_owner = session.is_foreign()
-                && record.owner.is_some_and(|o| o.liveness() == Liveness::Alive);
-            let expired = record.state.is_terminal()
-                && !live_owner
-                && record.finished_at_ms.unwrap_or(record.started_at_ms) <= cutoff;
-            if expired && self.forget(session.id()).await.is_ok() {
-                report.forgotten.push(record.id);
-            }
+/// Deletes every finished session that ended more than `retention` ago (see the module docs
+/// of `retention`). Running sessions and live owners' sessions are never touched.
+pub async fn sweep_expired(engine: &Engine, retention: Duration) -> SweepReport {
+    let now = unix_ms(SystemTime::now());
+    let cutoff = now.saturating_sub(u64::try_from(retention.as_millis()).unwrap_or(u64::MAX));
+    let mut report = SweepReport::default();
+    for session in engine.sessions() {
+        let record = session.record();
+        // Another live process's session (a foreground run still printing it) is its own.
+        let live_owner =
+            session.is_foreign() && record.owner.is_some_and(|o| o.liveness() == Liveness::Alive);
+        let expired = record.state.is_terminal()
+            && !live_owner
+            && record.finished_at_ms.unwrap_or(record.started_at_ms) <= cutoff;
+        if expired && engine.forget(session.id()).await.is_ok() {
+            report.forgotten.push(record.id);
         }
-        let known: HashSet<String> = self.sessions().iter().map(|s| s.id().to_owned()).collect();
-        let state_dir = self.config().state_dir.clone();
-        let own = self.config().instance.clone();
-        let swept =
-            tokio::task::spawn_blocking(move || sweep_dirs(&state_dir, &own, &known, cutoff)).await;
-        match swept {
-            Ok((removed, warnings)) => {
-                report.removed_dirs = removed;
-                report.warnings.extend(warnings);
-            }
-            Err(e) => report.warnings.push(format!("the directory sweep did not run: {e}")),
-        }
-        report
     }
+    let known: HashSet<String> = engine.sessions().iter().map(|s| s.id().to_owned()).collect();
+    let state_dir = engine.config().state_dir.clone();
+    let own = engine.config().instance.clone();
+    let swept =
+        tokio::task::spawn_blocking(move || sweep_dirs(&state_dir, &own, &known, cutoff)).await;
+    match swept {
+        Ok((removed, warnings)) => {
+            report.removed_dirs = removed;
+            report.warnings.extend(warnings);
+        }
+        Err(e) => report.warnings.push(format!("the directory sweep did not run: {e}")),
+    }
+    report
 }
 
 /// Deletes expired session directories of other instances that nobody keeps, then the instance

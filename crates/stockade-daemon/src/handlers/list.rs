@@ -15,7 +15,7 @@ use crate::error::join_error;
 pub(super) async fn handle(ctx: &Ctx, p: ListParams) -> Result<ListResult, RpcError> {
     // Foreground runs of other processes, and owners that died, are seen before answering
     // (the owner watch's last look serves when it is recent and nothing changed since).
-    ctx.engine().sync_others_unless_fresh(LIST_FRESH).await;
+    stockade_engine::sync_others_unless_fresh(ctx.engine(), LIST_FRESH).await;
     let mut sessions = ctx.engine().sessions();
     sessions.retain(|s| {
         let running = !s.state().is_terminal();
