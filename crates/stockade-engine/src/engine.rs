@@ -10,19 +10,20 @@ use std::time::Duration;
 
 use stockade_proto::rpc::StdinMode;
 use stockade_proto::{
-    Capture, ContainmentMethod, DEFAULT_DISK_CAP, DEFAULT_GRACE_MS, DEFAULT_RETAINED_CAP,
-    DiskPolicy, Stream, TerminateReport,
+    ContainmentMethod, DEFAULT_DISK_CAP, DEFAULT_GRACE_MS, DEFAULT_RETAINED_CAP, DiskPolicy,
+    TerminateReport,
 };
 
-use crate::input::SessionInput;
+use crate::error::EngineError;
+use crate::launch::{remove_unstarted, start_drain};
 use crate::run_spec::RunSpec;
 use crate::session::{Session, SessionParts};
 use crate::slots::Slots;
-use crate::state_dir::{StateDir, StateDirError};
-use stockade_log::{DrainHandle, Drainer, OutputConfig, OutputError, OutputLog};
+use crate::state_dir::StateDir;
+use stockade_log::{OutputConfig, OutputLog};
 use stockade_proc::{
-    Containment, ContainmentConfig, ContainmentInfo, SessionMarker, SpawnError, SpawnSpec,
-    StdioSpec, TerminateOptions, pty, spawn, spawn_pty, try_clone_master,
+    Containment, ContainmentConfig, ContainmentInfo, SessionMarker, SpawnSpec, StdioSpec,
+    TerminateOptions, spawn, spawn_pty,
 };
 
 /// The shell used when a run names none.
@@ -42,40 +43,6 @@ pub const DEFAULT_MAX_DISK_CAP: u64 = 16 * 1024 * 1024 * 1024;
 pub const DEFAULT_DISK_BUDGET: u64 = 64 * 1024 * 1024 * 1024;
 /// How often `shutdown` looks again for sessions whose spawn was in progress when it began.
 const SHUTDOWN_RESCAN: Duration = Duration::from_millis(10);
-
-/// Errors the engine answers with.
-#[derive(Debug, thiserror::Error)]
-pub enum EngineError {
-    /// The state directory is not usable.
-    #[error(transparent)]
-    StateDir(#[from] StateDirError),
-    /// The output log could not be created or read.
-    #[error(transparent)]
-    Output(#[from] OutputError),
-    /// The command could not be started.
-    #[error(transparent)]
-    Spawn(#[from] SpawnError),
-    /// The request is not valid.
-    #[error("{0}")]
-    Invalid(String),
-    /// No session with this id. (Each door adds how to list the sessions in its own words.)
-    #[error("no session {0}")]
-    NoSuchSession(String),
-    /// The session cannot serve this request (e.g. a screen of a session without a terminal).
-    #[error("{0}")]
-    NotSupported(String),
-    /// A configured limit would be exceeded; the sentence says which and what to do.
-    #[error("{0}")]
-    LimitReached(String),
-    /// The engine is shutting down and starts nothing new.
-    #[error("the engine is shutting down and starts no new command")]
-    ShuttingDown,
-    /// The command was spawned but could not be supervised (no output reader, no cancel pipe):
-    /// its tree was terminated through the one terminate routine. The request was valid; the
-    /// machine is short of a resource (threads, file descriptors, memory).
-    #[error("{0}")]
-    Resource(String),
-}
 
 /// The engine's limits. Hitting one is [`EngineError::LimitReached`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -287,7 +254,7 @@ impl Engine {
         {
             let mut reg = self.registry();
             for s in sessions {
-                reg.sessions.insert(id_number(s.id()), s);
+                reg.sessions.insert(crate::registry::id_number(s.id()), s);
             }
         }
         self.prune_finished()
@@ -295,7 +262,7 @@ impl Engine {
 
     /// Registers (or replaces) a session by its id: one another owner runs, or its final state.
     pub(crate) fn put_session(&self, session: Arc<Session>) {
-        self.registry().sessions.insert(id_number(session.id()), session);
+        self.registry().sessions.insert(crate::registry::id_number(session.id()), session);
     }
 
     /// Reaps this process's zombie children that are no session's root (orphans that landed on
@@ -399,8 +366,9 @@ impl Engine {
         Ok(Admission { engine: self, retained_cap: retained_cap as u64 })
     }
 
-    fn spawn_session(&self, spec: RunSpec) -> Result<Arc<Session>, EngineError> {
-        let kept = spec.clone();
+    /// The output settings of a run, with every part of the request checked before anything is
+    /// admitted or made.
+    fn checked_output(&self, spec: &RunSpec) -> Result<OutputConfig, EngineError> {
         if spec.command.trim().is_empty() {
             return Err(EngineError::Invalid(
                 "the command is empty: give a shell command to run".into(),
@@ -412,51 +380,28 @@ impl Engine {
                 "retained cap {retained_cap} bytes is out of range ({MIN_RETAINED_CAP}..={MAX_RETAINED_CAP})"
             )));
         }
-        let disk_cap = spec.disk_cap.unwrap_or(self.config.disk_cap);
-        validate_input(&spec)?;
-        validate_text(&spec)?;
-        let admission = self.admit(retained_cap, disk_cap)?;
-        let id = self.config.state_dir.allocate_id()?;
-        let dir = self.instance_dir()?.join(&id);
-        let output = OutputConfig {
+        crate::run_spec::validate_input(spec)?;
+        crate::run_spec::validate_text(spec)?;
+        Ok(OutputConfig {
             retained_cap,
-            disk_cap,
+            disk_cap: spec.disk_cap.unwrap_or(self.config.disk_cap),
             disk_policy: spec.disk_policy.unwrap_or(self.config.disk_policy),
             capture: spec.capture,
-        };
-        // A directory made ahead of time, when one is ready: no inode to wait for.
-        let prepared = self.slots.as_ref().and_then(|slots| slots.claim(&dir));
-        let log = match OutputLog::create_in(&dir, output, prepared) {
-            Ok(log) => Arc::new(log),
-            Err(e) => {
-                remove_unstarted(&dir);
-                return Err(e.into());
-            }
-        };
+        })
+    }
+
+    /// What to spawn for `spec`: its shell with `-c` (or `-lc`), its directory and environment,
+    /// and the marker every process of session `id` carries.
+    fn spawn_spec(
+        &self,
+        spec: &RunSpec,
+        id: &str,
+        stdout: StdioSpec,
+        stderr: StdioSpec,
+    ) -> SpawnSpec {
         let shell = spec.shell.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_SHELL));
         let flag = if spec.login { "-lc" } else { "-c" };
-        let (stdout, stderr) = match spec.capture {
-            // A PTY session's stdio is the terminal.
-            _ if spec.pty.is_some() => (StdioSpec::Null, StdioSpec::Null),
-            Capture::Pipe => (StdioSpec::Pipe, StdioSpec::Pipe),
-            Capture::File => {
-                let fds = log.child_fd().map_err(EngineError::from).and_then(|fd| {
-                    let fd2 = fd.try_clone().map_err(|e| {
-                        EngineError::Resource(format!("cannot duplicate the spool fd: {e}"))
-                    })?;
-                    Ok((fd, fd2))
-                });
-                match fds {
-                    Ok((fd, fd2)) => (StdioSpec::Fd(fd), StdioSpec::Fd(fd2)),
-                    Err(e) => {
-                        drop(log);
-                        remove_unstarted(&dir);
-                        return Err(e);
-                    }
-                }
-            }
-        };
-        let spawn_spec = SpawnSpec {
+        SpawnSpec {
             program: shell.into_os_string(),
             args: vec![flag.into(), spec.command.clone().into()],
             cwd: spec.cwd.clone(),
@@ -467,8 +412,34 @@ impl Engine {
             },
             stdout,
             stderr,
-            marker: SessionMarker { instance: self.config.instance.clone(), id: id.clone() },
+            marker: SessionMarker { instance: self.config.instance.clone(), id: id.to_owned() },
+        }
+    }
+
+    fn spawn_session(&self, spec: RunSpec) -> Result<Arc<Session>, EngineError> {
+        let kept = spec.clone();
+        let output = self.checked_output(&spec)?;
+        let admission = self.admit(output.retained_cap, output.disk_cap)?;
+        let id = self.config.state_dir.allocate_id()?;
+        let dir = self.instance_dir()?.join(&id);
+        // A directory made ahead of time, when one is ready: no inode to wait for.
+        let prepared = self.slots.as_ref().and_then(|slots| slots.claim(&dir));
+        let log = match OutputLog::create_in(&dir, output, prepared) {
+            Ok(log) => Arc::new(log),
+            Err(e) => {
+                remove_unstarted(&dir);
+                return Err(e.into());
+            }
         };
+        let (stdout, stderr) = match crate::launch::child_stdio(&spec, &log) {
+            Ok(stdio) => stdio,
+            Err(e) => {
+                drop(log);
+                remove_unstarted(&dir);
+                return Err(e);
+            }
+        };
+        let spawn_spec = self.spawn_spec(&spec, &id, stdout, stderr);
         let spawned = match spec.pty {
             Some(size) => spawn_pty(spawn_spec, size, &self.containment),
             None => spawn(spawn_spec, &self.containment),
@@ -482,24 +453,7 @@ impl Engine {
                 return Err(e.into());
             }
         };
-        let mut sources = Vec::new();
-        let mut input = spawned.stdin.take().map(SessionInput::pipe);
-        if let (Some(master), Some(size)) = (spawned.pty_master.take(), spec.pty) {
-            // The drain reads the master; the session writes and resizes through a duplicate.
-            match try_clone_master(&master) {
-                Ok(writer) => input = Some(SessionInput::pty(writer, size)),
-                Err(e) => {
-                    tracing::warn!(%id, error = %e, "cannot duplicate the terminal; the session takes no input")
-                }
-            }
-            sources.push((Stream::Pty, master));
-        }
-        if let Some(fd) = spawned.stdout {
-            sources.push((Stream::Stdout, fd));
-        }
-        if let Some(fd) = spawned.stderr {
-            sources.push((Stream::Stderr, fd));
-        }
+        let (sources, input) = crate::launch::take_streams(&mut spawned, &spec, &id);
         // Every session's pipes are read by the one shared drain thread, straight into the spool.
         let drained =
             if sources.is_empty() { Ok(None) } else { start_drain(&log, sources).map(Some) };
@@ -525,7 +479,7 @@ impl Engine {
             input,
             spec: kept,
         });
-        let key = id_number(&id);
+        let key = crate::registry::id_number(&id);
         self.registry().sessions.insert(key, Arc::clone(&session));
         drop(admission);
         // For `restart` after this daemon is gone (without it only this daemon can restart the
@@ -551,7 +505,7 @@ impl Engine {
     pub fn session(&self, id: &str) -> Result<Arc<Session>, EngineError> {
         self.registry()
             .sessions
-            .get(&id_number(id))
+            .get(&crate::registry::id_number(id))
             .cloned()
             .ok_or_else(|| EngineError::NoSuchSession(id.to_owned()))
     }
@@ -576,7 +530,7 @@ impl Engine {
         };
         // A session that was running is final now: `kill` waits for the supervisor to finish.
         drop(session); // the registry's is the one left (its directory may be used again)
-        let removed = self.registry().sessions.remove(&id_number(id));
+        let removed = self.registry().sessions.remove(&crate::registry::id_number(id));
         let removed_bytes = match removed {
             Some(s) => remove_session_dir(s, self.slots.clone()).await,
             None => 0, // a concurrent forget got there first
@@ -601,7 +555,7 @@ impl Engine {
             let id = s.id().to_owned();
             let report = reports.remove(&id);
             drop(s); // the registry's is the one left (its directory may be used again)
-            let removed = self.registry().sessions.remove(&id_number(&id));
+            let removed = self.registry().sessions.remove(&crate::registry::id_number(&id));
             let removed_bytes = match removed {
                 Some(s) => remove_session_dir(s, self.slots.clone()).await,
                 None => continue,
@@ -731,84 +685,6 @@ impl Drop for Engine {
     }
 }
 
-/// Starts the thread that reads the session's pipes into its log (and the pipe that cancels it).
-/// A test build can be told to fail here (`STOCKADE_TEST_FAIL_AFTER_SPAWN=1`, feature
-/// `test-hooks`), to show that a tree whose supervision failed is terminated.
-fn start_drain(
-    log: &Arc<OutputLog>,
-    sources: Vec<(Stream, std::os::fd::OwnedFd)>,
-) -> Result<DrainHandle, String> {
-    #[cfg(feature = "test-hooks")]
-    if std::env::var(FAIL_AFTER_SPAWN_ENV).is_ok_and(|v| v == "1") {
-        return Err(format!("{FAIL_AFTER_SPAWN_ENV}=1: failing after the spawn"));
-    }
-    let drainer = Drainer::global().map_err(|e| format!("cannot start the output reader: {e}"))?;
-    drainer.add(Arc::clone(log), sources).map_err(|e| format!("cannot read the output: {e}"))
-}
-
-/// The test hook that makes every run fail right after its spawn (feature `test-hooks` only).
-#[cfg(feature = "test-hooks")]
-pub const FAIL_AFTER_SPAWN_ENV: &str = "STOCKADE_TEST_FAIL_AFTER_SPAWN";
-
-/// Deletes the directory of a run that never started (its spool is empty, it has no record).
-fn remove_unstarted(dir: &std::path::Path) {
-    if let Err(e) = std::fs::remove_dir_all(dir)
-        && e.kind() != std::io::ErrorKind::NotFound
-    {
-        tracing::warn!(dir = %dir.display(), error = %e, "cannot delete the directory of a run that did not start");
-    }
-}
-
-/// A PTY run has a valid size, no stdin pipe and `pipe` capture (the terminal is one stream the
-/// engine reads; there is no file to hand the child).
-fn validate_input(spec: &RunSpec) -> Result<(), EngineError> {
-    let Some(size) = spec.pty else { return Ok(()) };
-    pty::validate_size(size).map_err(|e| EngineError::Invalid(e.to_string()))?;
-    if spec.stdin == StdinMode::Pipe {
-        return Err(EngineError::Invalid(
-            "a PTY session's stdin is the terminal: drop stdin pipe (write goes to the terminal)"
-                .into(),
-        ));
-    }
-    if spec.capture == Capture::File {
-        return Err(EngineError::Invalid(
-            "PTY sessions always use pipe capture: drop capture file".into(),
-        ));
-    }
-    Ok(())
-}
-
-/// What the OS cannot take is refused as invalid, before any fork: a NUL byte (C strings end
-/// there, so the command would be cut short) and environment keys that are empty or contain `=`
-/// (`A=B` as a key would set `A` to `B=…`).
-fn validate_text(spec: &RunSpec) -> Result<(), EngineError> {
-    let invalid = |what: String| Err(EngineError::Invalid(what));
-    if spec.command.contains('\0') {
-        return invalid(
-            "the command contains a NUL byte, which no process can receive; remove it".into(),
-        );
-    }
-    for (what, path) in [("cwd", &spec.cwd), ("shell", &spec.shell)] {
-        if path.as_ref().is_some_and(|p| p.as_os_str().as_encoded_bytes().contains(&0)) {
-            return invalid(format!("{what} contains a NUL byte; remove it"));
-        }
-    }
-    for (key, value) in &spec.env {
-        if key.is_empty() {
-            return invalid("an environment variable has an empty name; give each a name".into());
-        }
-        if key.contains('=') || key.contains('\0') {
-            return invalid(format!(
-                "the environment variable name {key:?} contains `=` or a NUL byte; names cannot"
-            ));
-        }
-        if value.contains('\0') {
-            return invalid(format!("the value of {key} contains a NUL byte; remove it"));
-        }
-    }
-    Ok(())
-}
-
 /// How long a forgotten session's end may still take before its directory is deleted anyway.
 const SETTLE_LIMIT: Duration = Duration::from_secs(2);
 
@@ -843,13 +719,4 @@ fn discard_dir(session: Arc<Session>, slots: Option<&Slots>) -> std::io::Result<
     }
     std::fs::remove_dir_all(&dir)
         .map_err(|e| std::io::Error::new(e.kind(), format!("cannot delete {}: {e}", dir.display())))
-}
-
-/// The numeric part of `sh-N` (0 for anything else, which matches no session).
-fn id_number(id: &str) -> u64 {
-    // Only the canonical form: `sh-+64` or `sh-064` is not `sh-64`.
-    if !crate::state_dir::is_session_id(id) {
-        return 0;
-    }
-    id.strip_prefix(crate::state_dir::SESSION_ID_PREFIX).and_then(|n| n.parse().ok()).unwrap_or(0)
 }

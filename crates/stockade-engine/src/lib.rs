@@ -35,7 +35,9 @@
 
 pub mod blocking;
 mod engine;
+mod error;
 mod input;
+mod launch;
 mod others;
 mod others_memo;
 mod recovery;
@@ -50,9 +52,10 @@ mod view;
 mod wait;
 
 pub use engine::{
-    Engine, EngineConfig, EngineError, EngineLimits, EngineStats, Forgotten, MAX_RETAINED_CAP,
-    MIN_RETAINED_CAP, Started,
+    Engine, EngineConfig, EngineLimits, EngineStats, Forgotten, MAX_RETAINED_CAP, MIN_RETAINED_CAP,
+    Started,
 };
+pub use error::EngineError;
 pub use input::{InputKind, InputRefused};
 pub use others::{
     LIST_FRESH, OWNER_WATCH_INTERVAL, OthersReport, sync_others, sync_others_unless_fresh,

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use stockade_procfs::Liveness;
 
 use crate::engine::Engine;
-use crate::others_memo::{Fingerprint, Watched};
+use crate::others_memo::{Fingerprint, OthersState, Watched};
 use crate::recovery::{RecoveryLock, adopt_spec, recover_one, unrecorded};
 use crate::registry::{self, RecordError, SessionRecord};
 use crate::session::Session;
@@ -138,6 +138,22 @@ pub async fn sync_others(engine: &Engine) -> OthersReport {
             return report;
         }
     };
+    let finished = take_found(engine, &mut memo, found, &mut report).await;
+    drop(lock);
+    list_finished(engine, finished, &mut report).await;
+    memo.last = Some((began, fingerprint));
+    report
+}
+
+/// Sorts what a look found: finished records to list, running ones of live owners shown (their
+/// logs re-read as they grow), running ones of dead owners recovered at once; returns the
+/// records to list as finished with their directories.
+async fn take_found(
+    engine: &Engine,
+    memo: &mut OthersState,
+    found: Vec<Found>,
+    report: &mut OthersReport,
+) -> Vec<(SessionRecord, PathBuf)> {
     let mut finished = Vec::new();
     for f in found {
         let record = match f.record {
@@ -199,7 +215,16 @@ pub async fn sync_others(engine: &Engine) -> OthersReport {
             }
         }
     }
-    drop(lock);
+    finished
+}
+
+/// Lists the finished sessions a look found (and the ones it recovered) as finished sessions of
+/// this engine; a directory whose owner died before anything ran is deleted.
+async fn list_finished(
+    engine: &Engine,
+    finished: Vec<(SessionRecord, PathBuf)>,
+    report: &mut OthersReport,
+) {
     let mut sessions = Vec::new();
     for (record, dir) in finished {
         let id = record.id.clone();
@@ -221,8 +246,6 @@ pub async fn sync_others(engine: &Engine) -> OthersReport {
     if !sessions.is_empty() {
         engine.insert_finished(sessions);
     }
-    memo.last = Some((began, fingerprint));
-    report
 }
 
 /// A session of another owner, over its log opened read-only.

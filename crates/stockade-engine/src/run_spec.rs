@@ -5,8 +5,11 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use stockade_proc::pty;
 use stockade_proto::rpc::{PtySize, RunParams, ScheduleRunTemplate, StdinMode};
 use stockade_proto::{Capture, DiskPolicy};
+
+use crate::error::EngineError;
 
 /// What to run.
 #[derive(Debug, Clone, Default)]
@@ -81,4 +84,54 @@ impl RunSpec {
             ..RunSpec::default()
         }
     }
+}
+
+/// A PTY run has a valid size, no stdin pipe and `pipe` capture (the terminal is one stream the
+/// engine reads; there is no file to hand the child).
+pub(crate) fn validate_input(spec: &RunSpec) -> Result<(), EngineError> {
+    let Some(size) = spec.pty else { return Ok(()) };
+    pty::validate_size(size).map_err(|e| EngineError::Invalid(e.to_string()))?;
+    if spec.stdin == StdinMode::Pipe {
+        return Err(EngineError::Invalid(
+            "a PTY session's stdin is the terminal: drop stdin pipe (write goes to the terminal)"
+                .into(),
+        ));
+    }
+    if spec.capture == Capture::File {
+        return Err(EngineError::Invalid(
+            "PTY sessions always use pipe capture: drop capture file".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// What the OS cannot take is refused as invalid, before any fork: a NUL byte (C strings end
+/// there, so the command would be cut short) and environment keys that are empty or contain `=`
+/// (`A=B` as a key would set `A` to `B=…`).
+pub(crate) fn validate_text(spec: &RunSpec) -> Result<(), EngineError> {
+    let invalid = |what: String| Err(EngineError::Invalid(what));
+    if spec.command.contains('\0') {
+        return invalid(
+            "the command contains a NUL byte, which no process can receive; remove it".into(),
+        );
+    }
+    for (what, path) in [("cwd", &spec.cwd), ("shell", &spec.shell)] {
+        if path.as_ref().is_some_and(|p| p.as_os_str().as_encoded_bytes().contains(&0)) {
+            return invalid(format!("{what} contains a NUL byte; remove it"));
+        }
+    }
+    for (key, value) in &spec.env {
+        if key.is_empty() {
+            return invalid("an environment variable has an empty name; give each a name".into());
+        }
+        if key.contains('=') || key.contains('\0') {
+            return invalid(format!(
+                "the environment variable name {key:?} contains `=` or a NUL byte; names cannot"
+            ));
+        }
+        if value.contains('\0') {
+            return invalid(format!("the value of {key} contains a NUL byte; remove it"));
+        }
+    }
+    Ok(())
 }

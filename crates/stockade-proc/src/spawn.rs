@@ -2,7 +2,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -240,6 +240,18 @@ fn spawn_in(
         let tree = ProcessTree::new_spawned(root, spec.marker, cgroup_dir, containment.clone());
         return Ok(SpawnedTree { tree, stdin, stdout, stderr, pty_master });
     }
+    spawn_forked(spec, pair, containment, cgroup_dir)
+}
+
+/// The fork path, where `clone3` is unavailable: `std::process::Command` with a `pre_exec` that
+/// does what the `clone3` child does (own session, controlling terminal, cgroup, open-file
+/// limit); a pipe tells which step failed.
+fn spawn_forked(
+    mut spec: SpawnSpec,
+    pair: Option<pty::PtyPair>,
+    containment: &Containment,
+    cgroup_dir: Option<PathBuf>,
+) -> Result<SpawnedTree, SpawnError> {
     let placement = match &cgroup_dir {
         Some(dir) => Some(
             cgroup::open_procs_for_placement(dir)
@@ -252,31 +264,7 @@ fn spawn_in(
     )
     .map_err(|e| SpawnError::Pipe(e.into()))?;
 
-    let mut cmd = Command::new(&spec.program);
-    cmd.args(&spec.args);
-    if let Some(cwd) = &spec.cwd {
-        cmd.current_dir(cwd);
-    }
-    for (k, v) in &spec.env {
-        cmd.env(k, v);
-    }
-    cmd.env(MARKER_ENV, spec.marker.value());
-    match &pair {
-        Some(pair) => {
-            if !spec.env.iter().any(|(k, _)| k == "TERM") {
-                cmd.env("TERM", DEFAULT_TERM);
-            }
-            let slave = || pair.slave.try_clone().map(Stdio::from).map_err(SpawnError::Pipe);
-            cmd.stdin(slave()?);
-            cmd.stdout(slave()?);
-            cmd.stderr(slave()?);
-        }
-        None => {
-            cmd.stdin(spec.stdin.into_stdio());
-            cmd.stdout(spec.stdout.into_stdio());
-            cmd.stderr(spec.stderr.into_stdio());
-        }
-    }
+    let mut cmd = command(&mut spec, pair.as_ref())?;
     let controlling_tty = pair.is_some();
 
     let stage_fd = stage_write.as_raw_fd();
@@ -359,6 +347,38 @@ fn spawn_in(
     Ok(SpawnedTree { tree, stdin, stdout, stderr, pty_master })
 }
 
+/// The command of the fork path: program, arguments, directory, environment with the marker,
+/// and stdio (the terminal's slave for a PTY session).
+fn command(spec: &mut SpawnSpec, pair: Option<&pty::PtyPair>) -> Result<Command, SpawnError> {
+    let mut cmd = Command::new(&spec.program);
+    cmd.args(&spec.args);
+    if let Some(cwd) = &spec.cwd {
+        cmd.current_dir(cwd);
+    }
+    for (k, v) in &spec.env {
+        cmd.env(k, v);
+    }
+    cmd.env(MARKER_ENV, spec.marker.value());
+    match pair {
+        Some(pair) => {
+            if !spec.env.iter().any(|(k, _)| k == "TERM") {
+                cmd.env("TERM", DEFAULT_TERM);
+            }
+            let slave = || pair.slave.try_clone().map(Stdio::from).map_err(SpawnError::Pipe);
+            cmd.stdin(slave()?);
+            cmd.stdout(slave()?);
+            cmd.stderr(slave()?);
+        }
+        None => {
+            let take = |s: &mut StdioSpec| std::mem::replace(s, StdioSpec::Null).into_stdio();
+            cmd.stdin(take(&mut spec.stdin));
+            cmd.stdout(take(&mut spec.stdout));
+            cmd.stderr(take(&mut spec.stderr));
+        }
+    }
+    Ok(cmd)
+}
+
 /// The open-file limit a command gets (soft, hard): the daemon raised its own, the command gets
 /// the user's back. `None` when the daemon did not raise it.
 fn child_nofile() -> Option<(u64, u64)> {
@@ -368,20 +388,16 @@ fn child_nofile() -> Option<(u64, u64)> {
     })
 }
 
-/// The parent's ends of a fast spawn: pid, pidfd, stdin, stdout, stderr.
-type FastSpawn = (u32, OwnedFd, Option<OwnedFd>, Option<OwnedFd>, Option<OwnedFd>);
+/// The child's ends, the parent's ends and the child's raw stdio fds (see [`fast_stdio`]).
+type FastStdio = (Vec<OwnedFd>, [Option<OwnedFd>; 3], [RawFd; 3]);
 
-/// The `clone3` spawn (`process/clone3.rs`); `Ok(None)` where it is unavailable, so the caller
-/// forks instead. Same guarantees as the fork path: own session, cgroup before exec, marker,
-/// stdio, controlling terminal, signals reset, the user's open-file limit.
-fn spawn_fast(
+/// The child's stdio for the `clone3` spawn, each above fd 2: the ends the child gets (closed
+/// here once it has exec'd), the parent's ends of pipes, and the three raw fds the child dups
+/// onto 0, 1 and 2.
+fn fast_stdio(
     spec: &SpawnSpec,
     pair: Option<&pty::PtyPair>,
-    cgroup_dir: Option<&std::path::Path>,
-) -> Result<Option<FastSpawn>, SpawnError> {
-    if !clone3::may_work() {
-        return Ok(None);
-    }
+) -> Result<FastStdio, SpawnError> {
     let dup = |fd: &OwnedFd| fd.try_clone().and_then(clone3::above_stdio).map_err(SpawnError::Pipe);
     let null = || -> Result<OwnedFd, SpawnError> {
         let f = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null");
@@ -395,7 +411,6 @@ fn spawn_fast(
             clone3::above_stdio(w).map_err(SpawnError::Pipe)?,
         ))
     };
-    // The child's ends (closed here once it has exec'd) and the parent's.
     let mut child_ends: Vec<OwnedFd> = Vec::new();
     let mut ours: [Option<OwnedFd>; 3] = [None, None, None];
     let mut raw = [-1; 3];
@@ -422,18 +437,43 @@ fn spawn_fast(
             }
         }
     }
+    Ok((child_ends, ours, raw))
+}
+
+/// The child's environment: the daemon's, `TERM` for a terminal unless given, the request's
+/// variables, then the session marker (last, so nothing overrides it).
+fn child_env(spec: &SpawnSpec, tty: bool) -> Vec<(OsString, OsString)> {
     let mut env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
     let mut set = |k: OsString, v: OsString| match env.iter_mut().find(|(key, _)| *key == k) {
         Some(slot) => slot.1 = v,
         None => env.push((k, v)),
     };
-    if pair.is_some() && !spec.env.iter().any(|(k, _)| k == "TERM") {
+    if tty && !spec.env.iter().any(|(k, _)| k == "TERM") {
         set("TERM".into(), DEFAULT_TERM.into());
     }
     for (k, v) in &spec.env {
         set(k.clone(), v.clone());
     }
     set(MARKER_ENV.into(), spec.marker.value().into());
+    env
+}
+
+/// The parent's ends of a fast spawn: pid, pidfd, stdin, stdout, stderr.
+type FastSpawn = (u32, OwnedFd, Option<OwnedFd>, Option<OwnedFd>, Option<OwnedFd>);
+
+/// The `clone3` spawn (`process/clone3.rs`); `Ok(None)` where it is unavailable, so the caller
+/// forks instead. Same guarantees as the fork path: own session, cgroup before exec, marker,
+/// stdio, controlling terminal, signals reset, the user's open-file limit.
+fn spawn_fast(
+    spec: &SpawnSpec,
+    pair: Option<&pty::PtyPair>,
+    cgroup_dir: Option<&std::path::Path>,
+) -> Result<Option<FastSpawn>, SpawnError> {
+    if !clone3::may_work() {
+        return Ok(None);
+    }
+    let (child_ends, ours, raw) = fast_stdio(spec, pair)?;
+    let env = child_env(spec, pair.is_some());
     let exec_error = |source| SpawnError::Exec { program: spec.program.clone(), source };
     let plan = Plan::new(
         &spec.program,
