@@ -81,7 +81,7 @@ impl Daemon {
         engine_config.retained_cap = config.retained_cap;
         engine_config.disk_cap = config.disk_cap;
         engine_config.limits = config.limits;
-        // A run takes a session directory made ahead of time (see stockade-core's `slots.rs`).
+        // A run takes a session directory made ahead of time (see stockade-engine's `slots.rs`).
         engine_config.prepared_dirs = PREPARED_DIRS;
         let engine = Engine::new(engine_config)?;
         let listener = crate::socket::bind(&socket)?;

@@ -1,7 +1,7 @@
 //! Throughput and memory of the pipe-capture path: 1 GiB from `yes` through `drain` into an
 //! output log, against the shell writing the same bytes straight to a file.
 //!
-//! `cargo run --release -p stockade-core --example drain_bench`
+//! `cargo run --release -p stockade-log --example drain_bench`
 
 use std::os::fd::OwnedFd;
 use std::process::{Command, Stdio};

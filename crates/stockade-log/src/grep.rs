@@ -32,12 +32,12 @@ use stockade_proto::{GrepLine, GrepResult, Stream};
 use super::index::IndexView;
 use super::{OutputError, OutputLog, cut, lock};
 
-/// Matching lines returned when the request does not say.
-pub(crate) const DEFAULT_MAX_MATCHES: usize = 100;
+/// Matching lines returned when the request does not say (every door: CLI, daemon, MCP).
+pub const DEFAULT_GREP_MATCHES: usize = 200;
 /// Hard cap on matching lines per grep.
 pub const MAX_GREP_MATCHES: usize = 10_000;
 /// Hard cap on context lines before/after each match.
-pub const MAX_GREP_CONTEXT: usize = 50;
+pub const MAX_GREP_CONTEXT: usize = 100;
 /// Each returned line is cut to this many bytes (plus an ellipsis).
 pub const GREP_LINE_MAX_BYTES: usize = 1024;
 /// The searcher holds one whole line in memory; a longer line is an error, not an allocation

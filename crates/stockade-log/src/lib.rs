@@ -86,7 +86,9 @@ pub use drain::{DrainCancel, DrainSummary, drain};
 pub use drainer::{DrainHandle, Drainer};
 pub use error::OutputError;
 pub use full_tail::FULL_TAIL_BYTES;
-pub use grep::{DEFAULT_GREP_TIMEOUT, GrepBounds};
+pub use grep::{
+    DEFAULT_GREP_MATCHES, DEFAULT_GREP_TIMEOUT, GrepBounds, MAX_GREP_CONTEXT, MAX_GREP_MATCHES,
+};
 pub use open::Prepared;
 pub use screen::{MAX_SCREEN_COLS, MAX_SCREEN_ROWS, SCREEN_TAIL_BYTES, render_screen, strip_ansi};
 pub use write::LaterMeta;
@@ -182,9 +184,9 @@ impl ReadRequest {
 pub struct GrepRequest {
     /// The regex (Rust `regex` syntax).
     pub pattern: String,
-    /// Context lines before and after each match.
+    /// Context lines before and after each match (at most [`MAX_GREP_CONTEXT`]; more is cut to it).
     pub context: usize,
-    /// Stop after this many matching lines.
+    /// Stop after this many matching lines (`1..=`[`MAX_GREP_MATCHES`]; outside is clamped).
     pub max_matches: usize,
     /// Match case-insensitively.
     pub ignore_case: bool,
@@ -197,7 +199,7 @@ impl Default for GrepRequest {
         GrepRequest {
             pattern: String::new(),
             context: 0,
-            max_matches: grep::DEFAULT_MAX_MATCHES,
+            max_matches: grep::DEFAULT_GREP_MATCHES,
             ignore_case: false,
             stream: None,
         }

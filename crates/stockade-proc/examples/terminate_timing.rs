@@ -1,7 +1,7 @@
 //! How long `terminate` takes from the call to verified-gone, per process shape and containment
 //! method: 20 runs each, p50 and max.
 //!
-//! `cargo run --release -p stockade-core --example terminate_timing [-- --grace-ms N --runs N]`
+//! `cargo run --release -p stockade-proc --example terminate_timing [-- --grace-ms N --runs N]`
 //!
 //! Shapes that die on SIGTERM finish in a few polls; the `trap '' TERM` shape is bounded by the
 //! grace period (SIGKILL follows it), so it is shown with the grace used.

@@ -394,10 +394,7 @@ type FastStdio = (Vec<OwnedFd>, [Option<OwnedFd>; 3], [RawFd; 3]);
 /// The child's stdio for the `clone3` spawn, each above fd 2: the ends the child gets (closed
 /// here once it has exec'd), the parent's ends of pipes, and the three raw fds the child dups
 /// onto 0, 1 and 2.
-fn fast_stdio(
-    spec: &SpawnSpec,
-    pair: Option<&pty::PtyPair>,
-) -> Result<FastStdio, SpawnError> {
+fn fast_stdio(spec: &SpawnSpec, pair: Option<&pty::PtyPair>) -> Result<FastStdio, SpawnError> {
     let dup = |fd: &OwnedFd| fd.try_clone().and_then(clone3::above_stdio).map_err(SpawnError::Pipe);
     let null = || -> Result<OwnedFd, SpawnError> {
         let f = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null");

@@ -4,8 +4,9 @@
 //! with these types, so a field has one name everywhere: `id`, `state`, `pid`, `total_bytes`,
 //! `total_lines`, `spool_path`, `next_cursor`, `truncated`, `output`, …
 //!
-//! The engine (`stockade-core`) uses them as its typed API; this crate holds plain data only
-//! (serde, no I/O), so a client can depend on it without pulling in the engine.
+//! The engine (`stockade-engine`, over `stockade-proc` and `stockade-log`) uses them as its
+//! typed API; this crate holds plain data only (serde, no I/O), so a client can depend on it
+//! without pulling in the engine.
 
 #![deny(missing_docs)]
 

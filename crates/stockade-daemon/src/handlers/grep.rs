@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use stockade_log::{DEFAULT_GREP_TIMEOUT, GrepBounds, GrepRequest};
+use stockade_log::{DEFAULT_GREP_MATCHES, DEFAULT_GREP_TIMEOUT, GrepBounds, GrepRequest};
 use stockade_proto::rpc::{GrepParams, GrepResultMsg, RpcError, code};
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
@@ -19,12 +19,6 @@ use tokio::time::Instant;
 use super::ctx::{Ctx, disconnected};
 use crate::error::{from_engine, from_output, join_error, rpc_error};
 
-/// Matching lines returned when `max_matches` is not given.
-const DEFAULT_MAX_MATCHES: usize = 200;
-/// Most matching lines one answer carries.
-const MAX_MATCHES: usize = 10_000;
-/// Most context lines around each match.
-const MAX_CONTEXT: usize = 100;
 /// Longest deadline a client may ask for.
 const MAX_TIMEOUT: Duration = Duration::from_secs(60);
 /// Searches running at once; others wait for a slot within their own deadline.
@@ -48,8 +42,9 @@ pub(super) async fn handle(ctx: &Ctx, p: GrepParams) -> Result<GrepResultMsg, Rp
     let session = ctx.engine().session(&p.id).map_err(from_engine)?;
     let request = GrepRequest {
         pattern: p.pattern,
-        context: p.context.min(MAX_CONTEXT),
-        max_matches: p.max_matches.unwrap_or(DEFAULT_MAX_MATCHES).clamp(1, MAX_MATCHES),
+        // The output log clamps both to its bounds (`stockade_log::MAX_GREP_*`), whichever door asks.
+        context: p.context,
+        max_matches: p.max_matches.unwrap_or(DEFAULT_GREP_MATCHES),
         ignore_case: p.ignore_case,
         stream: None,
     };

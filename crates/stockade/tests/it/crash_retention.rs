@@ -116,7 +116,7 @@ fn ten_thousand_sessions_leave_memory_fds_and_spool_dirs_bounded() {
     assert!(open <= base_fds + FD_SLACK, "fds {base_fds} -> {open}");
     assert!(dirs <= MAX_FINISHED + 1, "{dirs} spool dirs");
     // Pruned directories are used again instead of deleted, up to 64 kept ready
-    // (`crates/stockade-core/src/slots.rs`): more runs never make more of them.
+    // (`crates/stockade-engine/src/slots.rs`): more runs never make more of them.
     let prepared = entries(&daemon.home, ".slot-");
     assert!((1..=64).contains(&prepared), "{prepared} directories ready");
     assert!(listed <= MAX_FINISHED + 1, "{listed} sessions kept");

@@ -1,4 +1,4 @@
-//! Session directories made ahead of time (`crates/stockade-core/src/slots.rs`), with daemons
+//! Session directories made ahead of time (`crates/stockade-engine/src/slots.rs`), with daemons
 //! started as users start them (`stockade daemon start`, auto-start by `ps`): a run takes the
 //! oldest ready directory, and its spool, index and records are the very files made ahead of
 //! time (same inodes: nothing was allocated while the client waited); a finished session's
