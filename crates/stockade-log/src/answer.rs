@@ -110,9 +110,7 @@ pub fn cleanup_line(report: &TerminateReport) -> String {
 
 /// `SIGTERM`-style name of a signal number.
 pub fn signal_name(signal: i32) -> String {
-    nix::sys::signal::Signal::try_from(signal)
-        .map(|s| s.as_str().to_owned())
-        .unwrap_or_else(|_| format!("signal {signal}"))
+    stockade_proto::Signal::name_of(signal)
 }
 
 /// The exit status a CLI should end with for a session's state: the command's own code, 128+N

@@ -68,12 +68,12 @@ pub use containment::{CgroupMode, Containment, ContainmentConfig, ContainmentInf
 pub use input::write_input_async;
 pub use input::{DEFAULT_INPUT_TIMEOUT, InputError, write_input};
 pub use marker::SessionMarker;
-pub use nix::sys::signal::Signal;
 pub use pidfd::{PidFd, PidFdError, RootExit};
 pub use pty::{PtyError, try_clone_master};
 pub use reaper::reap_zombie_children;
 pub use scan::{ProcessCensus, censuses_taken};
 pub use spawn::{SpawnError, SpawnSpec, SpawnedTree, StdioSpec, spawn, spawn_pty};
+pub use stockade_proto::Signal;
 pub use terminate::{DEFAULT_VERIFY_TIMEOUT, TerminateOptions};
 pub use tree::{AdoptSpec, ProcessTree};
 

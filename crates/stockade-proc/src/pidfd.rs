@@ -135,7 +135,7 @@ impl PidFd {
     /// Sends `sig` to the process. `Ok(false)` when it has already exited (zombie or reaped):
     /// there was nothing to signal.
     pub fn signal(&self, sig: super::Signal) -> io::Result<bool> {
-        let Some(sig) = rustix::process::Signal::from_named_raw(sig as i32) else {
+        let Some(sig) = rustix::process::Signal::from_named_raw(sig.number()) else {
             return Err(io::Error::from(io::ErrorKind::InvalidInput));
         };
         // A zombie accepts signals without effect: report it as not signalled.

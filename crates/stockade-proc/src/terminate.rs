@@ -312,7 +312,7 @@ impl Run<'_> {
 fn signal_group(pgid: u32, sig: Signal) -> bool {
     use rustix::process::{Pid, Signal as RawSignal, kill_process_group};
     let (Some(pgid), Some(raw)) =
-        (i32::try_from(pgid).ok().and_then(Pid::from_raw), RawSignal::from_named_raw(sig as i32))
+        (i32::try_from(pgid).ok().and_then(Pid::from_raw), RawSignal::from_named_raw(sig.number()))
     else {
         return false;
     };

@@ -11,6 +11,9 @@
 #![deny(missing_docs)]
 
 pub mod rpc;
+mod signal;
+
+pub use signal::{Signal, UnknownSignal};
 
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
