@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Measures what an agent pays through `stockade mcp` for a few tasks (calls and text bytes the
 # model reads), against a plain "run and return all output" tool, and prints the Markdown table
-# README.md shows under "Agent cost". Uses the official MCP TypeScript SDK, installed by
+# docs/usage.md shows under "Agent cost" (its main rows are in README.md's Results). Uses the official MCP TypeScript SDK, installed by
 # tests/mcp/install-ts-deps.sh. Takes about a minute.
 set -euo pipefail
 cd "$(dirname "$0")/.."

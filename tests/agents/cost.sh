@@ -2,8 +2,8 @@
 # What it costs each agent's model to follow a 20 MiB build to its end through Stockade: the
 # stand-in model starts a build-log-like command in the background (tests/agents/standin.py,
 # POLL_CMD), polls it with read_output wait_ms until it has ended, then greps the log. Prints,
-# per agent, the calls made and the bytes of text the agent handed its model (the README's
-# agent-cost table). Needs tests/agents/install-deps.sh and a built `stockade` (cargo build).
+# per agent, the calls made and the bytes of text the agent handed its model (the table of
+# docs/usage.md, "What your agent's model sees, in detail"). Needs tests/agents/install-deps.sh and a built `stockade` (cargo build).
 # Usage: tests/agents/cost.sh [codex|claude|opencode ...]
 set -euo pipefail
 cd "$(dirname "$0")/../.."

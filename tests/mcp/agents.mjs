@@ -8,7 +8,7 @@
 //
 // Run by crates/stockade/tests/it/mcp_agents.rs. Each scenario asserts and prints `ok SCENARIO`
 // plus one JSON line of measurements (`measured {...}`); a failure throws (exit status 1).
-// `cost` prints the README's agent-cost table instead (scripts/agent-cost.sh).
+// `cost` prints the agent-cost table of docs/usage.md instead (scripts/agent-cost.sh).
 
 import { createRequire } from "node:module";
 import { readFileSync, readlinkSync, readdirSync } from "node:fs";
@@ -491,7 +491,7 @@ function plainTool(cmd, timeoutS) {
   return { calls: 1, bytes: out.length + header.length, seconds: (Date.now() - started) / 1000 };
 }
 
-/** The README's agent-cost table: calls, text bytes and seconds per task, Stockade vs plain. */
+/** The agent-cost table of docs/usage.md: calls, text bytes and seconds per task, Stockade vs plain. */
 async function costScenario() {
   const rows = [];
   const timed = async (f) => {

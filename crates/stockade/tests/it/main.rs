@@ -6,6 +6,7 @@
 
 mod agent_exit;
 mod agents;
+mod architecture;
 mod bench_edges;
 mod bench_growth;
 mod binary_deps;
