@@ -27,20 +27,20 @@ use stockade_proc::{
 };
 
 /// The shell used when a run names none.
-pub const DEFAULT_SHELL: &str = "/bin/sh";
+pub(crate) const DEFAULT_SHELL: &str = "/bin/sh";
 /// Largest retained cap (hot tail) a session may ask for.
 pub const MAX_RETAINED_CAP: usize = 64 * 1024 * 1024;
 /// Smallest retained cap: the tail of a view must fit in it.
 pub const MIN_RETAINED_CAP: usize = 4 * 1024;
 /// Default bound on finished sessions kept (records and spools); the oldest are forgotten first.
-pub const DEFAULT_MAX_FINISHED: usize = 1_000;
+pub(crate) const DEFAULT_MAX_FINISHED: usize = 1_000;
 /// Default bound on the bytes the hot tails of running sessions hold (a hot tail holds bytes only
 /// after its spool stopped: disk cap or disk full).
-pub const DEFAULT_HOT_TAIL_BUDGET: u64 = 512 * 1024 * 1024;
+pub(crate) const DEFAULT_HOT_TAIL_BUDGET: u64 = 512 * 1024 * 1024;
 /// Default largest disk cap one session may ask for.
-pub const DEFAULT_MAX_DISK_CAP: u64 = 16 * 1024 * 1024 * 1024;
+pub(crate) const DEFAULT_MAX_DISK_CAP: u64 = 16 * 1024 * 1024 * 1024;
 /// Default bound on the bytes in the spools of all sessions this engine keeps.
-pub const DEFAULT_DISK_BUDGET: u64 = 64 * 1024 * 1024 * 1024;
+pub(crate) const DEFAULT_DISK_BUDGET: u64 = 64 * 1024 * 1024 * 1024;
 /// How often `shutdown` looks again for sessions whose spawn was in progress when it began.
 const SHUTDOWN_RESCAN: Duration = Duration::from_millis(10);
 
@@ -566,7 +566,7 @@ impl Engine {
     }
 
     /// Forget the oldest finished sessions beyond `max_finished`. Never touches a running one.
-    pub fn prune_finished(&self) -> Vec<String> {
+    pub(crate) fn prune_finished(&self) -> Vec<String> {
         let doomed: Vec<Arc<Session>> = {
             let mut reg = self.registry();
             let finished: Vec<u64> = reg

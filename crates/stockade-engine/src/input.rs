@@ -109,10 +109,6 @@ impl SessionInput {
         }
     }
 
-    pub(crate) fn kind(&self) -> InputKind {
-        self.kind
-    }
-
     fn writer_slot(&self) -> MutexGuard<'_, Option<Arc<OwnedFd>>> {
         self.writer.lock().unwrap_or_else(PoisonError::into_inner)
     }

@@ -79,7 +79,7 @@ pub(crate) fn start_drain(
 
 /// The test hook that makes every run fail right after its spawn (feature `test-hooks` only).
 #[cfg(feature = "test-hooks")]
-pub const FAIL_AFTER_SPAWN_ENV: &str = "STOCKADE_TEST_FAIL_AFTER_SPAWN";
+pub(crate) const FAIL_AFTER_SPAWN_ENV: &str = "STOCKADE_TEST_FAIL_AFTER_SPAWN";
 
 /// Deletes the directory of a run that never started (its spool is empty, it has no record).
 pub(crate) fn remove_unstarted(dir: &Path) {

@@ -60,7 +60,7 @@ pub use input::{InputKind, InputRefused};
 pub use others::{
     LIST_FRESH, OWNER_WATCH_INTERVAL, OthersReport, sync_others, sync_others_unless_fresh,
 };
-pub use recovery::{PIPE_LOSS_REASON, RecoveredSession, RecoveryError, RecoveryReport, recover};
+pub use recovery::{RecoveredSession, RecoveryError, RecoveryReport, recover};
 pub use registry::{Owner, RecordTotals, SessionRecord, read_record};
 pub use retention::{DEFAULT_RETENTION, SweepReport, sweep_expired};
 pub use run_spec::RunSpec;

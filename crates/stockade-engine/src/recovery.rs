@@ -51,7 +51,7 @@ pub(crate) const RECOVERY_LOCK_FILE: &str = "recovery.lock";
 pub(crate) const RECOVERY_REASON: &str = "owner daemon died";
 /// The gap reason of what a pipe's kernel buffer may have held when the owner died (bytes the
 /// command wrote that nobody read: they are gone, and how many is unknown).
-pub const PIPE_LOSS_REASON: &str = "unknown, <= 64 KiB per pipe, daemon died";
+pub(crate) const PIPE_LOSS_REASON: &str = "unknown, <= 64 KiB per pipe, daemon died";
 
 /// Recovery could not run at all.
 #[derive(Debug, thiserror::Error)]

@@ -18,7 +18,7 @@ use stockade_proto::rpc::PtySize;
 use stockade_proto::{Capture, DiskPolicy, SessionState, TerminateReport};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::input::{InputKind, InputRefused, SessionInput};
+use crate::input::{InputRefused, SessionInput};
 use crate::registry::{self, Owner, RECORD_VERSION, RecordTotals, SessionRecord};
 use stockade_log::Spare;
 use stockade_log::{LaterMeta, OutputLog, REASON_DISK_CAP};
@@ -27,10 +27,10 @@ use stockade_proc::{ProcessTree, TerminateOptions};
 /// How long the drain may keep reading after the tree is verified gone before it is cancelled.
 /// Only a writer the terminate routine could not find (it reports survivors) can hold the pipe
 /// that long; the reader must never hang on it (cf. codex's `IO_DRAIN_TIMEOUT_MS`).
-pub const DRAIN_GRACE: Duration = Duration::from_millis(2_000);
+pub(crate) const DRAIN_GRACE: Duration = Duration::from_millis(2_000);
 /// How often the supervisor looks at the log for the disk cap (and, in `file` capture, at the
 /// spool's size).
-pub const LOG_POLL_INTERVAL: Duration = Duration::from_millis(100);
+pub(crate) const LOG_POLL_INTERVAL: Duration = Duration::from_millis(100);
 /// How a session ended, beyond its state.
 #[derive(Debug, Clone)]
 pub struct SessionEnd {
@@ -245,11 +245,6 @@ impl Session {
         self.tree.terminate(&opts).await
     }
 
-    /// What the session's input is: a stdin pipe, a terminal, or nothing (`/dev/null`).
-    pub fn input_kind(&self) -> Option<InputKind> {
-        self.input.as_ref().map(SessionInput::kind)
-    }
-
     /// The terminal's size, for a PTY session (kept after it ends, for rendering).
     pub fn pty_size(&self) -> Option<PtySize> {
         self.input.as_ref().and_then(SessionInput::size)
@@ -383,12 +378,12 @@ impl Session {
 
     /// Whether another process owns it (a foreground `stockade run`, or a dead owner's
     /// session loaded from its record): this engine shows it but does not run it.
-    pub fn is_foreign(&self) -> bool {
+    pub(crate) fn is_foreign(&self) -> bool {
         !self.own
     }
 
     /// Whether its record or `log.json` still waits to be written (a full disk).
-    pub fn record_pending(&self) -> bool {
+    pub(crate) fn record_pending(&self) -> bool {
         self.record_pending.load(Ordering::Relaxed)
     }
 

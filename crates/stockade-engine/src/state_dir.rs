@@ -118,7 +118,7 @@ impl StateDir {
     }
 
     /// The folder holding one directory per engine instance (`spool/`).
-    pub fn spool_root(&self) -> PathBuf {
+    pub(crate) fn spool_root(&self) -> PathBuf {
         self.root.join(SPOOL_DIR)
     }
 
@@ -139,7 +139,7 @@ impl StateDir {
     /// at or past it is used, and the boot it was written in: a counter read in a later boot
     /// restarts from the reservation, never below an id handed out before the crash. One flush
     /// per `ID_RESERVATION` (1024) ids, plus one per boot.
-    pub fn allocate_id(&self) -> Result<String, StateDirError> {
+    pub(crate) fn allocate_id(&self) -> Result<String, StateDirError> {
         let path = self.root.join(COUNTER_FILE);
         let unusable = |source| StateDirError::Unusable { path: path.clone(), source };
         let mut file = open_lock_file(&path).map_err(unusable)?;
@@ -283,7 +283,7 @@ fn ensure_private_dir(dir: &Path, recursive: bool) -> Result<(), StateDirError> 
 
 /// Refuse a directory (`meta` is its `symlink_metadata`) that the effective user does not own:
 /// whoever owns it can swap the socket, read spools and forge records.
-pub fn ensure_owned(dir: &Path, meta: &fs::Metadata) -> Result<(), StateDirError> {
+pub(crate) fn ensure_owned(dir: &Path, meta: &fs::Metadata) -> Result<(), StateDirError> {
     use std::os::unix::fs::MetadataExt as _;
     let euid = rustix::process::geteuid().as_raw();
     if meta.uid() != euid {

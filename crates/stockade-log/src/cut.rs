@@ -125,7 +125,7 @@ pub fn amount(bytes: u64, lines: Option<u64>) -> String {
 }
 
 /// A dropped range, as the sentence the notice and markers use.
-pub fn dropped_phrase(start: u64, end: u64, reason: &str) -> String {
+pub(crate) fn dropped_phrase(start: u64, end: u64, reason: &str) -> String {
     format!(
         "{} bytes at offsets {}..{} were not kept ({reason})",
         thousands(end - start),

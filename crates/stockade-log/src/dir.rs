@@ -22,13 +22,13 @@ impl<'a> SessionDir<'a> {
     /// The spool, every byte of the log.
     pub const SPOOL: &'static str = "output.log";
     /// The stream index.
-    pub const INDEX: &'static str = "streams.idx";
+    pub(crate) const INDEX: &'static str = "streams.idx";
     /// The log's metadata, written when the output ends.
-    pub const META: &'static str = "log.json";
+    pub(crate) const META: &'static str = "log.json";
     /// The session's record.
-    pub const RECORD: &'static str = "session.json";
+    pub(crate) const RECORD: &'static str = "session.json";
     /// What was asked to run.
-    pub const SPEC: &'static str = "spec.json";
+    pub(crate) const SPEC: &'static str = "spec.json";
     /// The files a directory made ahead of time holds before a run takes it: spool and index.
     pub const LOG_FILES: [&'static str; 2] = [Self::SPOOL, Self::INDEX];
 

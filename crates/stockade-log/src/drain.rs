@@ -22,7 +22,7 @@ use stockade_proto::Stream;
 use super::{AppendOutcome, CapHit, OutputError, OutputLog};
 
 /// The drain's read buffer (allocated once per drain).
-pub const DRAIN_BUF_BYTES: usize = 64 * 1024;
+pub(crate) const DRAIN_BUF_BYTES: usize = 64 * 1024;
 /// Pipe capacity the drain asks for (best effort), so a burst fits without the writer blocking.
 const PIPE_CAPACITY_BYTES: usize = 1024 * 1024;
 

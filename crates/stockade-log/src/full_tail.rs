@@ -9,7 +9,7 @@ use super::hot_tail::HotTail;
 use super::state::State;
 
 /// Most bytes a finished log keeps in memory after a full disk.
-pub const FULL_TAIL_BYTES: usize = 8 * 1024;
+pub(crate) const FULL_TAIL_BYTES: usize = 8 * 1024;
 
 /// Releases the hot tail of a finishing log, keeping its newest bytes when a full disk kept
 /// them off the spool (and no tail segment was written after the gap).

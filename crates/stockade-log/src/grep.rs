@@ -35,25 +35,25 @@ use super::{OutputError, OutputLog, cut, lock};
 /// Matching lines returned when the request does not say (every door: CLI, daemon, MCP).
 pub const DEFAULT_GREP_MATCHES: usize = 200;
 /// Hard cap on matching lines per grep.
-pub const MAX_GREP_MATCHES: usize = 10_000;
+pub(crate) const MAX_GREP_MATCHES: usize = 10_000;
 /// Hard cap on context lines before/after each match.
-pub const MAX_GREP_CONTEXT: usize = 100;
+pub(crate) const MAX_GREP_CONTEXT: usize = 100;
 /// Each returned line is cut to this many bytes (plus an ellipsis).
-pub const GREP_LINE_MAX_BYTES: usize = 1024;
+pub(crate) const GREP_LINE_MAX_BYTES: usize = 1024;
 /// The searcher holds one whole line in memory; a longer line is an error, not an allocation
 /// that grows with the file.
-pub const GREP_HEAP_LIMIT: usize = 64 * 1024 * 1024;
+pub(crate) const GREP_HEAP_LIMIT: usize = 64 * 1024 * 1024;
 /// Size limit of the compiled regex (`size_limit`): larger patterns are refused as bad regexes.
-pub const GREP_REGEX_SIZE_LIMIT: usize = 10 * 1024 * 1024;
+pub(crate) const GREP_REGEX_SIZE_LIMIT: usize = 10 * 1024 * 1024;
 /// Capacity of the lazy DFA's cache (`dfa_size_limit`); past it the engine clears the cache or
 /// falls back to a slower engine, never grows.
-pub const GREP_DFA_SIZE_LIMIT: usize = 8 * 1024 * 1024;
+pub(crate) const GREP_DFA_SIZE_LIMIT: usize = 8 * 1024 * 1024;
 /// Most bytes of line text (matches and context) one grep returns; past it the answer is
 /// `truncated`.
-pub const GREP_RESULT_MAX_BYTES: usize = 8 * 1024 * 1024;
+pub(crate) const GREP_RESULT_MAX_BYTES: usize = 8 * 1024 * 1024;
 /// Most spool bytes handed to the searcher per read: the deadline and the cancel flag are checked
 /// at least this often.
-pub const GREP_CHUNK_BYTES: usize = 64 * 1024;
+pub(crate) const GREP_CHUNK_BYTES: usize = 64 * 1024;
 /// How long a grep may run when its caller sets no deadline.
 pub const DEFAULT_GREP_TIMEOUT: Duration = Duration::from_secs(30);
 

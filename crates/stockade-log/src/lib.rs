@@ -80,17 +80,15 @@ mod state;
 mod write;
 
 pub use atomic_write::{atomic_replace, atomic_write, replace_from_spare, write_through_spare};
-pub use cut::{amount, dropped_phrase, thousands};
+pub(crate) use cut::dropped_phrase;
+pub use cut::{amount, thousands};
 pub use dir::{SessionDir, Spare};
 pub use drain::{DrainCancel, DrainSummary, drain};
 pub use drainer::{DrainHandle, Drainer};
 pub use error::OutputError;
-pub use full_tail::FULL_TAIL_BYTES;
-pub use grep::{
-    DEFAULT_GREP_MATCHES, DEFAULT_GREP_TIMEOUT, GrepBounds, MAX_GREP_CONTEXT, MAX_GREP_MATCHES,
-};
+pub use grep::{DEFAULT_GREP_MATCHES, DEFAULT_GREP_TIMEOUT, GrepBounds};
 pub use open::Prepared;
-pub use screen::{MAX_SCREEN_COLS, MAX_SCREEN_ROWS, SCREEN_TAIL_BYTES, render_screen, strip_ansi};
+pub use screen::{render_screen, strip_ansi};
 pub use write::LaterMeta;
 
 use std::fs::File;
@@ -116,7 +114,7 @@ const CHUNK_BYTES: usize = 64 * 1024;
 /// Reason recorded when the spool reached its disk cap.
 pub const REASON_DISK_CAP: &str = "disk cap";
 /// Reason recorded when a spool write failed with `ENOSPC`/`EDQUOT`.
-pub const REASON_DISK_FULL: &str = "disk full";
+pub(crate) const REASON_DISK_FULL: &str = "disk full";
 
 /// Newlines in `bytes`.
 pub fn count_newlines(bytes: &[u8]) -> u64 {

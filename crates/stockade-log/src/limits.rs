@@ -13,11 +13,11 @@ use stockade_proto::{DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, OutputLimits};
 /// `after` or reads raw bytes.
 pub const MAX_VIEW_BYTES: usize = 4 * 1024 * 1024;
 /// Most lines one view shows.
-pub const MAX_VIEW_LINES: usize = 1_000_000;
+pub(crate) const MAX_VIEW_LINES: usize = 1_000_000;
 /// Bytes of a raw read when no `max_bytes` is given.
-pub const DEFAULT_RAW_BYTES: usize = 1024 * 1024;
+pub(crate) const DEFAULT_RAW_BYTES: usize = 1024 * 1024;
 /// Most bytes of one raw read (before any encoding for the wire).
-pub const MAX_RAW_BYTES: usize = 4 * 1024 * 1024;
+pub(crate) const MAX_RAW_BYTES: usize = 4 * 1024 * 1024;
 
 /// `limits` within `1..=`[`MAX_VIEW_BYTES`] and `1..=`[`MAX_VIEW_LINES`].
 pub fn clamp(limits: OutputLimits) -> OutputLimits {

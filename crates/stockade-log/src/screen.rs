@@ -23,11 +23,11 @@ use stockade_proto::{OutputView, Stream};
 use super::{OutputError, OutputLog};
 
 /// At most this many of the newest bytes of a log are replayed for a screen render.
-pub const SCREEN_TAIL_BYTES: usize = 1024 * 1024;
+pub(crate) const SCREEN_TAIL_BYTES: usize = 1024 * 1024;
 /// Largest screen rendered (rows); larger sizes are clamped.
-pub const MAX_SCREEN_ROWS: u16 = 500;
+pub(crate) const MAX_SCREEN_ROWS: u16 = 500;
 /// Largest screen rendered (columns); larger sizes are clamped.
-pub const MAX_SCREEN_COLS: u16 = 1000;
+pub(crate) const MAX_SCREEN_COLS: u16 = 1000;
 
 /// The text of terminal output: escape sequences (CSI, OSC, DCS, …) removed, `\r` returning to
 /// the start of the current line (later text overwrites it, as on a terminal), backspace moving

@@ -66,7 +66,7 @@ pub(super) fn may_work() -> bool {
 /// Test hook (feature `test-hooks` only): set, every spawn takes the fork path, as where
 /// `clone3` is refused.
 #[cfg(feature = "test-hooks")]
-pub const FORCE_FORK_ENV: &str = "STOCKADE_TEST_SPAWN_FORK";
+pub(crate) const FORCE_FORK_ENV: &str = "STOCKADE_TEST_SPAWN_FORK";
 
 /// Which spawn the engine uses, in one sentence for `stockade doctor`.
 pub fn status() -> String {

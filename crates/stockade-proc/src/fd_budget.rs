@@ -25,12 +25,12 @@ use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
 pub const FDS_PER_RUNNING_SESSION: u64 = 8;
 /// Descriptors kept free for everything else: the sockets and their clients, reads of finished
 /// logs, recovery, the janitor.
-pub const FD_RESERVE: u64 = 256;
+pub(crate) const FD_RESERVE: u64 = 256;
 /// The default most running sessions never goes below this (where the limits allow less, the
 /// fd budget refuses first, with a sentence naming the limit).
-pub const MIN_DEFAULT_MAX_RUNNING: usize = 1_024;
+pub(crate) const MIN_DEFAULT_MAX_RUNNING: usize = 1_024;
 /// Nor above this: past it, the machine's process table and memory are the real limits.
-pub const MAX_DEFAULT_MAX_RUNNING: usize = 32_768;
+pub(crate) const MAX_DEFAULT_MAX_RUNNING: usize = 32_768;
 
 /// The soft limit before [`raise_nofile_limit`] raised it (`u64::MAX`: never raised).
 static ORIGINAL_SOFT: AtomicU64 = AtomicU64::new(u64::MAX);
@@ -53,7 +53,7 @@ pub fn raise_nofile_limit() -> std::io::Result<(u64, u64)> {
 }
 
 /// The soft limit a command should get back, if the daemon raised its own.
-pub fn child_nofile_limit() -> Option<u64> {
+pub(crate) fn child_nofile_limit() -> Option<u64> {
     let v = ORIGINAL_SOFT.load(Ordering::SeqCst);
     (v != u64::MAX).then_some(v)
 }

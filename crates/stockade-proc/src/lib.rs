@@ -74,8 +74,8 @@ pub use reaper::reap_zombie_children;
 pub use scan::{ProcessCensus, censuses_taken};
 pub use spawn::{SpawnError, SpawnSpec, SpawnedTree, StdioSpec, spawn, spawn_pty};
 pub use stockade_proto::Signal;
-pub use terminate::{DEFAULT_VERIFY_TIMEOUT, TerminateOptions};
+pub use terminate::TerminateOptions;
 pub use tree::{AdoptSpec, ProcessTree};
 
 /// Name of the environment variable that marks every process of a session.
-pub const MARKER_ENV: &str = "STOCKADE_SESSION";
+pub(crate) const MARKER_ENV: &str = "STOCKADE_SESSION";

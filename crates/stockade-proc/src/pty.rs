@@ -29,11 +29,11 @@ use stockade_proto::rpc::PtySize;
 use super::input::{InputError, write_input};
 
 /// Largest number of rows a PTY may have (a screen render allocates rows × cols cells).
-pub const MAX_PTY_ROWS: u16 = 500;
+pub(crate) const MAX_PTY_ROWS: u16 = 500;
 /// Largest number of columns a PTY may have.
-pub const MAX_PTY_COLS: u16 = 1000;
+pub(crate) const MAX_PTY_COLS: u16 = 1000;
 /// `TERM` a PTY session gets unless the caller's environment sets one.
-pub const DEFAULT_TERM: &str = "xterm-256color";
+pub(crate) const DEFAULT_TERM: &str = "xterm-256color";
 
 /// Why a PTY operation failed.
 #[derive(Debug, thiserror::Error)]

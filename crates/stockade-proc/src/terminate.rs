@@ -19,7 +19,7 @@ use super::tree::{ProcessTree, live_pids};
 
 /// Default bound on verification after the last signal: how long `terminate` waits for the
 /// kernel to finish killing before it reports survivors.
-pub const DEFAULT_VERIFY_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const DEFAULT_VERIFY_TIMEOUT: Duration = Duration::from_secs(5);
 /// How often liveness is checked cheaply (pidfds, `cgroup.events`) while waiting.
 const POLL_INTERVAL: Duration = Duration::from_millis(10);
 /// How often a full `/proc` scan runs while waiting, to catch processes forked meanwhile.

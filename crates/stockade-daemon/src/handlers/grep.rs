@@ -42,7 +42,7 @@ pub(super) async fn handle(ctx: &Ctx, p: GrepParams) -> Result<GrepResultMsg, Rp
     let session = ctx.engine().session(&p.id).map_err(from_engine)?;
     let request = GrepRequest {
         pattern: p.pattern,
-        // The output log clamps both to its bounds (`stockade_log::MAX_GREP_*`), whichever door asks.
+        // The output log clamps both to its bounds, whichever door asks.
         context: p.context,
         max_matches: p.max_matches.unwrap_or(DEFAULT_GREP_MATCHES),
         ignore_case: p.ignore_case,
