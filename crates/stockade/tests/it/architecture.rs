@@ -370,38 +370,38 @@ fn source_dirs() -> Vec<PathBuf> {
     dirs
 }
 
+/// Fails listing every offender `offenders_of` finds in any source file, under `what`.
+fn assert_no_offender(what: &str, offenders_of: impl Fn(&Path, &str) -> Vec<String>) {
+    let offenders: Vec<String> = source_dirs()
+        .iter()
+        .flat_map(|d| rust_files(d))
+        .flat_map(|file| offenders_of(&file, &read(&file)))
+        .collect();
+    assert!(offenders.is_empty(), "{what}:\n  {}", offenders.join("\n  "));
+}
+
 #[test]
 fn no_source_file_is_over_800_lines() {
-    let mut offenders = Vec::new();
-    for file in source_dirs().iter().flat_map(|d| rust_files(d)) {
-        let lines = read(&file).lines().count();
+    assert_no_offender(&format!("files over {MAX_FILE_LINES} lines"), |file, text| {
+        let lines = text.lines().count();
         if lines > MAX_FILE_LINES {
-            offenders.push(format!("{}: {lines} lines", relative(&file)));
+            vec![format!("{}: {lines} lines", relative(file))]
+        } else {
+            vec![]
         }
-    }
-    assert!(
-        offenders.is_empty(),
-        "files over {MAX_FILE_LINES} lines:\n  {}",
-        offenders.join("\n  ")
-    );
+    });
 }
 
 #[test]
 fn no_function_outside_tests_is_over_100_lines() {
-    let mut offenders = Vec::new();
-    for file in source_dirs().iter().flat_map(|d| rust_files(d)) {
-        let code = without_test_items(&code_only(&read(&file)));
-        for (line, name, len) in function_lengths(&code) {
-            if len > MAX_FN_LINES {
-                offenders.push(format!("{}:{line} fn {name}: {len} lines", relative(&file)));
-            }
-        }
-    }
-    assert!(
-        offenders.is_empty(),
-        "functions over {MAX_FN_LINES} lines:\n  {}",
-        offenders.join("\n  ")
-    );
+    assert_no_offender(&format!("functions over {MAX_FN_LINES} lines"), |file, text| {
+        let code = without_test_items(&code_only(text));
+        function_lengths(&code)
+            .into_iter()
+            .filter(|(_, _, len)| *len > MAX_FN_LINES)
+            .map(|(line, name, len)| format!("{}:{line} fn {name}: {len} lines", relative(file)))
+            .collect()
+    });
 }
 
 // ---------------------------------------------------------------------------------------------
