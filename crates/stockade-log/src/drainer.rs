@@ -233,16 +233,45 @@ fn run(shared: &Shared) {
                 let _ = rustix::io::read(&shared.wake, &mut counter);
                 let cmds = std::mem::take(&mut *lock(&shared.queue));
                 for cmd in cmds {
-                    l.command(cmd);
+                    let (key, done) = match &cmd {
+                        Command::Add { key, done, .. } => (*key, Some(Arc::clone(done))),
+                        Command::Cancel(key) => (*key, None),
+                    };
+                    let panicked = l.contained(Some(key), |l| l.command(cmd));
+                    // An `Add` that panicked before its session was registered still answers.
+                    if panicked
+                        && let Some(done) = done
+                        && !l.sessions.contains_key(&key)
+                    {
+                        let e =
+                            std::io::Error::other("the output drain could not take this session");
+                        done.set(Err(OutputError::io("drain output", e)));
+                    }
                 }
             } else {
-                l.ready(token);
+                let key = l.sources.get(&token).map(|s| s.session);
+                l.contained(key, |l| l.ready(token));
             }
         }
     }
 }
 
 impl Loop<'_> {
+    /// Runs one step for session `key`. This one thread drains every session, so a panic in a
+    /// step (a bug, or a path that logs when logging itself fails) must not stop it: the step's
+    /// session ends with an error and every other session goes on being drained.
+    /// Returns whether the step panicked.
+    fn contained(&mut self, key: Option<u64>, step: impl FnOnce(&mut Self)) -> bool {
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| step(self)));
+        if caught.is_err()
+            && let Some(key) = key
+        {
+            let e = std::io::Error::other("the output drain failed while reading this session");
+            self.end_session(key, Some(OutputError::io("drain output", e)));
+        }
+        caught.is_err()
+    }
+
     fn command(&mut self, cmd: Command) {
         match cmd {
             Command::Add { key, log, sources, done } => {
@@ -360,6 +389,52 @@ mod tests {
 
     fn pipe() -> (OwnedFd, OwnedFd) {
         rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).unwrap()
+    }
+
+    #[test]
+    fn a_step_that_panics_ends_its_own_session_and_the_thread_drains_the_others() {
+        let t = tempfile::tempdir().unwrap();
+        let d = Drainer::start().unwrap();
+        let mut l = Loop {
+            shared: &d.shared,
+            sources: HashMap::new(),
+            sessions: HashMap::new(),
+            next_token: WAKE_TOKEN + 1,
+            buf: vec![0u8; 4096],
+        };
+        let mut dones = Vec::new();
+        for key in [1, 2] {
+            let log = Arc::new(
+                OutputLog::create(t.path().join(format!("s{key}")), OutputConfig::default())
+                    .unwrap(),
+            );
+            let (r, w) = pipe();
+            let done = Arc::new(Done::new());
+            l.command(Command::Add {
+                key,
+                log,
+                sources: vec![(Stream::Stdout, r)],
+                done: Arc::clone(&done),
+            });
+            dones.push((done, w));
+        }
+        // The panic's message is printed by the default hook: it is this test's, on purpose.
+        let panicked = l.contained(Some(1), |_| panic!("a step of session 1 failed (on purpose)"));
+        assert!(panicked);
+        assert!(
+            lock(&dones[0].0.outcome).as_ref().is_some_and(Result::is_err),
+            "session 1 ended with an error"
+        );
+        assert!(lock(&dones[1].0.outcome).is_none(), "session 2 is still drained");
+        assert!(l.sessions.contains_key(&2) && !l.sessions.contains_key(&1));
+        // Session 2 still reads to its end through the same loop.
+        let token = l.sessions[&2].tokens[0];
+        rustix::io::write(&dones[1].1, b"after\n").unwrap();
+        l.ready(token);
+        let (_, w) = dones.remove(1);
+        drop(w);
+        l.ready(token);
+        assert!(!l.sessions.contains_key(&2), "session 2 reached its end");
     }
 
     #[test]
