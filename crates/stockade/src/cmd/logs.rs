@@ -9,13 +9,43 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use clap::Args;
 use stockade_client::{Client, ClientError, raw_bytes};
 use stockade_proto::ReadMode;
 use stockade_proto::rpc::{ReadParams, method};
 
-use super::Global;
-use crate::cli::{LimitArgs, LogsArgs, ModeArg, ReadArgs};
+use super::read::{ModeArg, ReadArgs};
+use crate::args::{LimitArgs, StreamArg};
+use crate::global::Global;
 use crate::out;
+
+/// `stockade logs`.
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    /// The session id (`sh-3`).
+    pub id: String,
+    /// Keep printing new output as it arrives, until the session ends.
+    #[arg(short = 'f', long)]
+    pub follow: bool,
+    /// Start after this byte offset (a cursor from an earlier answer).
+    #[arg(long, value_name = "CURSOR", conflicts_with_all = ["tail", "head"])]
+    pub after: Option<u64>,
+    /// Only the last N lines (then follow, with `-f`).
+    #[arg(short = 'n', long, value_name = "N", conflicts_with = "head")]
+    pub tail: Option<usize>,
+    /// Only the first N lines.
+    #[arg(long, value_name = "N", conflicts_with = "follow")]
+    pub head: Option<usize>,
+    /// Only this stream.
+    #[arg(long, value_enum)]
+    pub stream: Option<StreamArg>,
+    /// Write exactly the bytes of the log (no notice, no lossy conversion), for piping.
+    #[arg(long, conflicts_with_all = ["json", "stream", "tail", "head"])]
+    pub raw: bool,
+    /// Print each answer as JSON (one object per line when several).
+    #[arg(long)]
+    pub json: bool,
+}
 
 /// Bytes asked for per answer while copying a log.
 const CHUNK_BYTES: usize = 1024 * 1024;
