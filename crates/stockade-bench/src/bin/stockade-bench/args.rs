@@ -221,3 +221,19 @@ fn parse_size(s: &str) -> Result<u64, String> {
         .parse_size(s)
         .map_err(|_| "is not a size; write one such as 4096, 64KiB, 20MiB or 1GiB".to_owned())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Every measurement ends its help with examples, one a line, as every `stockade` command.
+    #[test]
+    fn cli_is_well_formed_and_every_measurement_has_examples() {
+        Cli::command().debug_assert();
+        for sub in Cli::command().get_subcommands().filter(|s| s.get_name() != "help") {
+            let examples = sub.get_after_help().map(ToString::to_string).unwrap_or_default();
+            assert!(examples.starts_with("Examples:\n  stockade bench "), "{}", sub.get_name());
+        }
+    }
+}
