@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
@@ -120,26 +121,7 @@ fn perr<E: std::fmt::Debug>(e: E) -> BenchError {
 
 /// Draw `chart` to an SVG file.
 pub fn draw(chart: &Chart, path: &Path) -> Result<()> {
-    let pts = chart.series.iter().flat_map(|s| s.points.iter().copied());
-    let (mut x0, mut x1, mut y1) = (f64::INFINITY, f64::NEG_INFINITY, 0.0f64);
-    for (x, y) in pts.chain(chart.marks.iter().map(|m| m.at)) {
-        x0 = x0.min(x);
-        x1 = x1.max(x);
-        y1 = y1.max(y);
-    }
-    for h in &chart.hlines {
-        y1 = y1.max(h.y);
-    }
-    if !x0.is_finite() || !x1.is_finite() {
-        (x0, x1) = (0.0, 1.0);
-    }
-    if x1 - x0 < 1e-9 {
-        x1 = x0 + 1.0;
-    }
-    let pad = (x1 - x0) * 0.04;
-    let (x0, x1) = if chart.x_log2 { (x0 - 0.3, x1 + 0.3) } else { (x0.min(0.0), x1 + pad) };
-    let y1 = if y1 <= 0.0 { 1.0 } else { y1 * 1.12 };
-
+    let (x0, x1, y1) = bounds(chart);
     let root = SVGBackend::new(path, SIZE).into_drawing_area();
     root.fill(&BG).map_err(perr)?;
     root.draw(&Text::new(
@@ -187,6 +169,55 @@ pub fn draw(chart: &Chart, path: &Path) -> Result<()> {
         .y_label_formatter(&y_fmt)
         .draw()
         .map_err(perr)?;
+    draw_content(&mut ctx, chart, (x0, x1), y1)?;
+    if chart.series.iter().any(|s| !s.label.is_empty()) {
+        ctx.configure_series_labels()
+            .position(legend_corner(chart, (x0, x1), y1))
+            .background_style(BG.mix(0.92))
+            .border_style(SPINE)
+            .label_font((BODY_FONT, 12).into_font().color(&TEXT))
+            .draw()
+            .map_err(perr)?;
+    }
+    root.present().map_err(perr)?;
+    Ok(())
+}
+
+/// The plotted ranges: x from the first to the last point (padded; from 0 unless log2), y from
+/// 0 to a little above the highest point or line.
+fn bounds(chart: &Chart) -> (f64, f64, f64) {
+    let pts = chart.series.iter().flat_map(|s| s.points.iter().copied());
+    let (mut x0, mut x1, mut y1) = (f64::INFINITY, f64::NEG_INFINITY, 0.0f64);
+    for (x, y) in pts.chain(chart.marks.iter().map(|m| m.at)) {
+        x0 = x0.min(x);
+        x1 = x1.max(x);
+        y1 = y1.max(y);
+    }
+    for h in &chart.hlines {
+        y1 = y1.max(h.y);
+    }
+    if !x0.is_finite() || !x1.is_finite() {
+        (x0, x1) = (0.0, 1.0);
+    }
+    if x1 - x0 < 1e-9 {
+        x1 = x0 + 1.0;
+    }
+    let pad = (x1 - x0) * 0.04;
+    let (x0, x1) = if chart.x_log2 { (x0 - 0.3, x1 + 0.3) } else { (x0.min(0.0), x1 + pad) };
+    let y1 = if y1 <= 0.0 { 1.0 } else { y1 * 1.12 };
+    (x0, x1, y1)
+}
+
+/// The chart's area once its axes are drawn.
+type Plot<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// What is drawn inside the axes: the dashed lines, the series and the marks.
+fn draw_content(
+    ctx: &mut Plot<'_, '_>,
+    chart: &Chart,
+    (x0, x1): (f64, f64),
+    y1: f64,
+) -> Result<()> {
     for h in &chart.hlines {
         ctx.draw_series(DashedLineSeries::new(
             vec![(x0, h.y), (x1, h.y)],
@@ -232,16 +263,6 @@ pub fn draw(chart: &Chart, path: &Path) -> Result<()> {
         )))
         .map_err(perr)?;
     }
-    if chart.series.iter().any(|s| !s.label.is_empty()) {
-        ctx.configure_series_labels()
-            .position(legend_corner(chart, (x0, x1), y1))
-            .background_style(BG.mix(0.92))
-            .border_style(SPINE)
-            .label_font((BODY_FONT, 12).into_font().color(&TEXT))
-            .draw()
-            .map_err(perr)?;
-    }
-    root.present().map_err(perr)?;
     Ok(())
 }
 
@@ -299,62 +320,103 @@ pub fn growth_plots(out: &Path, rows: &[RunSummary], memory_line_mib: f64) -> Re
         rows.iter().map(|r| r.variant.clone()).filter(|v| !is_stockade(v)).collect();
     peers.sort();
     peers.dedup();
-    let mut written = Vec::new();
-    let mut sizes: Vec<u64> = rows.iter().map(|r| r.bytes_each).collect();
-    sizes.sort_unstable();
-    sizes.dedup();
     let mem_line = HLine {
         y: memory_line_mib,
         label: format!("{memory_line_mib:.0} MiB memory line (Node --max-old-space-size)"),
     };
-    let target = HLine { y: 40.0, label: "target: pipe ≤ 40 MiB at 32×20 MiB".into() };
-    let target_file = HLine { y: 8.0, label: "file ≤ 8 MiB".into() };
-    for &b in &sizes {
-        let group: Vec<&RunSummary> = rows.iter().copied().filter(|r| r.bytes_each == b).collect();
-        let raws: Vec<(&RunSummary, Vec<Sample>)> = group
+    let growth = Growth { out, rows, peers, mem_line };
+    let mut written = Vec::new();
+    let mut sizes: Vec<u64> = growth.rows.iter().map(|r| r.bytes_each).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    for b in sizes {
+        written.extend(growth.time_plots(b)?);
+    }
+    for stockade_only in [false, true] {
+        written.extend(growth.concurrency_plot(stockade_only)?);
+    }
+    written.extend(growth.delta_rss_plot()?);
+    Ok(written)
+}
+
+/// What every growth plot of one output directory shares.
+struct Growth<'a> {
+    /// The output directory (the raw samples are read from it, the SVGs written into it).
+    out: &'a Path,
+    /// The newest row of each (variant, N, bytes).
+    rows: Vec<&'a RunSummary>,
+    /// The variants that are not Stockade, sorted: their colours follow this order.
+    peers: Vec<String>,
+    /// The dashed memory line of the charts that show peers.
+    mem_line: HLine,
+}
+
+/// Stockade's goal for pipe capture, drawn on the charts of Stockade alone.
+fn pipe_target() -> HLine {
+    HLine { y: 40.0, label: "target: pipe ≤ 40 MiB at 32×20 MiB".into() }
+}
+
+/// Stockade's goal for file capture.
+fn file_target() -> HLine {
+    HLine { y: 8.0, label: "file ≤ 8 MiB".into() }
+}
+
+impl Growth<'_> {
+    /// Draw `chart` as `name` in the output directory.
+    fn write(&self, chart: &Chart, name: &str) -> Result<PathBuf> {
+        let path = self.out.join(name);
+        draw(chart, &path)?;
+        Ok(path)
+    }
+
+    /// RSS over time (all engines, and Stockade alone when there are peers) and output over
+    /// time, for the runs of `bytes` each.
+    fn time_plots(&self, bytes: u64) -> Result<Vec<PathBuf>> {
+        let mut written = Vec::new();
+        let raws: Vec<(&RunSummary, Vec<Sample>)> = self
+            .rows
             .iter()
-            .filter_map(|r| read_samples(&out.join(&r.raw)).ok().map(|s| (*r, s)))
+            .copied()
+            .filter(|r| r.bytes_each == bytes)
+            .filter_map(|r| read_samples(&self.out.join(&r.raw)).ok().map(|s| (r, s)))
             .collect();
-        let tag = human(b);
+        let tag = human(bytes);
         for (stockade_only, name) in
             [(false, format!("time-rss-{tag}.svg")), (true, format!("time-rss-stockade-{tag}.svg"))]
         {
             let picked: Vec<&(&RunSummary, Vec<Sample>)> =
                 raws.iter().filter(|(r, _)| !stockade_only || is_stockade(&r.variant)).collect();
-            if picked.is_empty() || (stockade_only && peers.is_empty()) {
+            if picked.is_empty() || (stockade_only && self.peers.is_empty()) {
                 continue;
             }
-            let mut chart = time_chart(&picked, &peers, |s| Some(mib(s.rss_bytes)));
+            let mut chart = time_chart(&picked, &self.peers, |s| Some(mib(s.rss_bytes)));
             chart.title = format!("Engine RSS over time, N commands × {tag}");
             chart.subtitle = "VmRSS of the engine process every 100 ms; t = 0 when the barrier is released; one line per N (darker = more)".into();
             chart.y_desc = "RSS (MiB)".into();
-            chart.hlines = if stockade_only {
-                vec![target.clone()]
-            } else if peers.is_empty() {
-                vec![]
-            } else {
-                vec![mem_line.clone()]
+            chart.hlines = match (stockade_only, self.peers.is_empty()) {
+                (true, _) => vec![pipe_target()],
+                (false, true) => vec![],
+                (false, false) => vec![self.mem_line.clone()],
             };
-            let path = out.join(&name);
-            draw(&chart, &path)?;
-            written.push(path);
+            written.push(self.write(&chart, &name)?);
         }
         if !raws.is_empty() {
             let picked: Vec<&(&RunSummary, Vec<Sample>)> = raws.iter().collect();
-            let mut chart = time_chart(&picked, &peers, |s| s.output_bytes.map(mib));
+            let mut chart = time_chart(&picked, &self.peers, |s| s.output_bytes.map(mib));
             chart.marks.clear();
             chart.title = format!("Output printed over time, N commands × {tag}");
             chart.subtitle = "bytes counted by the engine (Stockade `stats`, a peer's progress file); nobody reads them".into();
             chart.y_desc = "output (MiB)".into();
-            let path = out.join(format!("time-output-{tag}.svg"));
-            draw(&chart, &path)?;
-            written.push(path);
+            written.push(self.write(&chart, &format!("time-output-{tag}.svg"))?);
         }
+        Ok(written)
     }
-    // Concurrency → peak RSS, per (variant, bytes) with at least two N.
-    for stockade_only in [false, true] {
-        if stockade_only && peers.is_empty() {
-            continue;
+
+    /// Concurrency → peak RSS, per (variant, bytes) with at least two N; of every engine, or
+    /// of Stockade alone (drawn only when there are peers to leave out).
+    fn concurrency_plot(&self, stockade_only: bool) -> Result<Option<PathBuf>> {
+        if stockade_only && self.peers.is_empty() {
+            return Ok(None);
         }
         let mut chart = Chart {
             title: "Peak RSS by concurrency".into(),
@@ -365,7 +427,9 @@ pub fn growth_plots(out: &Path, rows: &[RunSummary], memory_line_mib: f64) -> Re
             ..Chart::default()
         };
         let mut keys: BTreeMap<(String, u64), Vec<&RunSummary>> = BTreeMap::new();
-        for r in rows.iter().filter(|r| r.rows > 0 && (!stockade_only || is_stockade(&r.variant))) {
+        for r in
+            self.rows.iter().filter(|r| r.rows > 0 && (!stockade_only || is_stockade(&r.variant)))
+        {
             keys.entry((r.variant.clone(), r.bytes_each)).or_default().push(r);
         }
         for ((v, b), mut rs) in keys {
@@ -373,7 +437,7 @@ pub fn growth_plots(out: &Path, rows: &[RunSummary], memory_line_mib: f64) -> Re
                 continue;
             }
             rs.sort_by_key(|r| r.n);
-            let color = variant_color(&v, &peers);
+            let color = variant_color(&v, &self.peers);
             chart.series.push(Series {
                 label: format!("{v} × {}", human(b)),
                 color,
@@ -381,103 +445,104 @@ pub fn growth_plots(out: &Path, rows: &[RunSummary], memory_line_mib: f64) -> Re
                 points: rs.iter().map(|r| ((r.n as f64).log2(), r.peak_rss_mib)).collect(),
                 markers: true,
             });
-            for r in rs.iter().filter(|r| r.oom || r.exit.starts_with("died")) {
-                chart.marks.push(Mark {
-                    at: ((r.n as f64).log2(), r.peak_rss_mib),
-                    text: if r.oom { "OOM".into() } else { format!("exit {}", r.exit) },
-                    color,
-                    cross: true,
-                });
-            }
-            if let Some(top) = rs
-                .iter()
-                .filter(|r| !r.oom)
-                .max_by(|a, b| a.peak_rss_mib.total_cmp(&b.peak_rss_mib))
-            {
-                chart.marks.push(Mark {
-                    at: ((top.n as f64).log2(), top.peak_rss_mib),
-                    text: format!("peak {:.0} MiB", top.peak_rss_mib),
-                    color,
-                    cross: false,
-                });
-            }
+            chart.marks.extend(peak_and_deaths(&rs, color));
         }
         if chart.series.is_empty() {
-            continue;
+            return Ok(None);
         }
-        chart.hlines = if stockade_only {
-            vec![target.clone(), target_file.clone()]
-        } else if peers.is_empty() {
-            vec![target.clone()]
-        } else {
-            vec![mem_line.clone()]
+        chart.hlines = match (stockade_only, self.peers.is_empty()) {
+            (true, _) => vec![pipe_target(), file_target()],
+            (false, true) => vec![pipe_target()],
+            (false, false) => vec![self.mem_line.clone()],
         };
         let name = if stockade_only {
             "concurrency-peak-rss-stockade.svg"
         } else {
             "concurrency-peak-rss.svg"
         };
-        let path = out.join(name);
-        draw(&chart, &path)?;
-        written.push(path);
+        Ok(Some(self.write(&chart, name)?))
     }
-    // Output → ΔRSS: a growth series per (variant, bytes) and a sweep series per (variant, N).
-    let mut chart = Chart {
-        title: "Memory growth per MiB printed".into(),
-        subtitle: "peak RSS minus idle RSS against total output; a flat line is the invariant, a diagonal is O(output)".into(),
-        x_desc: "total output (MiB)".into(),
-        y_desc: "ΔRSS (MiB)".into(),
-        ..Chart::default()
-    };
-    let mut by_bytes: BTreeMap<(String, u64), Vec<&RunSummary>> = BTreeMap::new();
-    let mut by_n: BTreeMap<(String, usize), Vec<&RunSummary>> = BTreeMap::new();
-    for r in rows.iter().filter(|r| r.rows > 0) {
-        by_bytes.entry((r.variant.clone(), r.bytes_each)).or_default().push(r);
-        by_n.entry((r.variant.clone(), r.n)).or_default().push(r);
-    }
-    for ((v, b), mut rs) in by_bytes {
-        if rs.len() < 2 {
-            continue;
+
+    /// Output → ΔRSS: a growth series per (variant, bytes) and a sweep series per (variant, N).
+    fn delta_rss_plot(&self) -> Result<Option<PathBuf>> {
+        let mut chart = Chart {
+            title: "Memory growth per MiB printed".into(),
+            subtitle: "peak RSS minus idle RSS against total output; a flat line is the invariant, a diagonal is O(output)".into(),
+            x_desc: "total output (MiB)".into(),
+            y_desc: "ΔRSS (MiB)".into(),
+            ..Chart::default()
+        };
+        let mut by_bytes: BTreeMap<(String, u64), Vec<&RunSummary>> = BTreeMap::new();
+        let mut by_n: BTreeMap<(String, usize), Vec<&RunSummary>> = BTreeMap::new();
+        for r in self.rows.iter().filter(|r| r.rows > 0) {
+            by_bytes.entry((r.variant.clone(), r.bytes_each)).or_default().push(r);
+            by_n.entry((r.variant.clone(), r.n)).or_default().push(r);
         }
-        rs.sort_by(|a, b| a.total_output_mib.total_cmp(&b.total_output_mib));
-        chart.series.push(Series {
-            label: format!("{v}, N varies × {}", human(b)),
-            color: variant_color(&v, &peers),
-            alpha: 1.0,
-            points: rs.iter().map(|r| (r.total_output_mib, r.delta_rss_mib)).collect(),
-            markers: true,
-        });
-        for r in rs.iter().filter(|r| r.oom) {
-            chart.marks.push(Mark {
-                at: (r.total_output_mib, r.delta_rss_mib),
-                text: "OOM".into(),
-                color: variant_color(&v, &peers),
-                cross: true,
+        for ((v, b), mut rs) in by_bytes {
+            if rs.len() < 2 {
+                continue;
+            }
+            rs.sort_by(|a, b| a.total_output_mib.total_cmp(&b.total_output_mib));
+            let color = variant_color(&v, &self.peers);
+            chart.series.push(Series {
+                label: format!("{v}, N varies × {}", human(b)),
+                color,
+                alpha: 1.0,
+                points: rs.iter().map(|r| (r.total_output_mib, r.delta_rss_mib)).collect(),
+                markers: true,
+            });
+            for r in rs.iter().filter(|r| r.oom) {
+                let at = (r.total_output_mib, r.delta_rss_mib);
+                chart.marks.push(Mark { at, text: "OOM".into(), color, cross: true });
+            }
+        }
+        for ((v, n), mut rs) in by_n {
+            let mut sizes: Vec<u64> = rs.iter().map(|r| r.bytes_each).collect();
+            sizes.sort_unstable();
+            sizes.dedup();
+            if sizes.len() < 2 {
+                continue;
+            }
+            rs.sort_by(|a, b| a.total_output_mib.total_cmp(&b.total_output_mib));
+            chart.series.push(Series {
+                label: format!("{v}, N={n}, bytes vary"),
+                color: variant_color(&v, &self.peers),
+                alpha: 0.55,
+                points: rs.iter().map(|r| (r.total_output_mib, r.delta_rss_mib)).collect(),
+                markers: true,
             });
         }
-    }
-    for ((v, n), mut rs) in by_n {
-        let mut sizes: Vec<u64> = rs.iter().map(|r| r.bytes_each).collect();
-        sizes.sort_unstable();
-        sizes.dedup();
-        if sizes.len() < 2 {
-            continue;
+        if chart.series.is_empty() {
+            return Ok(None);
         }
-        rs.sort_by(|a, b| a.total_output_mib.total_cmp(&b.total_output_mib));
-        chart.series.push(Series {
-            label: format!("{v}, N={n}, bytes vary"),
-            color: variant_color(&v, &peers),
-            alpha: 0.55,
-            points: rs.iter().map(|r| (r.total_output_mib, r.delta_rss_mib)).collect(),
-            markers: true,
+        Ok(Some(self.write(&chart, "output-delta-rss.svg")?))
+    }
+}
+
+/// The marks of one concurrency series (`rs`, sorted by N): a cross where the engine died, and
+/// the highest peak of the runs that did not run out of memory.
+fn peak_and_deaths(rs: &[&RunSummary], color: RGBColor) -> Vec<Mark> {
+    let mut marks: Vec<Mark> = rs
+        .iter()
+        .filter(|r| r.oom || r.exit.starts_with("died"))
+        .map(|r| Mark {
+            at: ((r.n as f64).log2(), r.peak_rss_mib),
+            text: if r.oom { "OOM".into() } else { format!("exit {}", r.exit) },
+            color,
+            cross: true,
+        })
+        .collect();
+    if let Some(top) =
+        rs.iter().filter(|r| !r.oom).max_by(|a, b| a.peak_rss_mib.total_cmp(&b.peak_rss_mib))
+    {
+        marks.push(Mark {
+            at: ((top.n as f64).log2(), top.peak_rss_mib),
+            text: format!("peak {:.0} MiB", top.peak_rss_mib),
+            color,
+            cross: false,
         });
     }
-    if !chart.series.is_empty() {
-        let path = out.join("output-delta-rss.svg");
-        draw(&chart, &path)?;
-        written.push(path);
-    }
-    Ok(written)
+    marks
 }
 
 /// Keep the newest row of each (variant, N, bytes): a re-run replaces an older one in the plots.

@@ -78,7 +78,7 @@ pub fn shell_quote(s: &str) -> String {
 /// A growth experiment.
 #[derive(Debug, Clone)]
 pub struct GrowthConfig {
-    /// The `stockade` binary (`std::env::current_exe()`).
+    /// The `stockade` binary whose daemons are measured (`stockade-bench --stockade-bin`).
     pub exe: PathBuf,
     /// Output directory: `raw/`, `summary.jsonl`, `summary.md`, SVGs.
     pub out: PathBuf,

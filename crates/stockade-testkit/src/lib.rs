@@ -38,14 +38,22 @@ use std::path::{Path, PathBuf};
 /// test runs from `target/<profile>/deps/`). `CARGO_BIN_EXE_stockade` is a compile-time variable
 /// of the `stockade` crate's own tests only, so the kit finds it from where the test runs.
 pub fn stockade_bin() -> PathBuf {
+    built_bin("stockade", "run this test through `cargo test -p stockade`")
+}
+
+/// The `stockade-bench` binary beside `stockade` (`stockade bench` runs it). `cargo test
+/// --workspace` builds it (the bench crate has tests of its own); for the tests of `stockade`
+/// alone, build it first.
+pub fn stockade_bench_bin() -> PathBuf {
+    built_bin("stockade-bench", "build it first with `cargo build -p stockade-bench`")
+}
+
+/// A binary of this workspace in `target/<profile>/`, or a failure that says how to build it.
+fn built_bin(name: &str, how: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary's path");
     let dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps/<test>");
-    let bin = dir.join("stockade");
-    assert!(
-        bin.exists(),
-        "{} is not built: run this test through `cargo test -p stockade`",
-        bin.display()
-    );
+    let bin = dir.join(name);
+    assert!(bin.exists(), "{} is not built: {how}", bin.display());
     bin
 }
 

@@ -1,9 +1,10 @@
-//! Value parsers and value enums shared by the subcommands (`run`, `daemon run`, `schedule add`,
-//! `bench`): one size syntax, one `KEY=VALUE` syntax and one spelling of each run option
-//! everywhere. `cli.rs` and the subcommands in `cmd/` both import from here.
+//! Flags, value parsers and value enums shared by several subcommands (`run`, `read`, `logs`,
+//! `daemon run`, `schedule add`): one size syntax, one `KEY=VALUE` syntax and one spelling of
+//! each run option everywhere. The subcommands in `cmd/` import from here; this file imports
+//! none of them.
 
-use clap::ValueEnum;
-use stockade_proto::{Capture, DiskPolicy};
+use clap::{Args, ValueEnum};
+use stockade_proto::{Capture, DiskPolicy, Stream};
 
 /// `--capture`.
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -37,6 +38,35 @@ impl From<DiskPolicyArg> for DiskPolicy {
         match p {
             DiskPolicyArg::Kill => DiskPolicy::Kill,
             DiskPolicyArg::KeepHeadTail => DiskPolicy::KeepHeadTail,
+        }
+    }
+}
+
+/// Output bounds shared by `run` and `read`.
+#[derive(Debug, Clone, Args)]
+pub struct LimitArgs {
+    /// Most bytes of output to show (e.g. 50KiB, 2000, 1MiB).
+    #[arg(long, value_name = "SIZE", default_value_t = stockade_proto::DEFAULT_MAX_BYTES, value_parser = parse_size_usize)]
+    pub max_bytes: usize,
+    /// Most lines of output to show.
+    #[arg(long, value_name = "N", default_value_t = stockade_proto::DEFAULT_MAX_LINES)]
+    pub max_lines: usize,
+}
+
+/// `--stream`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum StreamArg {
+    /// Standard output only.
+    Stdout,
+    /// Standard error only.
+    Stderr,
+}
+
+impl From<StreamArg> for Stream {
+    fn from(s: StreamArg) -> Stream {
+        match s {
+            StreamArg::Stdout => Stream::Stdout,
+            StreamArg::Stderr => Stream::Stderr,
         }
     }
 }

@@ -1,14 +1,26 @@
-//! The command line, declared with clap's derive API. Every subcommand's `--help` explains it.
+//! The command line, declared with clap's derive API: the global options and the subcommands.
+//! Each subcommand's own flags live beside its handler in `cmd/`; every `--help` explains them.
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
-use stockade_proto::{ReadMode, Stream};
+use clap::{Parser, Subcommand};
 
-use crate::args::{
-    CaptureArg, DiskPolicyArg, parse_age, parse_env, parse_retained_cap, parse_size_u64,
-    parse_size_usize,
-};
+use crate::cmd::attach::AttachArgs;
+use crate::cmd::bench::BenchArgs;
+use crate::cmd::daemon::DaemonArgs;
+use crate::cmd::docs::{CompletionsArgs, ManArgs};
+use crate::cmd::doctor::DoctorArgs;
+use crate::cmd::kill::{CleanupArgs, ForgetArgs, KillArgs};
+use crate::cmd::logs::LogsArgs;
+use crate::cmd::mcp::McpArgs;
+use crate::cmd::ps::PsArgs;
+use crate::cmd::read::{GrepArgs, ReadArgs};
+use crate::cmd::restart::RestartArgs;
+use crate::cmd::run::RunArgs;
+use crate::cmd::schedule::ScheduleArgs;
+use crate::cmd::send::{ResizeArgs, SendArgs};
+use crate::cmd::stats::StatsArgs;
+use crate::cmd::wait::WaitArgs;
 use crate::examples as ex;
 
 /// Stockade runs shell commands for AI coding agents: it keeps every byte they print on disk,
@@ -77,16 +89,16 @@ pub enum Command {
     /// Ctrl-D), `\u{…}` a character. Prints the output from just before the write, collected for
     /// `--yield-ms`.
     #[command(after_help = ex::SEND)]
-    Send(crate::cmd::send::SendArgs),
+    Send(SendArgs),
     /// Change the terminal size of a PTY session (its foreground program gets SIGWINCH).
     #[command(after_help = ex::RESIZE)]
-    Resize(crate::cmd::send::ResizeArgs),
+    Resize(ResizeArgs),
     /// Connect this terminal to a PTY session: type into it, see it live; Ctrl-] detaches.
     ///
     /// The session keeps running after a detach. Needs a terminal on stdin; from a script use
     /// `send` and `logs -f`.
     #[command(after_help = ex::ATTACH)]
-    Attach(crate::cmd::attach::AttachArgs),
+    Attach(AttachArgs),
     /// List the daemon's sessions: state or exit, pid, output size, age, command.
     ///
     /// By default: every running session and the 20 newest finished ones; `-a` (or `--json`)
@@ -110,7 +122,7 @@ pub enum Command {
     /// 124 for a timeout, 137 when killed — else 0. With `--timeout`, sessions still running
     /// then are left running and the status is 124.
     #[command(after_help = ex::WAIT)]
-    Wait(crate::cmd::wait::WaitArgs),
+    Wait(WaitArgs),
     /// Terminate sessions' whole process trees and report whether anything survived.
     ///
     /// Sends the signal (default SIGTERM) to every process of each session, waits `--grace-ms`,
@@ -125,7 +137,7 @@ pub enum Command {
     /// first). Sessions a previous daemon ran cannot be restarted (their environment was not
     /// kept).
     #[command(after_help = ex::RESTART)]
-    Restart(crate::cmd::restart::RestartArgs),
+    Restart(RestartArgs),
     /// Terminate sessions if they are running, delete their spools and drop their records.
     #[command(after_help = ex::FORGET)]
     Forget(ForgetArgs),
@@ -160,7 +172,7 @@ pub enum Command {
     Daemon(DaemonArgs),
     /// Measure Stockade: memory growth with output, edge cases, drain and spawn speed.
     #[command(after_help = ex::BENCH)]
-    Bench(crate::cmd::bench::BenchArgs),
+    Bench(BenchArgs),
     /// Serve Stockade to an agent over MCP (stdio by default, or streamable HTTP).
     ///
     /// Tools: exec_command, write_stdin, read_output, grep_output, kill_session, list_sessions.
@@ -172,453 +184,19 @@ pub enum Command {
     /// token is generated into $STOCKADE_HOME/mcp-token (0600) and its path printed. Browser
     /// requests are refused unless their origin is given with --allow-origin.
     #[command(after_help = ex::MCP)]
-    Mcp(crate::cmd::mcp::McpArgs),
+    Mcp(McpArgs),
     /// Recurring runs kept by the daemon: add, list, run, rm, pause, resume, runs.
     ///
     /// A schedule fires ordinary background sessions on an interval (`--every 30s`) or a cron
     /// expression; a fire while the previous run is still active is skipped and counted.
     #[command(after_help = ex::SCHEDULE)]
-    Schedule(crate::cmd::schedule::ScheduleArgs),
+    Schedule(ScheduleArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to stdout.
     #[command(after_help = ex::COMPLETIONS)]
-    Completions(crate::cmd::docs::CompletionsArgs),
+    Completions(CompletionsArgs),
     /// Print the man page (roff) to stdout, or write one page per subcommand into a directory.
     #[command(after_help = ex::MAN)]
-    Man(crate::cmd::docs::ManArgs),
-}
-
-/// `stockade daemon`.
-#[derive(Debug, Args)]
-pub struct DaemonArgs {
-    /// What to do (default: `run`).
-    #[command(subcommand)]
-    pub action: Option<DaemonAction>,
-}
-
-/// `stockade daemon <action>`.
-#[derive(Debug, Subcommand)]
-#[allow(clippy::large_enum_variant, reason = "parsed once per process; boxing buys nothing")]
-pub enum DaemonAction {
-    /// Serve JSON-RPC on the Unix socket in the foreground until SIGTERM/SIGINT or `daemon stop`.
-    ///
-    /// With `--ws` it also serves remote clients (`stockade --remote …`) and orchestrators'
-    /// probes (see docs/deploy.md). As a container's PID 1 it also reaps every orphan (Linux),
-    /// e.g. `docker run IMAGE stockade daemon run`.
-    #[command(after_help = ex::DAEMON_RUN)]
-    Run(Box<DaemonRunArgs>),
-    /// Start the daemon in the background (if none is running) and wait until it answers.
-    #[command(after_help = ex::DAEMON_START)]
-    Start(DaemonCtlArgs),
-    /// Ask the daemon to terminate every session and exit; wait until it is gone. Says which
-    /// sessions it terminated: `Daemon stopped (pid 7); terminated 2 running sessions: sh-3, sh-4`.
-    #[command(after_help = ex::DAEMON_STOP)]
-    Stop(DaemonCtlArgs),
-    /// Say whether a daemon is running: pid, socket, version, sessions. Exit status 1 if not.
-    #[command(after_help = ex::DAEMON_STATUS)]
-    Status(DaemonCtlArgs),
-}
-
-/// `stockade daemon start|stop|status`.
-#[derive(Debug, Args)]
-pub struct DaemonCtlArgs {
-    /// Print as JSON.
-    #[arg(long)]
-    pub json: bool,
-}
-
-/// `stockade daemon run`: how the daemon is set up.
-#[derive(Debug, Clone, Default, Args)]
-pub struct DaemonRunArgs {
-    /// Socket path (default: $STOCKADE_HOME/stockade.sock).
-    #[arg(long, value_name = "PATH")]
-    pub socket: Option<PathBuf>,
-    /// Do not use a cgroup even where one is available.
-    #[arg(long)]
-    pub no_cgroup: bool,
-    /// Grace between SIGTERM and SIGKILL when terminating a tree, in milliseconds [default: 2000].
-    #[arg(long, value_name = "MS")]
-    pub grace_ms: Option<u64>,
-    /// Most sessions running at once [default: what the open-file and process limits allow, at
-    /// least 1024]. The daemon raises its open-file limit to the hard limit at start and counts
-    /// 8 descriptors per running session.
-    #[arg(long, value_name = "N")]
-    pub max_running: Option<usize>,
-    /// Most finished sessions kept; the oldest finished are forgotten first [default: 1000].
-    #[arg(long, value_name = "N")]
-    pub max_finished: Option<usize>,
-    /// Most bytes the hot tails of running sessions may hold together; a hot tail holds bytes only
-    /// after its spool stopped (disk cap or disk full) [default: 512MiB].
-    #[arg(long, value_name = "SIZE", value_parser = parse_size_u64)]
-    pub hot_tail_budget: Option<u64>,
-    /// Default hot-tail size per session: the newest bytes kept in memory once the spool stops
-    /// (disk cap or disk full); until then output goes only to the spool [default: 1MiB].
-    #[arg(long, value_name = "SIZE", value_parser = parse_size_usize)]
-    pub retained_cap: Option<usize>,
-    /// Default disk cap per session [default: 1GiB].
-    #[arg(long, value_name = "SIZE", value_parser = parse_size_u64)]
-    pub disk_cap: Option<u64>,
-    /// Largest disk cap a session may ask for [default: 16GiB].
-    #[arg(long, value_name = "SIZE", value_parser = parse_size_u64)]
-    pub max_disk_cap: Option<u64>,
-    /// Most bytes all kept spools may hold; new runs are refused beyond it [default: 64GiB].
-    #[arg(long, value_name = "SIZE", value_parser = parse_size_u64)]
-    pub disk_budget: Option<u64>,
-    /// Also serve the same JSON-RPC over WebSocket on ADDR (e.g. 127.0.0.1:8765) for remote
-    /// clients (`stockade --remote`); every connection must send `Authorization: Bearer <token>`.
-    /// The same port answers GET /healthz, /readyz (no token) and /metrics (token). A
-    /// non-loopback ADDR needs --tls-cert/--tls-key (wss://) or --insecure-plaintext.
-    #[arg(long, value_name = "ADDR")]
-    pub ws: Option<std::net::SocketAddr>,
-    /// The file holding the WebSocket token (mode 0600 or stricter, not empty); also asked of
-    /// scrapes on a non-loopback --metrics address.
-    #[arg(long, value_name = "FILE")]
-    pub token_file: Option<PathBuf>,
-    /// TLS certificate chain (PEM) for the WebSocket door (clients then use wss://) and the
-    /// --metrics address (https://).
-    #[arg(long, value_name = "FILE", requires = "tls_key")]
-    pub tls_cert: Option<PathBuf>,
-    /// TLS private key (PEM) for --tls-cert.
-    #[arg(long, value_name = "FILE", requires = "tls_cert")]
-    pub tls_key: Option<PathBuf>,
-    /// Serve the WebSocket door (or --metrics) without TLS on a non-loopback address (the token
-    /// and all output cross the network in clear: only inside a network you trust, e.g. a pod's
-    /// own).
-    #[arg(long)]
-    pub insecure_plaintext: bool,
-    /// Also serve GET /metrics, /healthz and /readyz on ADDR, apart from the door (e.g.
-    /// 127.0.0.1:9433 for a scraper in the same pod). On a loopback ADDR /metrics needs no token;
-    /// otherwise it needs --token-file's token and TLS or --insecure-plaintext, as the door.
-    #[arg(long, value_name = "ADDR")]
-    pub metrics: Option<std::net::SocketAddr>,
-    /// Delete finished sessions (record and spool) this long after they ended: a number with a
-    /// unit, s, m, h or d (e.g. 12h, 7d) [default: 7d].
-    #[arg(long, value_name = "AGE", value_parser = parse_age)]
-    pub retention: Option<std::time::Duration>,
-    /// How often the retention janitor sweeps, in milliseconds (it also sweeps at start-up)
-    /// [default: 3600000]. Tests shorten it.
-    #[arg(long, value_name = "MS", hide = true)]
-    pub sweep_interval_ms: Option<u64>,
-}
-
-/// Which part of the output a bounded answer shows.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum Direction {
-    /// The end (default): results and the last error are usually there.
-    Tail,
-    /// The start: with compiler errors the first one is the cause.
-    Head,
-    /// Both ends, with a marker where the middle was left out.
-    Middle,
-}
-
-impl From<Direction> for ReadMode {
-    fn from(d: Direction) -> ReadMode {
-        match d {
-            Direction::Tail => ReadMode::Tail,
-            Direction::Head => ReadMode::Head,
-            Direction::Middle => ReadMode::Middle,
-        }
-    }
-}
-
-/// Output bounds shared by `run` and `read`.
-#[derive(Debug, Clone, Args)]
-pub struct LimitArgs {
-    /// Most bytes of output to show (e.g. 50KiB, 2000, 1MiB).
-    #[arg(long, value_name = "SIZE", default_value_t = stockade_proto::DEFAULT_MAX_BYTES, value_parser = parse_size_usize)]
-    pub max_bytes: usize,
-    /// Most lines of output to show.
-    #[arg(long, value_name = "N", default_value_t = stockade_proto::DEFAULT_MAX_LINES)]
-    pub max_lines: usize,
-}
-
-/// `stockade run`.
-#[derive(Debug, Args)]
-pub struct RunArgs {
-    /// The command: one shell string (`'ls | wc -l'`), or words after `--` (quoted for the shell).
-    #[arg(required = true, num_args = 1.., value_name = "COMMAND", trailing_var_arg = true)]
-    pub command: Vec<String>,
-    /// The shell that runs the command.
-    #[arg(long, value_name = "PATH", default_value = "/bin/sh")]
-    pub shell: PathBuf,
-    /// Run the shell as a login shell (`-lc`).
-    #[arg(long)]
-    pub login: bool,
-    /// Working directory.
-    #[arg(long, value_name = "DIR")]
-    pub cwd: Option<PathBuf>,
-    /// Extra environment variable (repeatable).
-    #[arg(long = "env", value_name = "KEY=VALUE", value_parser = parse_env)]
-    pub env: Vec<(String, String)>,
-    /// Terminate the whole process tree after this many milliseconds.
-    #[arg(long, value_name = "MS")]
-    pub timeout_ms: Option<u64>,
-    /// Grace between SIGTERM and SIGKILL when terminating, in milliseconds.
-    #[arg(long, value_name = "MS", default_value_t = stockade_proto::DEFAULT_GRACE_MS)]
-    pub grace_ms: u64,
-    /// Which part of the output to show when it is too long.
-    #[arg(long, value_enum, default_value = "tail")]
-    pub direction: Direction,
-    #[command(flatten)]
-    pub limits: LimitArgs,
-    /// `pipe`: Stockade reads the output; `file`: the command writes straight into the spool.
-    #[arg(long, value_enum, default_value = "pipe")]
-    pub capture: CaptureArg,
-    /// Bytes of the newest output kept in memory once the spool stops (disk cap or disk full),
-    /// so `keep-head-tail` can write them at the end; until then output goes only to the spool.
-    #[arg(long, value_name = "SIZE", default_value = "1MiB", value_parser = parse_retained_cap)]
-    pub retained_cap: usize,
-    /// Most bytes written to the spool file for this command.
-    #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = parse_size_u64)]
-    pub disk_cap: u64,
-    /// What happens at the disk cap: `kill` the command, or `keep-head-tail` (drop the middle).
-    #[arg(long, value_enum, default_value = "kill")]
-    pub disk_policy: DiskPolicyArg,
-    /// Do not use a cgroup even where one is available (process group + /proc scan only).
-    /// Foreground only: for `--bg`, start the daemon with `stockade daemon run --no-cgroup`.
-    #[arg(long, conflicts_with = "bg")]
-    pub no_cgroup: bool,
-    /// Run in the background through the daemon (started on demand); answer after `--yield-ms`.
-    #[arg(long, alias = "background")]
-    pub bg: bool,
-    /// With `--bg`: wait this long for output or exit before answering (default 0).
-    #[arg(long, value_name = "MS", requires = "bg")]
-    pub yield_ms: Option<u64>,
-    /// With `--bg`: a dedup key; if a running session has it, answer with that one instead of
-    /// starting a second copy.
-    #[arg(long, value_name = "KEY", requires = "bg")]
-    pub source: Option<String>,
-    /// Run on a pseudo-terminal (through the daemon): for REPLs, shells and full-screen
-    /// programs. With `--bg`, type into it with `send` or `attach`.
-    #[arg(long, conflicts_with_all = ["no_cgroup", "stdin"])]
-    pub pty: bool,
-    /// With `--pty`: terminal rows.
-    #[arg(long, value_name = "N", default_value_t = 24, requires = "pty")]
-    pub rows: u16,
-    /// With `--pty`: terminal columns.
-    #[arg(long, value_name = "N", default_value_t = 80, requires = "pty")]
-    pub cols: u16,
-    /// With `--bg`: `pipe` gives the command a stdin that `send` writes to (`--close-stdin`
-    /// ends it); default `/dev/null`.
-    #[arg(long, value_enum, value_name = "null|pipe", requires = "bg")]
-    pub stdin: Option<StdinArg>,
-    /// Print the structured result as JSON instead of text.
-    #[arg(long)]
-    pub json: bool,
-}
-
-/// `stockade ps`.
-#[derive(Debug, Args)]
-pub struct PsArgs {
-    /// Every session the daemon knows, not only the running ones and the newest finished.
-    #[arg(short = 'a', long)]
-    pub all: bool,
-    /// Only sessions in this state (repeatable, or comma-separated).
-    #[arg(long, value_enum, value_name = "STATE", value_delimiter = ',')]
-    pub state: Vec<StateFilter>,
-    /// Only sessions started with this `--source` key (a schedule's is `schedule:NAME`).
-    #[arg(long, value_name = "KEY")]
-    pub source: Option<String>,
-    /// Print only the ids, one a line (for `stockade kill $(stockade ps -q)`).
-    #[arg(short = 'q', long, conflicts_with = "json")]
-    pub quiet: bool,
-    /// Print the sessions as JSON (the `list` result, filtered).
-    #[arg(long)]
-    pub json: bool,
-}
-
-/// `ps --state`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum StateFilter {
-    /// Still running.
-    Running,
-    /// Ended, however it ended.
-    Done,
-    /// Exited with status 0.
-    Ok,
-    /// Exited non-zero, died of a signal, or failed to start.
-    Failed,
-    /// Terminated by Stockade (kill, timeout, shutdown, disk cap).
-    Killed,
-}
-
-/// `stockade logs`.
-#[derive(Debug, Args)]
-pub struct LogsArgs {
-    /// The session id (`sh-3`).
-    pub id: String,
-    /// Keep printing new output as it arrives, until the session ends.
-    #[arg(short = 'f', long)]
-    pub follow: bool,
-    /// Start after this byte offset (a cursor from an earlier answer).
-    #[arg(long, value_name = "CURSOR", conflicts_with_all = ["tail", "head"])]
-    pub after: Option<u64>,
-    /// Only the last N lines (then follow, with `-f`).
-    #[arg(short = 'n', long, value_name = "N", conflicts_with = "head")]
-    pub tail: Option<usize>,
-    /// Only the first N lines.
-    #[arg(long, value_name = "N", conflicts_with = "follow")]
-    pub head: Option<usize>,
-    /// Only this stream.
-    #[arg(long, value_enum)]
-    pub stream: Option<StreamArg>,
-    /// Write exactly the bytes of the log (no notice, no lossy conversion), for piping.
-    #[arg(long, conflicts_with_all = ["json", "stream", "tail", "head"])]
-    pub raw: bool,
-    /// Print each answer as JSON (one object per line when several).
-    #[arg(long)]
-    pub json: bool,
-}
-
-/// `stockade kill`.
-#[derive(Debug, Args)]
-pub struct KillArgs {
-    /// The session ids (`sh-3 sh-4`).
-    #[arg(required = true, value_name = "ID")]
-    pub ids: Vec<String>,
-    /// The first signal: TERM (default), INT, HUP, KILL, … or a number.
-    #[arg(short = 's', long, value_name = "SIGNAL")]
-    pub signal: Option<String>,
-    /// Grace between the first signal and SIGKILL, in milliseconds (default 2000).
-    #[arg(long, value_name = "MS")]
-    pub grace_ms: Option<u64>,
-    /// Print the terminate report as JSON (an array when several ids are given).
-    #[arg(long)]
-    pub json: bool,
-}
-
-/// `stockade forget`.
-#[derive(Debug, Args)]
-pub struct ForgetArgs {
-    /// The session ids (`sh-3 sh-4`).
-    #[arg(required = true, value_name = "ID")]
-    pub ids: Vec<String>,
-    /// Print the result as JSON (an array when several ids are given).
-    #[arg(long)]
-    pub json: bool,
-}
-
-/// `stockade cleanup`.
-#[derive(Debug, Args)]
-pub struct CleanupArgs {
-    /// Also terminate and forget running sessions.
-    #[arg(long)]
-    pub all: bool,
-    /// Print the result as JSON.
-    #[arg(long)]
-    pub json: bool,
-}
-
-/// `stockade stats`.
-#[derive(Debug, Args)]
-pub struct StatsArgs {
-    /// Print the accounting as JSON.
-    #[arg(long)]
-    pub json: bool,
-}
-
-/// `--stdin`.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum StdinArg {
-    /// `/dev/null`.
-    Null,
-    /// A pipe fed by `stockade send`.
-    Pipe,
-}
-
-/// `--stream`.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum StreamArg {
-    /// Standard output only.
-    Stdout,
-    /// Standard error only.
-    Stderr,
-}
-
-impl From<StreamArg> for Stream {
-    fn from(s: StreamArg) -> Stream {
-        match s {
-            StreamArg::Stdout => Stream::Stdout,
-            StreamArg::Stderr => Stream::Stderr,
-        }
-    }
-}
-
-/// `--mode`.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum ModeArg {
-    /// From `--after` onward.
-    Delta,
-    /// The end.
-    Tail,
-    /// The start.
-    Head,
-    /// Both ends.
-    Middle,
-}
-
-impl From<ModeArg> for ReadMode {
-    fn from(m: ModeArg) -> ReadMode {
-        match m {
-            ModeArg::Delta => ReadMode::Delta,
-            ModeArg::Tail => ReadMode::Tail,
-            ModeArg::Head => ReadMode::Head,
-            ModeArg::Middle => ReadMode::Middle,
-        }
-    }
-}
-
-/// `stockade read`.
-#[derive(Debug, Args)]
-pub struct ReadArgs {
-    /// A session id (`sh-3`), a session directory, or a spool file.
-    pub target: String,
-    /// Show what follows this byte offset (a cursor from an earlier answer).
-    #[arg(long, value_name = "CURSOR")]
-    pub after: Option<u64>,
-    /// Which part to show (default: `delta` with --after, else `tail`).
-    #[arg(long, value_enum)]
-    pub mode: Option<ModeArg>,
-    /// Only this stream.
-    #[arg(long, value_enum)]
-    pub stream: Option<StreamArg>,
-    #[command(flatten)]
-    pub limits: LimitArgs,
-    /// Write exactly the bytes of the range (no notice, no lossy conversion), for piping.
-    #[arg(long, conflicts_with_all = ["json", "stream"])]
-    pub raw: bool,
-    /// Print the structured result as JSON.
-    #[arg(long)]
-    pub json: bool,
-}
-
-/// `stockade grep`.
-#[derive(Debug, Args)]
-pub struct GrepArgs {
-    /// A session id (`sh-3`), a session directory, or a spool file.
-    pub target: String,
-    /// The regular expression (Rust regex syntax, as ripgrep).
-    pub pattern: String,
-    /// Lines of context before and after each match.
-    #[arg(short = 'C', long, value_name = "N", default_value_t = 0)]
-    pub context: usize,
-    /// Stop after this many matching lines.
-    #[arg(long, value_name = "N", default_value_t = 200)]
-    pub max_matches: usize,
-    /// Case-insensitive.
-    #[arg(short = 'i', long)]
-    pub ignore_case: bool,
-    /// Print the structured result as JSON.
-    #[arg(long)]
-    pub json: bool,
-}
-
-/// `stockade doctor`.
-#[derive(Debug, Args)]
-pub struct DoctorArgs {
-    /// Print as JSON.
-    #[arg(long)]
-    pub json: bool,
+    Man(ManArgs),
 }
 
 #[cfg(test)]

@@ -23,6 +23,7 @@ mod args;
 mod cli;
 mod cmd;
 mod examples;
+mod global;
 mod out;
 mod usage;
 

@@ -30,7 +30,7 @@ use stockade_proto::rpc::{
 };
 use stockade_proto::{ReadMode, SessionState};
 
-use super::Global;
+use crate::global::Global;
 
 /// The detach key: Ctrl-] (as telnet and `docker attach` use).
 pub const DETACH_KEY: u8 = 0x1d;

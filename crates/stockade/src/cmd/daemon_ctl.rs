@@ -3,12 +3,20 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use clap::Args;
 use stockade_client::{Client, ClientError, pid_alive};
 use stockade_proto::rpc::{NoParams, StatusResult, method};
 
-use super::Global;
-use crate::cli::DaemonCtlArgs;
+use crate::global::Global;
 use crate::out;
+
+/// `stockade daemon start|stop|status`.
+#[derive(Debug, Args)]
+pub struct DaemonCtlArgs {
+    /// Print as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
 
 /// How long `stop` waits for the daemon's pid to go away after `shutdown` answered. Shutdown
 /// terminates every running session (each with its grace period) first.

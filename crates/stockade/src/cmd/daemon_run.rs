@@ -7,11 +7,86 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
+use clap::Args;
 use stockade_daemon::{CancellationToken, Daemon, DaemonConfig, MetricsConfig, TlsFiles, WsConfig};
 use stockade_engine::StateDir;
 use stockade_proc::{CgroupMode, ContainmentConfig};
 
-use crate::cli::DaemonRunArgs;
+use crate::args::{parse_age, parse_size_u64, parse_size_usize};
+
+/// `stockade daemon run`: how the daemon is set up.
+#[derive(Debug, Clone, Default, Args)]
+pub struct DaemonRunArgs {
+    /// Socket path (default: $STOCKADE_HOME/stockade.sock).
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// Do not use a cgroup even where one is available.
+    #[arg(long)]
+    pub no_cgroup: bool,
+    /// Grace between SIGTERM and SIGKILL when terminating a tree, in milliseconds [default: 2000].
+    #[arg(long, value_name = "MS")]
+    pub grace_ms: Option<u64>,
+    /// Most sessions running at once [default: what the open-file and process limits allow, at
+    /// least 1024]. The daemon raises its open-file limit to the hard limit at start and counts
+    /// 8 descriptors per running session.
+    #[arg(long, value_name = "N")]
+    pub max_running: Option<usize>,
+    /// Most finished sessions kept; the oldest finished are forgotten first [default: 1000].
+    #[arg(long, value_name = "N")]
+    pub max_finished: Option<usize>,
+    /// Most bytes the hot tails of running sessions may hold together; a hot tail holds bytes only
+    /// after its spool stopped (disk cap or disk full) [default: 512MiB].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_u64)]
+    pub hot_tail_budget: Option<u64>,
+    /// Default hot-tail size per session: the newest bytes kept in memory once the spool stops
+    /// (disk cap or disk full); until then output goes only to the spool [default: 1MiB].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_usize)]
+    pub retained_cap: Option<usize>,
+    /// Default disk cap per session [default: 1GiB].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_u64)]
+    pub disk_cap: Option<u64>,
+    /// Largest disk cap a session may ask for [default: 16GiB].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_u64)]
+    pub max_disk_cap: Option<u64>,
+    /// Most bytes all kept spools may hold; new runs are refused beyond it [default: 64GiB].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_u64)]
+    pub disk_budget: Option<u64>,
+    /// Also serve the same JSON-RPC over WebSocket on ADDR (e.g. 127.0.0.1:8765) for remote
+    /// clients (`stockade --remote`); every connection must send `Authorization: Bearer <token>`.
+    /// The same port answers GET /healthz, /readyz (no token) and /metrics (token). A
+    /// non-loopback ADDR needs --tls-cert/--tls-key (wss://) or --insecure-plaintext.
+    #[arg(long, value_name = "ADDR")]
+    pub ws: Option<std::net::SocketAddr>,
+    /// The file holding the WebSocket token (mode 0600 or stricter, not empty); also asked of
+    /// scrapes on a non-loopback --metrics address.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// TLS certificate chain (PEM) for the WebSocket door (clients then use wss://) and the
+    /// --metrics address (https://).
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM) for --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Serve the WebSocket door (or --metrics) without TLS on a non-loopback address (the token
+    /// and all output cross the network in clear: only inside a network you trust, e.g. a pod's
+    /// own).
+    #[arg(long)]
+    pub insecure_plaintext: bool,
+    /// Also serve GET /metrics, /healthz and /readyz on ADDR, apart from the door (e.g.
+    /// 127.0.0.1:9433 for a scraper in the same pod). On a loopback ADDR /metrics needs no token;
+    /// otherwise it needs --token-file's token and TLS or --insecure-plaintext, as the door.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<std::net::SocketAddr>,
+    /// Delete finished sessions (record and spool) this long after they ended: a number with a
+    /// unit, s, m, h or d (e.g. 12h, 7d) [default: 7d].
+    #[arg(long, value_name = "AGE", value_parser = parse_age)]
+    pub retention: Option<std::time::Duration>,
+    /// How often the retention janitor sweeps, in milliseconds (it also sweeps at start-up)
+    /// [default: 3600000]. Tests shorten it.
+    #[arg(long, value_name = "MS", hide = true)]
+    pub sweep_interval_ms: Option<u64>,
+}
 
 /// How long a stopped daemon waits for its blocking threads before the process exits anyway.
 const RUNTIME_SHUTDOWN: Duration = Duration::from_secs(2);
@@ -45,7 +120,7 @@ pub fn run(home: Option<PathBuf>, args: DaemonRunArgs) -> anyhow::Result<ExitCod
     // sentence naming it.
     let _ = stockade_proc::fd_budget::raise_nofile_limit();
     let config = config(home, &args);
-    let rt = super::runtime()?;
+    let rt = crate::global::runtime()?;
     let served = rt.block_on(async {
         let daemon = Daemon::bind(config)?;
         // One readiness line (tests and supervisors wait for "listening on").

@@ -6,10 +6,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::{Args, CommandFactory};
+use clap::Args;
 use clap_complete::Shell;
 
-use crate::cli::Cli;
 use crate::out;
 
 /// `stockade completions`.
@@ -29,15 +28,16 @@ pub struct ManArgs {
     pub dir: Option<PathBuf>,
 }
 
-pub fn completions(args: CompletionsArgs) -> anyhow::Result<ExitCode> {
+/// The completion script of `cmd` (the whole command line) for `args.shell`.
+pub fn completions(args: CompletionsArgs, mut cmd: clap::Command) -> anyhow::Result<ExitCode> {
     let mut script = Vec::new();
-    clap_complete::generate(args.shell, &mut Cli::command(), "stockade", &mut script);
+    clap_complete::generate(args.shell, &mut cmd, "stockade", &mut script);
     out::print_bytes(&script)?;
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn man(args: ManArgs) -> anyhow::Result<ExitCode> {
-    let cmd = Cli::command();
+/// The man page(s) of `cmd` (the whole command line).
+pub fn man(args: ManArgs, cmd: clap::Command) -> anyhow::Result<ExitCode> {
     match args.dir {
         Some(dir) => {
             std::fs::create_dir_all(&dir).with_context(|| {

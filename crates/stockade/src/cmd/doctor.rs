@@ -3,15 +3,23 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use clap::Args;
 use stockade_proc::{Containment, ContainmentConfig};
 
 use stockade_proto::ContainmentMethod;
 
-use crate::cli::DoctorArgs;
 use crate::out;
 
+/// `stockade doctor`.
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Print as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
 pub fn doctor(home: Option<PathBuf>, args: DoctorArgs) -> anyhow::Result<ExitCode> {
-    let state_dir = super::state_dir(home);
+    let state_dir = crate::global::state_dir(home);
     let info = Containment::detect(&ContainmentConfig::default()).describe();
     if args.json {
         let value = serde_json::json!({

@@ -4,13 +4,52 @@
 
 use std::process::ExitCode;
 
+use clap::Args;
 use stockade_log::answer;
 use stockade_proto::TerminateReport;
 use stockade_proto::rpc::{CleanupParams, ForgetParams, KillParams, method};
 
-use super::Global;
-use crate::cli::{CleanupArgs, ForgetArgs, KillArgs};
+use crate::global::Global;
 use crate::out;
+
+/// `stockade kill`.
+#[derive(Debug, Args)]
+pub struct KillArgs {
+    /// The session ids (`sh-3 sh-4`).
+    #[arg(required = true, value_name = "ID")]
+    pub ids: Vec<String>,
+    /// The first signal: TERM (default), INT, HUP, KILL, … or a number.
+    #[arg(short = 's', long, value_name = "SIGNAL")]
+    pub signal: Option<String>,
+    /// Grace between the first signal and SIGKILL, in milliseconds (default 2000).
+    #[arg(long, value_name = "MS")]
+    pub grace_ms: Option<u64>,
+    /// Print the terminate report as JSON (an array when several ids are given).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `stockade forget`.
+#[derive(Debug, Args)]
+pub struct ForgetArgs {
+    /// The session ids (`sh-3 sh-4`).
+    #[arg(required = true, value_name = "ID")]
+    pub ids: Vec<String>,
+    /// Print the result as JSON (an array when several ids are given).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `stockade cleanup`.
+#[derive(Debug, Args)]
+pub struct CleanupArgs {
+    /// Also terminate and forget running sessions.
+    #[arg(long)]
+    pub all: bool,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
 
 pub fn kill(global: &Global, args: KillArgs) -> anyhow::Result<ExitCode> {
     let mut client = global.connect()?;

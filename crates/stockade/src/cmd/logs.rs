@@ -6,16 +6,47 @@
 //! Sessions the daemon does not know (a foreground `run`, or no daemon at all) are read from
 //! the state directory, like `stockade read`.
 
+use std::ops::ControlFlow;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use clap::Args;
 use stockade_client::{Client, ClientError, raw_bytes};
 use stockade_proto::ReadMode;
 use stockade_proto::rpc::{ReadParams, method};
 
-use super::Global;
-use crate::cli::{LimitArgs, LogsArgs, ModeArg, ReadArgs};
+use super::read::{ModeArg, ReadArgs};
+use crate::args::{LimitArgs, StreamArg};
+use crate::global::Global;
 use crate::out;
+
+/// `stockade logs`.
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    /// The session id (`sh-3`).
+    pub id: String,
+    /// Keep printing new output as it arrives, until the session ends.
+    #[arg(short = 'f', long)]
+    pub follow: bool,
+    /// Start after this byte offset (a cursor from an earlier answer).
+    #[arg(long, value_name = "CURSOR", conflicts_with_all = ["tail", "head"])]
+    pub after: Option<u64>,
+    /// Only the last N lines (then follow, with `-f`).
+    #[arg(short = 'n', long, value_name = "N", conflicts_with = "head")]
+    pub tail: Option<usize>,
+    /// Only the first N lines.
+    #[arg(long, value_name = "N", conflicts_with = "follow")]
+    pub head: Option<usize>,
+    /// Only this stream.
+    #[arg(long, value_enum)]
+    pub stream: Option<StreamArg>,
+    /// Write exactly the bytes of the log (no notice, no lossy conversion), for piping.
+    #[arg(long, conflicts_with_all = ["json", "stream", "tail", "head"])]
+    pub raw: bool,
+    /// Print each answer as JSON (one object per line when several).
+    #[arg(long)]
+    pub json: bool,
+}
 
 /// Bytes asked for per answer while copying a log.
 const CHUNK_BYTES: usize = 1024 * 1024;
@@ -53,38 +84,11 @@ fn from_daemon(
 ) -> anyhow::Result<ExitCode> {
     let stream = args.stream.map(Into::into);
     let mut cursor = args.after.unwrap_or(0);
-
     if let Some(lines) = args.tail.or(args.head) {
-        let mode = if args.tail.is_some() { ReadMode::Tail } else { ReadMode::Head };
-        let answer = client.call::<method::Read>(ReadParams {
-            id: args.id.clone(),
-            mode: Some(mode),
-            max_lines: Some(lines),
-            max_bytes: Some(VIEW_BYTES),
-            stream,
-            ..ReadParams::default()
-        })?;
-        *printed = true;
-        if args.json && args.follow {
-            out::print_json_line(&answer)?;
-        } else if args.json {
-            out::print_json(&answer)?;
-        } else {
-            // The content only: a reader that continues from `next_cursor` has no use for the
-            // notice's "read more".
-            let mut text = out::escape_controls(&answer.view.output).into_owned();
-            if !text.is_empty() && !text.ends_with('\n') {
-                text.push('\n');
-            }
-            out::print(&text)?;
+        match print_view(client, args, lines, printed)? {
+            ControlFlow::Break(code) => return Ok(code),
+            ControlFlow::Continue(next) => cursor = next,
         }
-        if !args.follow {
-            return Ok(ExitCode::SUCCESS);
-        }
-        if answer.state.is_terminal() && answer.view.next_cursor >= answer.view.total_bytes {
-            return footer(client, args, &answer.state);
-        }
-        cursor = answer.view.next_cursor;
     }
 
     // Exact bytes unless a stream filter or JSON asks for views.
@@ -145,6 +149,46 @@ fn from_daemon(
     };
     out::print(&out::escape_controls(&utf8.finish()))?;
     if args.follow { footer(client, args, &state) } else { Ok(ExitCode::SUCCESS) }
+}
+
+/// `--tail N` / `--head N`: one view of the session's last or first lines. `Break` when that is
+/// all there is to print; `Continue` with the cursor `-f` follows from.
+fn print_view(
+    client: &mut Client,
+    args: &LogsArgs,
+    lines: usize,
+    printed: &mut bool,
+) -> anyhow::Result<ControlFlow<ExitCode, u64>> {
+    let mode = if args.tail.is_some() { ReadMode::Tail } else { ReadMode::Head };
+    let answer = client.call::<method::Read>(ReadParams {
+        id: args.id.clone(),
+        mode: Some(mode),
+        max_lines: Some(lines),
+        max_bytes: Some(VIEW_BYTES),
+        stream: args.stream.map(Into::into),
+        ..ReadParams::default()
+    })?;
+    *printed = true;
+    if args.json && args.follow {
+        out::print_json_line(&answer)?;
+    } else if args.json {
+        out::print_json(&answer)?;
+    } else {
+        // The content only: a reader that continues from `next_cursor` has no use for the
+        // notice's "read more".
+        let mut text = out::escape_controls(&answer.view.output).into_owned();
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        out::print(&text)?;
+    }
+    if !args.follow {
+        return Ok(ControlFlow::Break(ExitCode::SUCCESS));
+    }
+    if answer.state.is_terminal() && answer.view.next_cursor >= answer.view.total_bytes {
+        return footer(client, args, &answer.state).map(ControlFlow::Break);
+    }
+    Ok(ControlFlow::Continue(answer.view.next_cursor))
 }
 
 /// The end of `logs -f`: one line on stderr saying how the session ended (`[sh-3 exited 3 after

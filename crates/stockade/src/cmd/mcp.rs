@@ -13,7 +13,7 @@ use clap::Args;
 use stockade_mcp::http::HttpGuard;
 use stockade_mcp::{Answers, CancellationToken, Daemon, Transport};
 
-use super::Global;
+use crate::global::Global;
 
 /// The generated token's file in the state directory.
 const TOKEN_FILE: &str = "mcp-token";
@@ -78,7 +78,7 @@ pub fn mcp(global: &Global, mut args: McpArgs) -> anyhow::Result<ExitCode> {
     };
     let daemon =
         if args.embedded { Daemon::Embedded } else { Daemon::Shared(global.connect_options()?) };
-    let rt = super::runtime()?;
+    let rt = crate::global::runtime()?;
     let result = rt.block_on(async {
         let cancel = CancellationToken::new();
         let on_signal = cancel.clone();
@@ -123,7 +123,7 @@ fn read_token(path: &Path) -> anyhow::Result<String> {
 /// The token of the state directory's `mcp-token` file, generated (0600) the first time; its
 /// path is printed so clients can be given it.
 fn default_token(global: &Global) -> anyhow::Result<String> {
-    let home = super::state_dir(global.home.clone())?;
+    let home = crate::global::state_dir(global.home.clone())?;
     let path = home.root().join(TOKEN_FILE);
     let token = match stockade_daemon::token::generate_token_file(&path) {
         Ok(token) => token,

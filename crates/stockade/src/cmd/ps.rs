@@ -3,14 +3,49 @@
 
 use std::process::ExitCode;
 
+use clap::{Args, ValueEnum};
 use comfy_table::{Cell, CellAlignment, Color};
 use stockade_log::answer::signal_name;
 use stockade_proto::SessionState;
 use stockade_proto::rpc::{ListParams, SessionInfo, method};
 
-use super::Global;
-use crate::cli::{PsArgs, StateFilter};
+use crate::global::Global;
 use crate::out;
+
+/// `stockade ps`.
+#[derive(Debug, Args)]
+pub struct PsArgs {
+    /// Every session the daemon knows, not only the running ones and the newest finished.
+    #[arg(short = 'a', long)]
+    pub all: bool,
+    /// Only sessions in this state (repeatable, or comma-separated).
+    #[arg(long, value_enum, value_name = "STATE", value_delimiter = ',')]
+    pub state: Vec<StateFilter>,
+    /// Only sessions started with this `--source` key (a schedule's is `schedule:NAME`).
+    #[arg(long, value_name = "KEY")]
+    pub source: Option<String>,
+    /// Print only the ids, one a line (for `stockade kill $(stockade ps -q)`).
+    #[arg(short = 'q', long, conflicts_with = "json")]
+    pub quiet: bool,
+    /// Print the sessions as JSON (the `list` result, filtered).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `ps --state`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StateFilter {
+    /// Still running.
+    Running,
+    /// Ended, however it ended.
+    Done,
+    /// Exited with status 0.
+    Ok,
+    /// Exited non-zero, died of a signal, or failed to start.
+    Failed,
+    /// Terminated by Stockade (kill, timeout, shutdown, disk cap).
+    Killed,
+}
 
 /// Characters of the command shown before it is cut with `…`.
 const COMMAND_WIDTH: usize = 60;

@@ -4,14 +4,84 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
+use clap::{Args, ValueEnum};
 use stockade_engine::is_session_id;
 use stockade_log::limits;
 use stockade_log::{GrepRequest, OutputLog, ReadRequest};
 use stockade_proto::rpc::{GrepParams, method};
 use stockade_proto::{GrepResult, ReadMode};
 
-use crate::cli::{GrepArgs, ReadArgs};
+use crate::args::{LimitArgs, StreamArg};
 use crate::out;
+
+/// `stockade read`.
+#[derive(Debug, Args)]
+pub struct ReadArgs {
+    /// A session id (`sh-3`), a session directory, or a spool file.
+    pub target: String,
+    /// Show what follows this byte offset (a cursor from an earlier answer).
+    #[arg(long, value_name = "CURSOR")]
+    pub after: Option<u64>,
+    /// Which part to show (default: `delta` with --after, else `tail`).
+    #[arg(long, value_enum)]
+    pub mode: Option<ModeArg>,
+    /// Only this stream.
+    #[arg(long, value_enum)]
+    pub stream: Option<StreamArg>,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+    /// Write exactly the bytes of the range (no notice, no lossy conversion), for piping.
+    #[arg(long, conflicts_with_all = ["json", "stream"])]
+    pub raw: bool,
+    /// Print the structured result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `--mode`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ModeArg {
+    /// From `--after` onward.
+    Delta,
+    /// The end.
+    Tail,
+    /// The start.
+    Head,
+    /// Both ends.
+    Middle,
+}
+
+impl From<ModeArg> for ReadMode {
+    fn from(m: ModeArg) -> ReadMode {
+        match m {
+            ModeArg::Delta => ReadMode::Delta,
+            ModeArg::Tail => ReadMode::Tail,
+            ModeArg::Head => ReadMode::Head,
+            ModeArg::Middle => ReadMode::Middle,
+        }
+    }
+}
+
+/// `stockade grep`.
+#[derive(Debug, Args)]
+pub struct GrepArgs {
+    /// A session id (`sh-3`), a session directory, or a spool file.
+    pub target: String,
+    /// The regular expression (Rust regex syntax, as ripgrep).
+    pub pattern: String,
+    /// Lines of context before and after each match.
+    #[arg(short = 'C', long, value_name = "N", default_value_t = 0)]
+    pub context: usize,
+    /// Stop after this many matching lines.
+    #[arg(long, value_name = "N", default_value_t = stockade_log::DEFAULT_GREP_MATCHES)]
+    pub max_matches: usize,
+    /// Case-insensitive.
+    #[arg(short = 'i', long)]
+    pub ignore_case: bool,
+    /// Print the structured result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
 
 /// Bytes per chunk when `--raw` streams a range to stdout.
 const RAW_CHUNK: usize = 256 * 1024;
@@ -66,7 +136,7 @@ pub(super) fn copy_raw(log: &OutputLog, after: u64, decode: bool) -> anyhow::Res
     out::print(&out::escape_controls(&utf8.finish()))
 }
 
-pub fn grep(global: &super::Global, args: GrepArgs) -> anyhow::Result<ExitCode> {
+pub fn grep(global: &crate::global::Global, args: GrepArgs) -> anyhow::Result<ExitCode> {
     // The daemon answers for the sessions it knows; anything else is searched on disk.
     if is_session_id(&args.target)
         && let Some(mut client) = global.connect_existing()?
@@ -133,7 +203,7 @@ pub(super) fn open_target(
     target: &str,
 ) -> anyhow::Result<(OutputLog, Option<String>)> {
     let dir = if is_session_id(target) {
-        super::state_dir(home)?.find_session(target)?
+        crate::global::state_dir(home)?.find_session(target)?
     } else {
         let path = Path::new(target);
         let meta = std::fs::symlink_metadata(path).with_context(|| {

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::Args;
 use stockade_proto::rpc::{RestartParams, method};
 
-use super::Global;
+use crate::global::Global;
 
 /// `stockade restart`.
 #[derive(Debug, Args)]

@@ -9,16 +9,124 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use clap::{Args, ValueEnum};
 use stockade_engine::{Engine, EngineConfig, RunSpec};
 use stockade_log::answer;
 use stockade_log::{OutputLog, ReadRequest};
 use stockade_proc::{CgroupMode, ContainmentConfig};
-use stockade_proto::RunResult;
 use stockade_proto::rpc::{PtySize, RunParams, StdinMode, method};
+use stockade_proto::{ReadMode, RunResult};
 
-use super::Global;
-use crate::cli::{RunArgs, StdinArg};
+use crate::args::{
+    CaptureArg, DiskPolicyArg, LimitArgs, parse_env, parse_retained_cap, parse_size_u64,
+};
+use crate::global::Global;
 use crate::out;
+
+/// `stockade run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The command: one shell string (`'ls | wc -l'`), or words after `--` (quoted for the shell).
+    #[arg(required = true, num_args = 1.., value_name = "COMMAND", trailing_var_arg = true)]
+    pub command: Vec<String>,
+    /// The shell that runs the command.
+    #[arg(long, value_name = "PATH", default_value = "/bin/sh")]
+    pub shell: PathBuf,
+    /// Run the shell as a login shell (`-lc`).
+    #[arg(long)]
+    pub login: bool,
+    /// Working directory.
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+    /// Extra environment variable (repeatable).
+    #[arg(long = "env", value_name = "KEY=VALUE", value_parser = parse_env)]
+    pub env: Vec<(String, String)>,
+    /// Terminate the whole process tree after this many milliseconds.
+    #[arg(long, value_name = "MS")]
+    pub timeout_ms: Option<u64>,
+    /// Grace between SIGTERM and SIGKILL when terminating, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = stockade_proto::DEFAULT_GRACE_MS)]
+    pub grace_ms: u64,
+    /// Which part of the output to show when it is too long.
+    #[arg(long, value_enum, default_value = "tail")]
+    pub direction: Direction,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+    /// `pipe`: Stockade reads the output; `file`: the command writes straight into the spool.
+    #[arg(long, value_enum, default_value = "pipe")]
+    pub capture: CaptureArg,
+    /// Bytes of the newest output kept in memory once the spool stops (disk cap or disk full),
+    /// so `keep-head-tail` can write them at the end; until then output goes only to the spool.
+    #[arg(long, value_name = "SIZE", default_value = "1MiB", value_parser = parse_retained_cap)]
+    pub retained_cap: usize,
+    /// Most bytes written to the spool file for this command.
+    #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = parse_size_u64)]
+    pub disk_cap: u64,
+    /// What happens at the disk cap: `kill` the command, or `keep-head-tail` (drop the middle).
+    #[arg(long, value_enum, default_value = "kill")]
+    pub disk_policy: DiskPolicyArg,
+    /// Do not use a cgroup even where one is available (process group + /proc scan only).
+    /// Foreground only: for `--bg`, start the daemon with `stockade daemon run --no-cgroup`.
+    #[arg(long, conflicts_with = "bg")]
+    pub no_cgroup: bool,
+    /// Run in the background through the daemon (started on demand); answer after `--yield-ms`.
+    #[arg(long, alias = "background")]
+    pub bg: bool,
+    /// With `--bg`: wait this long for output or exit before answering (default 0).
+    #[arg(long, value_name = "MS", requires = "bg")]
+    pub yield_ms: Option<u64>,
+    /// With `--bg`: a dedup key; if a running session has it, answer with that one instead of
+    /// starting a second copy.
+    #[arg(long, value_name = "KEY", requires = "bg")]
+    pub source: Option<String>,
+    /// Run on a pseudo-terminal (through the daemon): for REPLs, shells and full-screen
+    /// programs. With `--bg`, type into it with `send` or `attach`.
+    #[arg(long, conflicts_with_all = ["no_cgroup", "stdin"])]
+    pub pty: bool,
+    /// With `--pty`: terminal rows.
+    #[arg(long, value_name = "N", default_value_t = 24, requires = "pty")]
+    pub rows: u16,
+    /// With `--pty`: terminal columns.
+    #[arg(long, value_name = "N", default_value_t = 80, requires = "pty")]
+    pub cols: u16,
+    /// With `--bg`: `pipe` gives the command a stdin that `send` writes to (`--close-stdin`
+    /// ends it); default `/dev/null`.
+    #[arg(long, value_enum, value_name = "null|pipe", requires = "bg")]
+    pub stdin: Option<StdinArg>,
+    /// Print the structured result as JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Which part of the output a bounded answer shows.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Direction {
+    /// The end (default): results and the last error are usually there.
+    Tail,
+    /// The start: with compiler errors the first one is the cause.
+    Head,
+    /// Both ends, with a marker where the middle was left out.
+    Middle,
+}
+
+impl From<Direction> for ReadMode {
+    fn from(d: Direction) -> ReadMode {
+        match d {
+            Direction::Tail => ReadMode::Tail,
+            Direction::Head => ReadMode::Head,
+            Direction::Middle => ReadMode::Middle,
+        }
+    }
+}
+
+/// `--stdin`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum StdinArg {
+    /// `/dev/null`.
+    Null,
+    /// A pipe fed by `stockade send`.
+    Pipe,
+}
 
 pub fn run(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
     // A remote daemon runs a foreground command too (and ends it if this client goes away);
@@ -29,8 +137,8 @@ pub fn run(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
     if args.bg || args.pty || global.remote.is_some() {
         return background(global, args);
     }
-    let state_dir = super::state_dir(global.home.clone())?;
-    let mut config = EngineConfig::new(state_dir, super::oneshot_instance());
+    let state_dir = crate::global::state_dir(global.home.clone())?;
+    let mut config = EngineConfig::new(state_dir, crate::global::oneshot_instance());
     config.grace = Duration::from_millis(args.grace_ms);
     if args.no_cgroup {
         config.containment =
@@ -43,7 +151,7 @@ pub fn run(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
     let request = ReadRequest::for_run(&params);
     let spec = RunSpec::from(params);
     let live = !args.json && std::io::stdout().is_terminal();
-    let rt = super::runtime()?;
+    let rt = crate::global::runtime()?;
     let result = rt.block_on(async {
         let engine = Engine::new(config)?;
         let session = engine.run(spec)?;

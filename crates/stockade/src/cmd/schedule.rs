@@ -12,9 +12,9 @@ use stockade_proto::rpc::{
     ScheduleRunTemplate, ScheduleRunsParams, method,
 };
 
-use super::Global;
 use crate::args::{CaptureArg, DiskPolicyArg};
 use crate::examples as ex;
+use crate::global::Global;
 use crate::out;
 
 /// `stockade schedule`.

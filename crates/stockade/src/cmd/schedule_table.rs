@@ -1,8 +1,6 @@
 //! `stockade schedule list` as a table: NAME, WHEN, NEXT (absolute local time), LEFT, LAST,
 //! STATE, FIRES, SKIPPED — the columns a cron or systemd-timer user looks for.
 
-use std::time::UNIX_EPOCH;
-
 use comfy_table::{Cell, CellAlignment};
 use stockade_proto::rpc::ScheduleInfo;
 
@@ -53,25 +51,25 @@ pub fn table(schedules: &[ScheduleInfo]) -> String {
     out::table_text(table)
 }
 
-/// `2026-11-23 15:10:00` in the local time zone (UTC if the zone cannot be read).
+/// `2026-11-23 15:10:00` in the local time zone (chrono reads TZ or /etc/localtime, UTC when
+/// neither says).
 fn local_time(unix_ms: u64) -> String {
-    let secs = (unix_ms / 1000) as libc::time_t;
-    // SAFETY: localtime_r reads `secs` and writes the `tm` we own; both outlive the call.
-    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    if unsafe { libc::localtime_r(&secs, &mut tm) }.is_null() {
-        return humantime::format_rfc3339_seconds(
-            UNIX_EPOCH + std::time::Duration::from_secs(secs as u64),
-        )
-        .to_string();
+    let at = i64::try_from(unix_ms).ok().and_then(chrono::DateTime::from_timestamp_millis);
+    match at {
+        Some(at) => at.with_timezone(&chrono::Local).format("%Y-%m-%d %H:%M:%S").to_string(),
+        // Beyond what a calendar can name (hundreds of millennia away): no time to show.
+        None => "-".into(),
     }
-    format!(
-        "{:04}-{:02}-{:02} {:02}:{:02}:{:02}",
-        tm.tm_year + 1900,
-        tm.tm_mon + 1,
-        tm.tm_mday,
-        tm.tm_hour,
-        tm.tm_min,
-        tm.tm_sec
-    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn next_fire_is_a_local_date_and_time() {
+        // 2023-11-14 22:13:20.123 UTC, in whatever zone this machine is in.
+        let shown = super::local_time(1_700_000_000_123);
+        assert_eq!(shown.len(), "2023-11-14 22:13:20".len(), "{shown}");
+        assert!(shown.starts_with("2023-11-1") && shown.ends_with(":20"), "{shown}");
+        assert_eq!(super::local_time(u64::MAX), "-");
+    }
 }

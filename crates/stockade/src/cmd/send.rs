@@ -10,7 +10,7 @@ use stockade_proto::rpc::{
     DEFAULT_WRITE_YIELD_MS, ResizeParams, WriteParams, encode_bytes, method,
 };
 
-use super::Global;
+use crate::global::Global;
 use crate::out;
 
 /// `stockade send`.

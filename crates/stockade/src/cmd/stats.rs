@@ -2,11 +2,19 @@
 
 use std::process::ExitCode;
 
+use clap::Args;
 use stockade_proto::rpc::{NoParams, method};
 
-use super::Global;
-use crate::cli::StatsArgs;
+use crate::global::Global;
 use crate::out;
+
+/// `stockade stats`.
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    /// Print the accounting as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
 
 pub fn stats(global: &Global, args: StatsArgs) -> anyhow::Result<ExitCode> {
     let s = global.connect()?.call::<method::Stats>(NoParams {})?;

@@ -13,7 +13,7 @@ use stockade_log::answer;
 use stockade_proto::rpc::{ListParams, ReadParams, method};
 use stockade_proto::{ReadMode, SessionState};
 
-use super::Global;
+use crate::global::Global;
 use crate::out;
 
 /// Longest one long-poll read waits before asking again.
@@ -126,7 +126,7 @@ fn from_disk(
     id: &str,
     deadline: Option<Instant>,
 ) -> anyhow::Result<Option<Ended>> {
-    let dir = super::state_dir(global.home.clone())?.find_session(id)?;
+    let dir = crate::global::state_dir(global.home.clone())?.find_session(id)?;
     loop {
         if let Some(record) = read_record(&dir)
             && record.state.is_terminal()

@@ -24,6 +24,7 @@ const VARIANTS: [&str; 2] = ["stockade-pipe", "stockade-file"];
 
 #[test]
 fn edges_quick_tables_all_ten_cases_and_they_pass() {
+    stockade_testkit::stockade_bench_bin(); // `stockade bench` runs it
     let home = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
     let run = Command::new(env!("CARGO_BIN_EXE_stockade"))

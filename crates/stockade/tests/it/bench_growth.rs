@@ -5,7 +5,9 @@
 use std::path::Path;
 use std::process::Command;
 
+/// `stockade`, whose `bench` runs the `stockade-bench` binary beside it (which must be built).
 fn stockade() -> Command {
+    stockade_testkit::stockade_bench_bin();
     Command::new(env!("CARGO_BIN_EXE_stockade"))
 }
 

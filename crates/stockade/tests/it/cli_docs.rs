@@ -9,6 +9,7 @@ use stockade_testkit::{Home, cannot_run, text};
 #[test]
 fn help_shows_examples_line_by_line() {
     let home = Home::new();
+    stockade_testkit::stockade_bench_bin(); // `stockade bench` runs it
     for (args, line) in [
         (&["run", "--help"][..], "  stockade run --timeout-ms 5000 --json 'make test'\n"),
         (&["ps", "--help"], "  stockade ps -a                  # every session the daemon knows\n"),

@@ -1,0 +1,90 @@
+//! The global options every subcommand sees, and what they lead to: the daemon to talk to, the
+//! state directory, a runtime. Kept apart from `cmd/` so a subcommand's file depends on this
+//! and never on the dispatcher that calls it.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use stockade_client::{Client, ConnectOptions, RemoteOptions};
+use stockade_engine::StateDir;
+
+/// The global options every subcommand sees.
+#[derive(Debug, Clone)]
+pub struct Global {
+    /// `--home` / `STOCKADE_HOME`.
+    pub home: Option<PathBuf>,
+    /// `--no-autostart` / `STOCKADE_NO_AUTOSTART`.
+    pub no_autostart: bool,
+    /// `--remote` / `STOCKADE_REMOTE`: a remote daemon's door URL.
+    pub remote: Option<String>,
+    /// `--token-file` / `STOCKADE_TOKEN_FILE`: the remote door's token.
+    pub remote_token_file: Option<PathBuf>,
+    /// `--ca-file` / `STOCKADE_CA_FILE`: the CA of a wss:// door.
+    pub ca_file: Option<PathBuf>,
+}
+
+impl Global {
+    /// How to reach the daemon of this state directory (an absolute path: the daemon does not
+    /// share our working directory).
+    pub fn connect_options(&self) -> anyhow::Result<ConnectOptions> {
+        let home = match &self.home {
+            Some(h) => h.clone(),
+            None => StateDir::locate()?,
+        };
+        let home = std::path::absolute(&home)
+            .with_context(|| format!("cannot resolve the state directory {}", home.display()))?;
+        let mut opts = ConnectOptions::new(home);
+        opts.autostart = !self.no_autostart;
+        opts.remote = self.remote_options()?;
+        Ok(opts)
+    }
+
+    /// The remote daemon to use, if `--remote` names one.
+    pub fn remote_options(&self) -> anyhow::Result<Option<RemoteOptions>> {
+        let Some(url) = self.remote.clone() else { return Ok(None) };
+        let Some(token_file) = self.remote_token_file.clone() else {
+            anyhow::bail!(
+                "--remote {url} needs the door's token: pass --token-file FILE before the subcommand, or set STOCKADE_TOKEN_FILE"
+            );
+        };
+        Ok(Some(RemoteOptions { url, token_file, ca_file: self.ca_file.clone() }))
+    }
+
+    /// Connect to the daemon, starting it on demand unless `--no-autostart`.
+    pub fn connect(&self) -> anyhow::Result<Client> {
+        Ok(Client::connect(&self.connect_options()?)?)
+    }
+
+    /// Connect to a daemon only if one is running.
+    pub fn connect_existing(&self) -> anyhow::Result<Option<Client>> {
+        Ok(Client::connect_existing(&self.connect_options()?)?)
+    }
+}
+
+/// Open the state directory (from `--home`/`STOCKADE_HOME` or the default).
+pub fn state_dir(home: Option<PathBuf>) -> anyhow::Result<StateDir> {
+    let root = match home {
+        Some(h) => h,
+        None => StateDir::locate()?,
+    };
+    StateDir::open(&root)
+        .with_context(|| format!("cannot use the state directory {}", root.display()))
+}
+
+/// A tokio runtime for one command.
+pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
+/// An instance name for a one-shot engine: unique within the state directory.
+pub fn oneshot_instance() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    format!("run-{secs}-{}", std::process::id())
+}
