@@ -363,13 +363,15 @@ impl Loop<'_> {
         for t in &entry.tokens {
             self.remove_source(*t);
         }
-        if let Some(e) = &error {
-            tracing::warn!(error = %e, "output drain stopped early");
-        }
+        let why = error.as_ref().map(ToString::to_string);
+        // The waiter is answered first: logging is a side path that must not keep it waiting.
         entry.done.set(match error {
             Some(e) => Err(e),
             None => Ok(entry.summary),
         });
+        if let Some(why) = why {
+            tracing::warn!(error = %why, "output drain stopped early");
+        }
     }
 
     fn fail_all(&mut self, why: &str) {

@@ -88,6 +88,10 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
+        // A message that cannot be written (a full disk under daemon.log, a closed stderr) is
+        // dropped: reporting that failure on stderr again would panic in whichever thread
+        // logged, the drain thread included.
+        .log_internal_errors(false)
         // Colour only for a person at a terminal: not in daemon.log, pipes or agents' logs.
         .with_ansi(out::colour_ok())
         .init();

@@ -106,3 +106,60 @@ fn after_a_full_disk_and_a_restart_nothing_is_lost_or_mislabelled() {
     drop(rpc);
     ok(&home, &["daemon", "stop"]);
 }
+
+/// The disk under `daemon.log` fills while sessions wait to print (so every warning the daemon
+/// logs about their spools fails to be written), then space comes back. Logging must drop what it cannot
+/// write rather than panic in whichever thread logged (the one drain thread reads every
+/// session): every session of the full disk ends, and a command run after the space is freed is
+/// captured and ends, each within 30 s.
+#[test]
+fn a_full_disk_under_the_daemon_log_stops_no_capture() {
+    let tmpfs = match Tmpfs::mount() {
+        Ok(t) => t,
+        Err(why) => {
+            stockade_testkit::cannot_run(&why);
+            return;
+        }
+    };
+    let home = tmpfs.dir.join("state");
+    let mut markers = Markers::default();
+    markers.home(&home);
+    // Debug logging, so the daemon writes to daemon.log on every run, even with a full disk.
+    let start = Command::new(stockade_bin())
+        .args(["daemon", "start"])
+        .env("STOCKADE_HOME", &home)
+        .env("STOCKADE_LOG", "debug")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(start.status.success(), "{}", String::from_utf8_lossy(&start.stderr));
+    markers.daemon(pid(&home));
+    // Sessions that print only after the disk is full (2 s from now).
+    let mut rpc = Rpc::connect(&home.join("stockade.sock"));
+    let ids: Vec<String> = (0..10)
+        .map(|_| {
+            let started =
+                rpc.ok("run", json!({"command": "sleep 2; seq 1 3000", "background": true}));
+            started["id"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    // Fill every byte of the 8 MiB.
+    let fill = tmpfs.dir.join("fill");
+    let mut f = std::fs::File::create(&fill).unwrap();
+    let chunk = vec![0u8; 64 * 1024];
+    while f.write_all(&chunk).is_ok() {}
+    drop(f);
+    for id in &ids {
+        ended(&mut rpc, id);
+    }
+    std::fs::remove_file(&fill).unwrap();
+    let after =
+        rpc.ok("run", json!({"command": "echo after-the-disk-was-freed", "background": true}));
+    let after_id = after["id"].as_str().unwrap().to_owned();
+    let s = ended(&mut rpc, &after_id);
+    assert_eq!(s["state"], "exited", "{s}");
+    let view = rpc.ok("read", json!({"id": after_id, "mode": "tail"}));
+    assert!(view["output"].as_str().unwrap().contains("after-the-disk-was-freed"), "{view}");
+    drop(rpc);
+    ok(&home, &["daemon", "stop"]);
+}
