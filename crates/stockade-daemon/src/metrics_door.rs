@@ -16,7 +16,7 @@ use tokio_rustls::TlsAcceptor;
 use crate::config::MetricsConfig;
 use crate::error::WsSetupError;
 use crate::state::Shared;
-use crate::ws::WsToken;
+use crate::token::WsToken;
 
 /// Most metrics connections served at once; more are closed unanswered (a scrape is one short
 /// request, so only a flood reaches this).

@@ -19,7 +19,7 @@ use tokio_tungstenite::tungstenite::http::Request;
 
 use crate::state::Shared;
 use crate::tls::DoorStream;
-use crate::ws::WsToken;
+use crate::token::WsToken;
 
 /// Longest request head read before deciding what a connection is.
 const MAX_HEAD: usize = 16 * 1024;
@@ -93,9 +93,10 @@ pub(crate) async fn front(
         "/metrics"
             if access
                 .metrics_token
-                .is_none_or(|token| request.as_ref().is_some_and(|r| token.authorizes(r))) =>
+                .is_none_or(|token| request.as_ref().is_some_and(|r| token.authorizes(r.headers()))) =>
         {
-            match shared.metrics.encode(shared) {
+            // Read now, from what the `stats` method reads.
+            match shared.metrics.encode(&shared.engine.stats()) {
                 Ok(text) => (200, "application/openmetrics-text; version=1.0.0; charset=utf-8", text),
                 Err(_) => (500, "text/plain", "the metrics could not be written\n".to_owned()),
             }

@@ -1,6 +1,7 @@
 //! Bearer tokens of the network doors (the WebSocket door here, MCP over HTTP in `stockade-mcp`):
 //! one set of rules for a token file, a minimum length, the `Authorization` header's parsing, and
-//! generating a token file when none is given.
+//! generating a token file when none is given; and [`WsToken`], the token a door holds and
+//! compares what a request presents with.
 //!
 //! A token file must be a regular file owned by the effective user, not readable or writable by
 //! group or others, and hold one token of at least [`MIN_TOKEN_LEN`] bytes (surrounding
@@ -10,6 +11,11 @@
 use std::io::{Read as _, Write as _};
 use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
 use std::path::Path;
+
+use subtle::ConstantTimeEq as _;
+use tokio_tungstenite::tungstenite::http::{HeaderMap, header};
+
+use crate::error::WsSetupError;
 
 /// Shortest token accepted: whoever guesses it runs commands as the daemon's user.
 pub const MIN_TOKEN_LEN: usize = 16;
@@ -102,12 +108,117 @@ pub fn bearer(value: &[u8]) -> Option<&[u8]> {
     (!token.is_empty()).then_some(token)
 }
 
+/// The secret every connection must present. Never printed.
+pub(crate) struct WsToken(Vec<u8>);
+
+impl std::fmt::Debug for WsToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WsToken(<redacted>)")
+    }
+}
+
+impl WsToken {
+    /// Read the token from `path` under the token-file rules above.
+    pub(crate) fn load(path: &Path) -> Result<WsToken, WsSetupError> {
+        read_token_file(path)
+            .map(WsToken)
+            .map_err(|problem| WsSetupError::TokenFile { path: path.to_owned(), problem })
+    }
+
+    /// Whether `presented` is the token. Constant time in the token's content (a different
+    /// length is refused at once: the length is not the secret).
+    fn matches(&self, presented: &[u8]) -> bool {
+        bool::from(self.0.as_slice().ct_eq(presented))
+    }
+
+    /// Whether a request with these headers carries `Authorization: Bearer <token>` (any case
+    /// of the scheme).
+    pub(crate) fn authorizes(&self, headers: &HeaderMap) -> bool {
+        headers
+            .get_all(header::AUTHORIZATION)
+            .iter()
+            .any(|value| bearer(value.as_bytes()).is_some_and(|t| self.matches(t)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use std::os::unix::fs::PermissionsExt as _;
+    use std::path::PathBuf;
 
     use super::*;
+
+    fn token_file(content: &[u8], mode: u32) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("token");
+        std::fs::write(&path, content).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        (dir, path)
+    }
+
+    fn problem(content: &[u8], mode: u32) -> String {
+        let (_dir, path) = token_file(content, mode);
+        match WsToken::load(&path) {
+            Ok(_) => panic!("token file accepted: mode {mode:o}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn a_token_file_others_can_read_is_refused() {
+        for mode in [0o644, 0o604, 0o640, 0o660, 0o666] {
+            let msg = problem(b"secret-0123456789abcdef\n", mode);
+            assert!(msg.contains("chmod 600"), "{msg}");
+            assert!(msg.contains(&format!("{mode:04o}")), "{msg}");
+        }
+    }
+
+    #[test]
+    fn an_empty_token_file_is_refused() {
+        for content in [&b""[..], b"\n", b"  \t\n"] {
+            assert!(problem(content, 0o600).contains("empty"));
+        }
+    }
+
+    #[test]
+    fn a_huge_token_file_is_refused() {
+        assert!(problem(&[b'x'; 5000], 0o600).contains("longer than"));
+    }
+
+    #[test]
+    fn the_token_is_trimmed_and_compared_whole() {
+        let (_dir, path) = token_file(b"  s3cret-token-0123\n", 0o400);
+        let token = WsToken::load(&path).unwrap();
+        assert!(token.matches(b"s3cret-token-0123"));
+        assert!(!token.matches(b"s3cret-token-012"));
+        assert!(!token.matches(b"s3cret-token-01234"));
+        assert!(!token.matches(b"S3cret-token-0123"));
+        assert!(!token.matches(b""));
+        assert_eq!(format!("{token:?}"), "WsToken(<redacted>)");
+    }
+
+    #[test]
+    fn the_bearer_header_is_what_authorizes() {
+        let (_dir, path) = token_file(b"tok-0123456789abcdef\n", 0o600);
+        let token = WsToken::load(&path).unwrap();
+        let with = |value: Option<&str>| {
+            let mut headers = HeaderMap::new();
+            if let Some(v) = value {
+                headers.insert(header::AUTHORIZATION, v.parse().unwrap());
+            }
+            token.authorizes(&headers)
+        };
+        assert!(with(Some("Bearer tok-0123456789abcdef")));
+        assert!(with(Some("bearer tok-0123456789abcdef")));
+        assert!(with(Some("BEARER  tok-0123456789abcdef")));
+        assert!(!with(None));
+        assert!(!with(Some("tok-0123456789abcdef")));
+        assert!(!with(Some("Basic tok-0123456789abcdef")));
+        assert!(!with(Some("Bearer")));
+        assert!(!with(Some("Bearer tok-0123456789abcdef2")));
+        assert!(!with(Some("Bearertok-0123456789abcdef")));
+    }
 
     #[test]
     fn the_bearer_scheme_is_case_insensitive() {

@@ -1,13 +1,13 @@
 //! The WebSocket door: the daemon's JSON-RPC for a remote device gateway, one message per text
 //! frame, behind a bearer token.
 //!
-//! This module owns the token (read once from a file that only its owner can read), the TCP
-//! listener, the HTTP upgrade (refused with 401 before any method can run unless the
-//! `Authorization: Bearer <token>` header matches, compared in constant time) and the mapping
-//! between WebSocket messages and the server's frames. Everything after that — a task per
-//! request, at most [`MAX_IN_FLIGHT_PER_CONNECTION`](crate::MAX_IN_FLIGHT_PER_CONNECTION) in
-//! flight, answers through one writer — is [`read_requests`](crate::requests::read_requests), shared with
-//! the Unix socket.
+//! This module owns the TCP listener, the HTTP upgrade (refused with 401 before any method can
+//! run unless the `Authorization: Bearer <token>` header matches the door's token, see
+//! `token::WsToken`) and the mapping between WebSocket messages and the server's frames.
+//! Everything after that — a task per request, at most
+//! [`MAX_IN_FLIGHT_PER_CONNECTION`](crate::MAX_IN_FLIGHT_PER_CONNECTION) in flight, answers
+//! through one writer — is [`read_requests`](crate::requests::read_requests), shared with the
+//! Unix socket.
 //!
 //! The token is taken from the header only, never from the URL: query strings end up in proxy
 //! and access logs. TLS (`--tls-cert`/`--tls-key`) and the plain-HTTP probes and metrics on the
@@ -15,14 +15,12 @@
 //! the operator asks for `--insecure-plaintext` (`tls`).
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::{SinkExt as _, StreamExt as _};
 use serde_json::Value;
 use stockade_proto::rpc::{MAX_REQUEST_BYTES, Response, code};
-use subtle::ConstantTimeEq as _;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
@@ -43,6 +41,7 @@ use crate::framing::Frame;
 use crate::requests::{FrameSource, WRITE_QUEUE, encode, read_requests};
 use crate::state::Shared;
 use crate::tls::DoorStream;
+use crate::token::WsToken;
 
 /// Connections the kernel completes and queues before the daemon accepts them (the length
 /// `std::net::TcpListener` uses, 128, drops a burst's SYNs and costs those clients a second).
@@ -57,40 +56,6 @@ const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
 const LINGER_BUFFER: usize = 8 * 1024;
 /// Read buffer per WebSocket connection (as for the Unix socket).
 const READ_BUFFER: usize = 64 * 1024;
-
-/// The secret every connection must present. Never printed.
-pub(crate) struct WsToken(Vec<u8>);
-
-impl std::fmt::Debug for WsToken {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("WsToken(<redacted>)")
-    }
-}
-
-impl WsToken {
-    /// Read the token from `path` under the token-file rules of [`crate::token`].
-    pub(crate) fn load(path: &Path) -> Result<WsToken, WsSetupError> {
-        crate::token::read_token_file(path)
-            .map(WsToken)
-            .map_err(|problem| WsSetupError::TokenFile { path: path.to_owned(), problem })
-    }
-
-    /// Whether `presented` is the token. Constant time in the token's content (a different
-    /// length is refused at once: the length is not the secret).
-    fn matches(&self, presented: &[u8]) -> bool {
-        bool::from(self.0.as_slice().ct_eq(presented))
-    }
-
-    /// Whether the upgrade request carries `Authorization: Bearer <token>` (any case of the
-    /// scheme).
-    pub(crate) fn authorizes(&self, request: &Request) -> bool {
-        request
-            .headers()
-            .get_all(header::AUTHORIZATION)
-            .iter()
-            .any(|value| crate::token::bearer(value.as_bytes()).is_some_and(|t| self.matches(t)))
-    }
-}
 
 /// A bound WebSocket listener and the token its connections must present.
 pub(crate) struct WsListener {
@@ -182,7 +147,7 @@ async fn upgrade(
     let mut slot = None;
     #[allow(clippy::result_large_err, reason = "the callback's signature is tungstenite's")]
     let check = |request: &Request, response: Ok101| {
-        if !token.authorizes(request) {
+        if !token.authorizes(request.headers()) {
             return Err(unauthorized(request));
         }
         match admission.network() {
@@ -374,85 +339,5 @@ impl FrameSource for Messages {
                 Message::Ping(_) | Message::Pong(_) | Message::Frame(_) | Message::Close(_) => {}
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use std::os::unix::fs::PermissionsExt as _;
-    use std::path::PathBuf;
-
-    use super::*;
-
-    fn token_file(content: &[u8], mode: u32) -> (tempfile::TempDir, PathBuf) {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("token");
-        std::fs::write(&path, content).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
-        (dir, path)
-    }
-
-    fn problem(content: &[u8], mode: u32) -> String {
-        let (_dir, path) = token_file(content, mode);
-        match WsToken::load(&path) {
-            Ok(_) => panic!("token file accepted: mode {mode:o}"),
-            Err(e) => e.to_string(),
-        }
-    }
-
-    #[test]
-    fn a_token_file_others_can_read_is_refused() {
-        for mode in [0o644, 0o604, 0o640, 0o660, 0o666] {
-            let msg = problem(b"secret-0123456789abcdef\n", mode);
-            assert!(msg.contains("chmod 600"), "{msg}");
-            assert!(msg.contains(&format!("{mode:04o}")), "{msg}");
-        }
-    }
-
-    #[test]
-    fn an_empty_token_file_is_refused() {
-        for content in [&b""[..], b"\n", b"  \t\n"] {
-            assert!(problem(content, 0o600).contains("empty"));
-        }
-    }
-
-    #[test]
-    fn a_huge_token_file_is_refused() {
-        assert!(problem(&[b'x'; 5000], 0o600).contains("longer than"));
-    }
-
-    #[test]
-    fn the_token_is_trimmed_and_compared_whole() {
-        let (_dir, path) = token_file(b"  s3cret-token-0123\n", 0o400);
-        let token = WsToken::load(&path).unwrap();
-        assert!(token.matches(b"s3cret-token-0123"));
-        assert!(!token.matches(b"s3cret-token-012"));
-        assert!(!token.matches(b"s3cret-token-01234"));
-        assert!(!token.matches(b"S3cret-token-0123"));
-        assert!(!token.matches(b""));
-        assert_eq!(format!("{token:?}"), "WsToken(<redacted>)");
-    }
-
-    #[test]
-    fn the_bearer_header_is_what_authorizes() {
-        let (_dir, path) = token_file(b"tok-0123456789abcdef\n", 0o600);
-        let token = WsToken::load(&path).unwrap();
-        let with = |value: Option<&str>| {
-            let mut b = Request::builder().uri("/");
-            if let Some(v) = value {
-                b = b.header(header::AUTHORIZATION, v);
-            }
-            token.authorizes(&b.body(()).unwrap())
-        };
-        assert!(with(Some("Bearer tok-0123456789abcdef")));
-        assert!(with(Some("bearer tok-0123456789abcdef")));
-        assert!(with(Some("BEARER  tok-0123456789abcdef")));
-        assert!(!with(None));
-        assert!(!with(Some("tok-0123456789abcdef")));
-        assert!(!with(Some("Basic tok-0123456789abcdef")));
-        assert!(!with(Some("Bearer")));
-        assert!(!with(Some("Bearer tok-0123456789abcdef2")));
-        assert!(!with(Some("Bearertok-0123456789abcdef")));
     }
 }
