@@ -45,7 +45,7 @@ mod server;
 mod socket;
 mod state;
 mod tls;
-pub mod token;
+mod token;
 mod trim;
 mod ws;
 

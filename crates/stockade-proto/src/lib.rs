@@ -4,12 +4,17 @@
 //! with these types, so a field has one name everywhere: `id`, `state`, `pid`, `total_bytes`,
 //! `total_lines`, `spool_path`, `next_cursor`, `truncated`, `output`, …
 //!
-//! The engine (`stockade-core`) uses them as its typed API; this crate holds plain data only
-//! (serde, no I/O), so a client can depend on it without pulling in the engine.
+//! The engine (`stockade-core`) uses them as its typed API; this crate holds plain data (serde),
+//! so a client can depend on it without pulling in the engine. Two small modules hold the rules
+//! both sides of a door must apply alike, which is why they live here rather than in the daemon
+//! or the client: [`home`], the names of the daemon's files in a state directory, and [`token`],
+//! how a bearer-token file is read (its only I/O).
 
 #![deny(missing_docs)]
 
+pub mod home;
 pub mod rpc;
+pub mod token;
 
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
