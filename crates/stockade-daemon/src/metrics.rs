@@ -1,5 +1,5 @@
 //! The daemon's Prometheus metrics (OpenMetrics text, written by `prometheus-client`), served at
-//! `GET /metrics` on the WebSocket door (see `probes`).
+//! `GET /metrics` on the WebSocket door and the metrics address (see `http`).
 //!
 //! Two kinds: events counted as they happen ([`Metrics`]: spawn latency, kills and the
 //! processes that survived them, recovered sessions, connections), and figures read at scrape

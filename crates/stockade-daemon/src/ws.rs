@@ -1,53 +1,53 @@
 //! The WebSocket door: the daemon's JSON-RPC for a remote device gateway, one message per text
 //! frame, behind a bearer token.
 //!
-//! This module owns the TCP listener, the HTTP upgrade (refused with 401 before any method can
-//! run unless the `Authorization: Bearer <token>` header matches the door's token, see
-//! `token::WsToken`) and the mapping between WebSocket messages and the server's frames.
-//! Everything after that — a task per request, at most
+//! This module owns the TCP listener, each connection's way in and the mapping between WebSocket
+//! messages and the server's frames. A connection takes a pending place before it is accepted
+//! (`admission`), gets TLS when the door has it (`tls`), then its HTTP request is served by the
+//! door's router (`http`): probes and metrics are answered there, and an upgrade is refused with
+//! 401 before any method can run unless the `Authorization: Bearer <token>` header matches the
+//! door's token (`token::WsToken`). Everything after the upgrade — a task per request, at most
 //! [`MAX_IN_FLIGHT_PER_CONNECTION`](crate::MAX_IN_FLIGHT_PER_CONNECTION) in flight, answers
 //! through one writer — is [`read_requests`](crate::requests::read_requests), shared with the
 //! Unix socket.
 //!
 //! The token is taken from the header only, never from the URL: query strings end up in proxy
-//! and access logs. TLS (`--tls-cert`/`--tls-key`) and the plain-HTTP probes and metrics on the
-//! same port come first, in `probes::front`; a non-loopback door without TLS is refused unless
-//! the operator asks for `--insecure-plaintext` (`tls`).
+//! and access logs. A non-loopback door without TLS is refused unless the operator asks for
+//! `--insecure-plaintext` (`tls`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::{SinkExt as _, StreamExt as _};
+use hyper::upgrade::Upgraded;
+use hyper_util::rt::TokioIo;
 use serde_json::Value;
 use stockade_proto::rpc::{MAX_REQUEST_BYTES, Response, code};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use tokio::sync::mpsc;
 use tokio_tungstenite::WebSocketStream;
-use tokio_tungstenite::tungstenite::handshake::server::{
-    ErrorResponse, Request, Response as Ok101,
-};
-use tokio_tungstenite::tungstenite::http::{StatusCode, header};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Bytes, Error as WsError, Message, error::CapacityError};
 use tokio_util::sync::CancellationToken;
 
-use crate::admission::{Admission, Pending, Stage, UNIX_RESERVE};
-use crate::config::{MAX_CONNECTIONS, WsConfig};
+use crate::admission::{Admission, Pending, Stage};
+use crate::config::WsConfig;
 use crate::error::WsSetupError;
 use crate::framing::Frame;
+use crate::http::{Doorway, Upgrade};
 use crate::requests::{FrameSource, WRITE_QUEUE, encode, read_requests};
 use crate::state::Shared;
-use crate::tls::DoorStream;
 use crate::token::WsToken;
 
 /// Connections the kernel completes and queues before the daemon accepts them (the length
 /// `std::net::TcpListener` uses, 128, drops a burst's SYNs and costs those clients a second).
 const LISTEN_BACKLOG: u32 = 1024;
-/// How long a client has to complete the HTTP upgrade before its connection is dropped (it
-/// holds one of the few pending places until then).
+/// How long a client has, from when its connection is looked at, to send its first byte, finish
+/// TLS and send its request head; then as long again for the upgrade to complete. It holds one
+/// of the few pending places until then.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(3);
 /// How long closing a connection may take: sending the close frame, then waiting for the client
 /// to close its side (see [`finish`]).
@@ -94,9 +94,9 @@ impl WsListener {
         self.tls.clone()
     }
 
-    /// The token, for each connection.
-    pub(crate) fn token(&self) -> Arc<WsToken> {
-        Arc::clone(&self.token)
+    /// The door's router, for its connections.
+    pub(crate) fn doorway(&self, shared: Arc<Shared>, admission: Arc<Admission>) -> Doorway {
+        Doorway::door(shared, Arc::clone(&self.token), admission)
     }
 }
 
@@ -122,104 +122,18 @@ fn ws_config() -> WebSocketConfig {
         .max_frame_size(Some(MAX_REQUEST_BYTES))
 }
 
-/// The 401 an unauthenticated upgrade gets: it says whether a token was missing or wrong.
-fn unauthorized(request: &Request) -> ErrorResponse {
-    let body = if request.headers().contains_key(header::AUTHORIZATION) {
-        "the token is wrong: send the header `Authorization: Bearer <token>` with the token from the daemon's --token-file\n"
-    } else {
-        "a token is required: send the header `Authorization: Bearer <token>` with the token from the daemon's --token-file\n"
-    };
-    let mut resp = ErrorResponse::new(Some(body.to_owned()));
-    *resp.status_mut() = StatusCode::UNAUTHORIZED;
-    resp.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
-    resp
-}
-
-/// Upgrade `stream` if it presents the token within the handshake deadline, and only then take
-/// a slot of the connection budget (refused with 503 when there is none). Holds the pending
-/// place until then (see [`crate::admission`]).
-async fn upgrade(
-    stream: DoorStream,
-    token: &WsToken,
-    admission: &Admission,
-    pending: Pending,
-) -> Result<(WebSocketStream<DoorStream>, OwnedSemaphorePermit), WsError> {
-    let mut slot = None;
-    #[allow(clippy::result_large_err, reason = "the callback's signature is tungstenite's")]
-    let check = |request: &Request, response: Ok101| {
-        if !token.authorizes(request.headers()) {
-            return Err(unauthorized(request));
-        }
-        match admission.network() {
-            Some(permit) => slot = Some(permit),
-            None => {
-                let mut resp = ErrorResponse::new(Some(format!(
-                    "the daemon already serves {} network connections; close some and retry\n",
-                    MAX_CONNECTIONS - UNIX_RESERVE
-                )));
-                *resp.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
-                return Err(resp);
-            }
-        }
-        Ok(response)
-    };
-    let handshake =
-        tokio_tungstenite::accept_hdr_async_with_config(stream, check, Some(ws_config()));
-    let timed_out = |why: &str| WsError::Io(std::io::Error::new(std::io::ErrorKind::TimedOut, why));
-    // A connection that has spoken keeps its pending place until here: it is never dropped to
-    // make room, only by the deadline.
-    let ws = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
-        Ok(result) => result?,
-        Err(_) => return Err(timed_out("the upgrade took too long")),
-    };
-    drop(pending);
-    match slot {
-        Some(slot) => Ok((ws, slot)),
-        None => Err(timed_out("upgraded without a slot")),
-    }
-}
-
-/// One WebSocket connection: the upgrade, then requests as on the Unix socket.
+/// One door connection: its way in (inside its pending place), then requests as on the Unix
+/// socket.
 pub(crate) async fn connection(
     shared: Arc<Shared>,
     stream: TcpStream,
     peer: SocketAddr,
-    token: Arc<WsToken>,
+    doorway: Doorway,
     conn: CancellationToken,
-    admission: Arc<Admission>,
     pending: Pending,
 ) {
-    // Inside the pending place: while nothing has arrived, a newer connection may take it back
-    // (see `crate::admission`); once bytes arrive, only the deadline ends it.
-    pending.reached(Stage::Silent);
-    let access = crate::probes::Access { upgrade: true, metrics_token: Some(&token) };
-    let look = async {
-        let mut first = [0u8; 1];
-        let _ = stream.peek(&mut first).await;
-        pending.reached(Stage::Speaking);
-        // TLS, then probes and metrics are answered there; only an upgrade comes back.
-        crate::probes::front(&shared, access, stream, shared.door_tls.as_ref(), peer).await
-    };
-    // The wait for the first byte counts against the deadline of TLS and the request head.
-    let stream = tokio::select! {
-        front = tokio::time::timeout(HANDSHAKE_TIMEOUT, look) => match front {
-            Ok(Some(stream)) => stream,
-            Ok(None) | Err(_) => return,
-        },
-        () = pending.cancel.cancelled() => return,
-    };
-    let (ws, _slot) = match upgrade(stream, &token, &admission, pending).await {
-        Ok(ws) => ws,
-        Err(WsError::Http(resp)) => {
-            tracing::warn!(%peer, status = %resp.status(), "WebSocket upgrade refused");
-            return;
-        }
-        Err(e) => {
-            tracing::debug!(%peer, error = %e, "WebSocket upgrade failed");
-            return;
-        }
-    };
-    drop(token);
+    let Some(ws) = way_in(&shared, stream, peer, &doorway, pending).await else { return };
+    let (ws, _slot) = ws;
     let _open = shared.metrics.connection();
     let (sink, stream) = ws.split();
     let (tx, rx) = mpsc::channel::<Vec<u8>>(WRITE_QUEUE);
@@ -246,6 +160,52 @@ pub(crate) async fn connection(
     let _ = tokio::time::timeout(CLOSE_TIMEOUT, finish(sink, stream, close)).await;
 }
 
+/// The way in: the first byte, TLS and the request head within [`HANDSHAKE_TIMEOUT`], the
+/// request served by the door's router, and when it was an accepted upgrade, the WebSocket with
+/// its slot of the connection budget. The pending place is held until then (see
+/// [`crate::admission`]); `None` when the connection ends here.
+async fn way_in(
+    shared: &Shared,
+    stream: TcpStream,
+    peer: SocketAddr,
+    doorway: &Doorway,
+    pending: Pending,
+) -> Option<(WebSocketStream<Io>, tokio::sync::OwnedSemaphorePermit)> {
+    // Inside the pending place: while nothing has arrived, a newer connection may take it back;
+    // once bytes arrive, only the deadline ends it.
+    pending.reached(Stage::Silent);
+    let deadline = tokio::time::Instant::now() + HANDSHAKE_TIMEOUT;
+    let look = async {
+        let mut first = [0u8; 1];
+        let _ = stream.peek(&mut first).await;
+        pending.reached(Stage::Speaking);
+        crate::tls::accept(stream, shared.door_tls.as_ref(), peer).await
+    };
+    // The wait for the first byte counts against the deadline of TLS and the request head.
+    let stream = tokio::select! {
+        looked = tokio::time::timeout_at(deadline, look) => looked.ok()??,
+        () = pending.cancel.cancelled() => return None,
+    };
+    // Probes and metrics are answered there; only an accepted upgrade comes back.
+    let Upgrade { on, slot } = doorway.serve(stream, peer, deadline).await?;
+    // A connection that has spoken keeps its pending place until here: it is never dropped to
+    // make room, only by the deadline.
+    let upgraded = match tokio::time::timeout(HANDSHAKE_TIMEOUT, on).await {
+        Ok(Ok(upgraded)) => upgraded,
+        Ok(Err(e)) => {
+            tracing::debug!(%peer, error = %e, "WebSocket upgrade failed");
+            return None;
+        }
+        Err(_) => {
+            tracing::debug!(%peer, "the WebSocket upgrade took too long");
+            return None;
+        }
+    };
+    drop(pending);
+    let io = TokioIo::new(upgraded);
+    Some((WebSocketStream::from_raw_socket(io, Role::Server, Some(ws_config())).await, slot))
+}
+
 /// Send the close frame (with a reason when the daemon ends the connection), then read and
 /// discard whatever the client still sends until it closes too: closing a TCP connection with
 /// unread bytes resets it, and a reset can lose the last answers and the close frame.
@@ -261,8 +221,10 @@ async fn finish(mut sink: Sink, stream: Stream, close: Option<CloseFrame>) {
     while matches!(tcp.read(&mut discard).await, Ok(n) if n > 0) {}
 }
 
-type Sink = futures_util::stream::SplitSink<WebSocketStream<DoorStream>, Message>;
-type Stream = futures_util::stream::SplitStream<WebSocketStream<DoorStream>>;
+/// An upgraded connection, as hyper hands it over.
+type Io = TokioIo<Upgraded>;
+type Sink = futures_util::stream::SplitSink<WebSocketStream<Io>, Message>;
+type Stream = futures_util::stream::SplitStream<WebSocketStream<Io>>;
 
 fn close_frame(code: CloseCode, reason: &str) -> CloseFrame {
     CloseFrame { code, reason: reason.into() }
