@@ -12,7 +12,7 @@
 //! Two clients may race to start it. That is fine: the daemon that does not get the lock on
 //! `daemon.lock` exits, and both clients connect to the one that did.
 
-use std::fs::{DirBuilder, OpenOptions};
+use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::{Read as _, Write as _};
 use std::os::fd::AsRawFd as _;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -37,24 +37,42 @@ pub(crate) fn start_and_connect(
 ) -> Result<UnixStream, ClientError> {
     let log = log_path(&opts.home);
     let fail = |reason: String| ClientError::AutostartFailed { reason, log: log.clone() };
-    let unprepared = |reason: String| ClientError::AutostartUnprepared { reason };
-
-    DirBuilder::new().recursive(true).mode(0o700).create(&opts.home).map_err(|e| {
-        unprepared(format!("cannot create the state directory {}: {e}", opts.home.display()))
-    })?;
-    crate::peer::check_home(&opts.home)?;
-    let mut log_file = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(&log)
-        .map_err(|e| unprepared(format!("cannot open its log {}: {e}", log.display())))?;
+    let log_file = prepare(opts, &log)?;
     let program = match &opts.daemon_program {
         Some(p) => p.clone(),
         None => std::env::current_exe()
             .map_err(|e| fail(format!("cannot find the stockade executable: {e}")))?,
     };
+    let daemon = spawn_detached(opts, &program, log_file, &log)?;
+    wait_for_socket(opts, socket, daemon, &log)
+}
+
+/// Make the state directory (0700, ours) and open the daemon's log (0600, appended, never
+/// through a symlink).
+fn prepare(opts: &ConnectOptions, log: &Path) -> Result<File, ClientError> {
+    let unprepared = |reason: String| ClientError::AutostartUnprepared { reason };
+    DirBuilder::new().recursive(true).mode(0o700).create(&opts.home).map_err(|e| {
+        unprepared(format!("cannot create the state directory {}: {e}", opts.home.display()))
+    })?;
+    crate::peer::check_home(&opts.home)?;
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(log)
+        .map_err(|e| unprepared(format!("cannot open its log {}: {e}", log.display())))
+}
+
+/// Run `program --home H daemon run` through a double fork, its output appended to `log_file`;
+/// the daemon's pid.
+fn spawn_detached(
+    opts: &ConnectOptions,
+    program: &Path,
+    mut log_file: File,
+    log: &Path,
+) -> Result<u32, ClientError> {
+    let fail = |reason: String| ClientError::AutostartFailed { reason, log: log.to_path_buf() };
     let _ = writeln!(
         log_file,
         "stockade client (pid {}): starting `{} --home {} daemon run`",
@@ -62,11 +80,11 @@ pub(crate) fn start_and_connect(
         program.display(),
         opts.home.display()
     );
-    let stderr = log_file
-        .try_clone()
-        .map_err(|e| unprepared(format!("cannot open its log {}: {e}", log.display())))?;
+    let stderr = log_file.try_clone().map_err(|e| ClientError::AutostartUnprepared {
+        reason: format!("cannot open its log {}: {e}", log.display()),
+    })?;
 
-    let mut command = Command::new(&program);
+    let mut command = Command::new(program);
     command.arg("--home").arg(&opts.home).arg("daemon").arg("run");
     if let Some(s) = &opts.socket {
         command.arg("--socket").arg(s);
@@ -106,13 +124,23 @@ pub(crate) fn start_and_connect(
     // The intermediate exits as soon as it has forked: reap it now, so no zombie is left.
     let _ = intermediate.wait();
     let mut raw = [0u8; 4];
-    std::fs::File::from(pid_read)
+    File::from(pid_read)
         .read_exact(&mut raw)
         .map_err(|e| fail(format!("cannot detach the daemon: {e}")))?;
-    let daemon = u32::try_from(i32::from_ne_bytes(raw))
-        .map_err(|_| fail("cannot detach the daemon: the fork reported no pid".to_owned()))?;
-    let daemon_started = stockade_procfs::start_time(daemon);
+    u32::try_from(i32::from_ne_bytes(raw))
+        .map_err(|_| fail("cannot detach the daemon: the fork reported no pid".to_owned()))
+}
 
+/// Try the socket until it accepts, the start timeout passes, or the daemon we started is gone
+/// with no other daemon holding the lock.
+fn wait_for_socket(
+    opts: &ConnectOptions,
+    socket: &Path,
+    daemon: u32,
+    log: &Path,
+) -> Result<UnixStream, ClientError> {
+    let fail = |reason: String| ClientError::AutostartFailed { reason, log: log.to_path_buf() };
+    let daemon_started = stockade_procfs::start_time(daemon);
     let deadline = Instant::now() + opts.start_timeout;
     let mut exited: Option<Instant> = None;
     loop {

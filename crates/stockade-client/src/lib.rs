@@ -44,12 +44,8 @@ pub use remote::RemoteOptions;
 
 use crate::transport::Transport;
 
-/// Name of the daemon's socket in the state directory.
-pub const SOCKET_FILE: &str = "stockade.sock";
-/// Name of the daemon's lock file (holding its pid) in the state directory.
-pub const LOCK_FILE: &str = "daemon.lock";
-/// Name of the log an auto-started daemon writes to, in the state directory.
-pub const LOG_FILE: &str = "daemon.log";
+/// The names of the daemon's files in the state directory, as the daemon spells them.
+pub use stockade_proto::home::{LOCK_FILE, LOG_FILE, SOCKET_FILE};
 /// Largest answer line the client reads (bytes). Generous, never unbounded.
 pub const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
 /// Deadline for an answer, on top of any wait the call itself asks for (`wait_ms`, `yield_ms`,

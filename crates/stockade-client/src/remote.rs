@@ -2,9 +2,7 @@
 //! `wss://HOST:PORT`), the bearer token read from a private file, TLS with rustls (the system's
 //! roots, or a private CA from `--ca-file`), and the HTTP upgrade.
 
-use std::io::Read as _;
 use std::net::{TcpStream, ToSocketAddrs as _};
-use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,9 +15,6 @@ use tungstenite::protocol::WebSocketConfig;
 
 use crate::error::ClientError;
 use crate::transport::{NetStream, Transport};
-
-/// Longest token file read.
-const MAX_TOKEN_FILE_BYTES: u64 = 4096;
 
 /// Where a remote daemon is and how to prove who we are.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,30 +34,11 @@ impl RemoteOptions {
     }
 }
 
-/// Read the token: a regular file only its owner may read, holding a non-empty token.
-fn load_token(path: &Path) -> Result<String, ClientError> {
-    let problem = |problem: String| ClientError::TokenFile { path: path.to_owned(), problem };
-    let file = std::fs::File::open(path).map_err(|e| problem(format!("cannot open it: {e}")))?;
-    let meta = file.metadata().map_err(|e| problem(format!("cannot inspect it: {e}")))?;
-    if !meta.is_file() {
-        return Err(problem("it is not a regular file".into()));
-    }
-    if meta.mode() & 0o077 != 0 {
-        return Err(problem(format!(
-            "its mode is {:04o}, so other users may read the token; run `chmod 600 {}`",
-            meta.mode() & 0o777,
-            path.display()
-        )));
-    }
-    let mut raw = String::new();
-    file.take(MAX_TOKEN_FILE_BYTES)
-        .read_to_string(&mut raw)
-        .map_err(|e| problem(format!("cannot read it as text: {e}")))?;
-    let token = raw.trim();
-    if token.is_empty() {
-        return Err(problem("it is empty".into()));
-    }
-    Ok(token.to_owned())
+/// Read the token under the one token-file rule the daemon applies too
+/// ([`stockade_proto::token`]): a private regular file of this user's, never through a symlink.
+fn load_token(path: &Path) -> Result<Vec<u8>, ClientError> {
+    stockade_proto::token::read_token_file(path)
+        .map_err(|e| ClientError::TokenFile { path: path.to_owned(), problem: e.to_string() })
 }
 
 /// The TLS settings for `wss://`: trust `ca_file` only, or else the system's roots.
@@ -157,11 +133,12 @@ pub(crate) fn connect(
         NetStream::Plain(tcp)
     };
     let mut request = url.into_client_request().map_err(|e| bad(&e.to_string()))?;
-    let bearer =
-        HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| ClientError::TokenFile {
+    let bearer = HeaderValue::from_bytes(&[&b"Bearer "[..], &token].concat()).map_err(|_| {
+        ClientError::TokenFile {
             path: remote.token_file.clone(),
             problem: "the token has characters an HTTP header cannot carry".into(),
-        })?;
+        }
+    })?;
     request.headers_mut().insert(header::AUTHORIZATION, bearer);
     let config = WebSocketConfig::default()
         .max_message_size(Some(max_message))
@@ -229,11 +206,11 @@ mod tests {
         use std::os::unix::fs::PermissionsExt as _;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t");
-        std::fs::write(&path, "tok\n").unwrap();
+        std::fs::write(&path, "tok-0123456789abcdef\n").unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
         let err = load_token(&path).unwrap_err();
         assert!(err.to_string().contains("chmod 600"), "{err}");
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
-        assert_eq!(load_token(&path).unwrap(), "tok");
+        assert_eq!(load_token(&path).unwrap(), b"tok-0123456789abcdef");
     }
 }

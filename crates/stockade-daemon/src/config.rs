@@ -6,12 +6,9 @@ use std::time::Duration;
 
 use stockade_engine::EngineLimits;
 use stockade_proc::ContainmentConfig;
+use stockade_proto::home::{LOCK_FILE, SOCKET_FILE};
 use stockade_proto::{DEFAULT_DISK_CAP, DEFAULT_GRACE_MS, DEFAULT_RETAINED_CAP};
 
-/// Name of the socket in the state directory.
-pub const SOCKET_FILE: &str = "stockade.sock";
-/// Name of the lock file (holding the daemon's pid) in the state directory.
-pub const LOCK_FILE: &str = "daemon.lock";
 /// Most client connections served at once; more are answered with an error and closed.
 pub const MAX_CONNECTIONS: usize = 512;
 /// Most requests one connection may have in flight; the reader waits for one to finish before

@@ -62,7 +62,8 @@ pub enum WsSetupError {
         /// The token file.
         path: PathBuf,
         /// What is wrong and what to do.
-        problem: String,
+        #[source]
+        problem: stockade_proto::token::TokenFileError,
     },
     /// A clear-text door on an address other machines can reach.
     #[error(

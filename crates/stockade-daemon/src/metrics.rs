@@ -1,5 +1,5 @@
 //! The daemon's Prometheus metrics (OpenMetrics text, written by `prometheus-client`), served at
-//! `GET /metrics` on the WebSocket door (see `probes`).
+//! `GET /metrics` on the WebSocket door and the metrics address (see `http`).
 //!
 //! Two kinds: events counted as they happen ([`Metrics`]: spawn latency, kills and the
 //! processes that survived them, recovered sessions, connections), and figures read at scrape
@@ -16,7 +16,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::state::Shared;
+use stockade_engine::EngineStats;
 
 /// Spawn latency buckets, seconds: 100 µs … 10 s.
 const SPAWN_BUCKETS: [f64; 12] =
@@ -91,8 +91,9 @@ impl Metrics {
         ConnectionGuard(self.connections.clone())
     }
 
-    /// Everything, in the OpenMetrics text format.
-    pub(crate) fn encode(&self, shared: &Shared) -> Result<String, std::fmt::Error> {
+    /// Everything, in the OpenMetrics text format, with the figures of `stats` (read by the
+    /// caller from the engine at scrape time).
+    pub(crate) fn encode(&self, stats: &EngineStats) -> Result<String, std::fmt::Error> {
         let mut r = Registry::with_prefix("stockade");
         r.register_with_unit(
             "spawn",
@@ -119,8 +120,6 @@ impl Metrics {
             self.connections_total.clone(),
         );
 
-        // Read now, from what `stats` reads.
-        let stats = shared.engine.stats();
         let sessions = Family::<StateLabel, Gauge>::default();
         for (state, n) in &stats.sessions {
             sessions.get_or_create(&StateLabel { state: state.clone() }).set(gauge(*n));

@@ -1,6 +1,7 @@
 //! The separate metrics address (`--metrics ADDR`): `GET /metrics`, `/healthz` and `/readyz`
 //! on a listener of their own, for a scraper or a kubelet that should not reach the WebSocket
-//! door. The requests are answered by `probes::front`, as on the door, with no WebSocket.
+//! door. The requests are answered by the same router as on the door (`http`), with no
+//! WebSocket.
 //!
 //! Token rules: on a loopback address `/metrics` needs no token (only this machine, or this
 //! pod, reaches it); anywhere else it needs the door's bearer token, and clear text is refused
@@ -8,6 +9,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
@@ -15,8 +17,12 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::config::MetricsConfig;
 use crate::error::WsSetupError;
+use crate::http::Doorway;
 use crate::state::Shared;
-use crate::ws::WsToken;
+use crate::token::WsToken;
+
+/// How long a client has for TLS and its request head.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Most metrics connections served at once; more are closed unanswered (a scrape is one short
 /// request, so only a flood reaches this).
@@ -69,6 +75,7 @@ impl MetricsListener {
 /// never when there is no metrics address.
 pub(crate) async fn serve(listener: Option<MetricsListener>, shared: Arc<Shared>) {
     let Some(listener) = listener else { return std::future::pending().await };
+    let doorway = Doorway::metrics(shared, listener.token.clone());
     loop {
         let (stream, peer) = match listener.listener.accept().await {
             Ok(accepted) => accepted,
@@ -82,13 +89,16 @@ pub(crate) async fn serve(listener: Option<MetricsListener>, shared: Arc<Shared>
             drop(stream);
             continue;
         };
-        let shared = Arc::clone(&shared);
-        let token = listener.token.clone();
+        let doorway = doorway.clone();
         let tls = listener.tls.clone();
         tokio::spawn(async move {
-            let access = crate::probes::Access { upgrade: false, metrics_token: token.as_deref() };
-            // Never an upgrade here: `front` answers every request itself.
-            let _ = crate::probes::front(&shared, access, stream, tls.as_ref(), peer).await;
+            let deadline = tokio::time::Instant::now() + HEAD_TIMEOUT;
+            let tls =
+                tokio::time::timeout_at(deadline, crate::tls::accept(stream, tls.as_ref(), peer));
+            if let Ok(Some(stream)) = tls.await {
+                // Never an upgrade here: the router answers every request itself.
+                let _ = doorway.serve(stream, peer, deadline).await;
+            }
             drop(slot);
         });
     }

@@ -15,15 +15,17 @@ use stockade_proto::ContainmentMethod;
 use stockade_proto::rpc::{MAX_REQUEST_BYTES, Response, code};
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::unix::OwnedWriteHalf;
-use tokio::net::{UnixListener, UnixStream};
+use tokio::net::{TcpStream, UnixListener, UnixStream};
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::admission::Admission;
+use crate::admission::{Admission, Pending};
 use crate::config::{DaemonConfig, MAX_CONNECTIONS};
 use crate::error::DaemonError;
 use crate::framing::LineReader;
+use crate::http::Doorway;
 use crate::lockfile::DaemonLock;
 use crate::requests::{WRITE_QUEUE, encode, read_requests};
 use crate::state::Shared;
@@ -146,73 +148,130 @@ impl Daemon {
         let Daemon { shared, listener, socket_ino, mut lock, ws, metrics, janitor } = self;
         // Work of this daemon may outlive `serve` in this process: so must the lock.
         lock.hold_until_exit();
+        let mut background = Background::start(&shared, metrics, janitor).await;
+        let admission = Admission::new();
+        let acceptor = Acceptor {
+            doorway: ws.as_ref().map(|l| l.doorway(Arc::clone(&shared), Arc::clone(&admission))),
+            shared: Arc::clone(&shared),
+            admission,
+            connections: TaskTracker::new(),
+            conn_root: CancellationToken::new(),
+        };
+        acceptor.run(&listener, ws.as_ref(), &token).await;
+        // Stop: refuse new requests, stop listening, end every session through the engine.
+        shared.stop.cancel();
+        // A tick in progress finishes (claim, then advance) before the engine shuts down.
+        let _ = (&mut background.scheduler).await;
+        drop(listener);
+        drop(ws);
+        background.stop(&shared).await;
+        acceptor.conn_root.cancel();
+        acceptor.connections.close();
+        let _ = tokio::time::timeout(CONNECTION_DRAIN, acceptor.connections.wait()).await;
+        remove_socket(&shared.socket, socket_ino);
+        drop(lock);
+        Ok(())
+    }
+}
+
+/// The daemon's tasks beside its connections.
+struct Background {
+    janitor: JoinHandle<()>,
+    watcher: JoinHandle<()>,
+    reaper: JoinHandle<()>,
+    reap_stop: CancellationToken,
+    scheduler: JoinHandle<()>,
+    metrics: JoinHandle<()>,
+    trim: JoinHandle<()>,
+}
+
+impl Background {
+    /// Recover what dead daemons left, then start retention, the owner watcher, the orphan
+    /// reaper, the scheduler, the metrics address and the start-up trim. Returns before the
+    /// first request is accepted.
+    async fn start(
+        shared: &Arc<Shared>,
+        metrics: Option<crate::metrics_door::MetricsListener>,
+        (retention, interval): (Duration, Duration),
+    ) -> Background {
         // Before the first request: recover what dead daemons left, then keep retention.
-        crate::janitor::start_up(&shared).await;
-        let (retention, interval) = janitor;
-        let janitor = tokio::spawn(crate::janitor::run(
-            Arc::clone(&shared),
-            retention,
-            interval,
-            shared.stop.clone(),
-        ));
-        let watcher =
-            tokio::spawn(crate::janitor::watch_owners(Arc::clone(&shared), shared.stop.clone()));
+        crate::janitor::start_up(shared).await;
+        let stop = || shared.stop.clone();
+        let janitor =
+            tokio::spawn(crate::janitor::run(Arc::clone(shared), retention, interval, stop()));
+        let watcher = tokio::spawn(crate::janitor::watch_owners(Arc::clone(shared), stop()));
         let reap_stop = CancellationToken::new();
         let reaper =
-            tokio::spawn(crate::janitor::reap_orphans(Arc::clone(&shared), reap_stop.clone()));
+            tokio::spawn(crate::janitor::reap_orphans(Arc::clone(shared), reap_stop.clone()));
         // After recovery, so a run of a dead daemon is `failed` and blocks no tick; and before
         // the first request, so no `schedule.list` sees a claimed tick not yet counted.
         shared.schedules.reconcile(&shared.engine).await;
         let scheduler = tokio::spawn(crate::schedule::run(
             Arc::clone(&shared.schedules),
             Arc::clone(&shared.engine),
-            shared.stop.clone(),
+            stop(),
         ));
         // After recovery, like the door: `/readyz` there means what it means on the door.
-        let metrics = tokio::spawn(crate::metrics_door::serve(metrics, Arc::clone(&shared)));
+        let metrics = tokio::spawn(crate::metrics_door::serve(metrics, Arc::clone(shared)));
         // Start-up is done: its pages of the executable go back once the daemon is quiet.
         let trim = tokio::spawn(crate::trim::after_start_up(
-            Arc::clone(&shared),
+            Arc::clone(shared),
             std::time::Instant::now(),
-            shared.stop.clone(),
+            stop(),
         ));
-        let connections = TaskTracker::new();
-        let admission = Admission::new();
-        let conn_root = CancellationToken::new();
+        Background { janitor, watcher, reaper, reap_stop, scheduler, metrics, trim }
+    }
+
+    /// Stop them and shut the engine down (every running session is terminated); records a full
+    /// disk held back get one more try, and as PID 1 the sessions' orphans are reaped.
+    async fn stop(self, shared: &Shared) {
+        self.metrics.abort();
+        self.trim.abort();
+        self.janitor.abort();
+        self.watcher.abort();
+        shared.engine.shutdown().await;
+        // Records a full disk held back get one more try before the daemon is gone.
+        let unwritten = shared.engine.retry_records().await;
+        if unwritten > 0 {
+            tracing::warn!(
+                sessions = unwritten,
+                "session records still not written (disk full?); the next daemon recovers them"
+            );
+        }
+        // As PID 1: the sessions' orphans are reaped before the namespace's init exits.
+        self.reap_stop.cancel();
+        let _ = self.reaper.await;
+    }
+}
+
+/// Accepts connections on both doors and gives each its task.
+struct Acceptor {
+    shared: Arc<Shared>,
+    admission: Arc<Admission>,
+    /// The WebSocket door's router, when there is a door.
+    doorway: Option<Doorway>,
+    connections: TaskTracker,
+    /// Cancelled at the end of shutdown: every connection stops.
+    conn_root: CancellationToken,
+}
+
+impl Acceptor {
+    /// Accept until `token` is cancelled or the daemon stops.
+    async fn run(&self, unix: &UnixListener, ws: Option<&WsListener>, token: &CancellationToken) {
         loop {
             tokio::select! {
                 () = token.cancelled() => break,
-                () = shared.stop.cancelled() => break,
-                accepted = listener.accept() => match accepted {
-                    Ok((stream, _)) => match admission.local() {
-                        Some(slot) => {
-                            let shared = Arc::clone(&shared);
-                            let conn = conn_root.child_token();
-                            connections.spawn(async move {
-                                connection(shared, stream, conn).await;
-                                drop(slot);
-                            });
-                        }
-                        None => {
-                            connections.spawn(refuse(stream));
-                        }
-                    },
+                () = self.shared.stop.cancelled() => break,
+                accepted = unix.accept() => match accepted {
+                    Ok((stream, _)) => self.local(stream),
                     Err(e) => {
                         tracing::warn!(error = %e, "accept failed");
                         tokio::time::sleep(ACCEPT_BACKOFF).await;
                     }
                 },
-                accepted = ws::accept(ws.as_ref(), &admission) => match accepted {
+                accepted = ws::accept(ws, &self.admission) => match accepted {
                     Ok((stream, peer, pending)) => {
-                        let token = ws.as_ref().map(WsListener::token);
-                        let Some(token) = token else { continue };
-                        // Not counted against the budget until it authenticates.
-                        let shared = Arc::clone(&shared);
-                        let conn = conn_root.child_token();
-                        let admission = Arc::clone(&admission);
-                        connections.spawn(ws::connection(
-                            shared, stream, peer, token, conn, admission, pending,
-                        ));
+                        self.network(stream, peer, pending);
                         // Its task looks at it before the next is accepted, so a burst cannot
                         // drop a token holder whose request is already waiting (see
                         // `crate::admission`).
@@ -225,34 +284,31 @@ impl Daemon {
                 },
             }
         }
-        // Stop: refuse new requests, stop listening, end every session through the engine.
-        shared.stop.cancel();
-        // A tick in progress finishes (claim, then advance) before the engine shuts down.
-        let _ = scheduler.await;
-        drop(listener);
-        drop(ws);
-        metrics.abort();
-        trim.abort();
-        janitor.abort();
-        watcher.abort();
-        shared.engine.shutdown().await;
-        // Records a full disk held back get one more try before the daemon is gone.
-        let unwritten = shared.engine.retry_records().await;
-        if unwritten > 0 {
-            tracing::warn!(
-                sessions = unwritten,
-                "session records still not written (disk full?); the next daemon recovers them"
-            );
+    }
+
+    /// A Unix-socket connection: served when the budget has a slot, else refused.
+    fn local(&self, stream: UnixStream) {
+        match self.admission.local() {
+            Some(slot) => {
+                let shared = Arc::clone(&self.shared);
+                let conn = self.conn_root.child_token();
+                self.connections.spawn(async move {
+                    connection(shared, stream, conn).await;
+                    drop(slot);
+                });
+            }
+            None => {
+                self.connections.spawn(refuse(stream));
+            }
         }
-        // As PID 1: the sessions' orphans are reaped before the namespace's init exits.
-        reap_stop.cancel();
-        let _ = reaper.await;
-        conn_root.cancel();
-        connections.close();
-        let _ = tokio::time::timeout(CONNECTION_DRAIN, connections.wait()).await;
-        remove_socket(&shared.socket, socket_ino);
-        drop(lock);
-        Ok(())
+    }
+
+    /// A WebSocket-door connection, not counted against the budget until it authenticates.
+    fn network(&self, stream: TcpStream, peer: SocketAddr, pending: Pending) {
+        let Some(doorway) = self.doorway.clone() else { return };
+        let shared = Arc::clone(&self.shared);
+        let conn = self.conn_root.child_token();
+        self.connections.spawn(ws::connection(shared, stream, peer, doorway, conn, pending));
     }
 }
 

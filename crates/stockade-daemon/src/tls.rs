@@ -1,6 +1,5 @@
-//! TLS on the WebSocket door (rustls, ring provider) and the stream every door connection is
-//! served over: plain TCP or TLS, with the bytes of an HTTP request already read (by `probes`)
-//! put back in front so the WebSocket upgrade sees the whole request.
+//! TLS on the network listeners (rustls, ring provider) and the stream every connection there is
+//! served over: plain TCP or TLS.
 //!
 //! A door on a non-loopback address needs TLS or an explicit `--insecure-plaintext`: the token
 //! and every byte of output would otherwise cross the network in clear.
@@ -71,31 +70,29 @@ enum Inner {
     Tls(Box<TlsStream<TcpStream>>),
 }
 
-/// A door connection: plain or TLS, with already-read bytes served first.
+/// A connection of a network listener: plain or TLS.
 pub(crate) struct DoorStream {
     inner: Inner,
-    prefix: Vec<u8>,
-    at: usize,
 }
 
-impl DoorStream {
-    /// A clear-text connection.
-    pub(crate) fn plain(stream: TcpStream) -> DoorStream {
-        DoorStream { inner: Inner::Plain(stream), prefix: Vec::new(), at: 0 }
-    }
-
-    /// A TLS connection (handshake done).
-    pub(crate) fn tls(stream: TlsStream<TcpStream>) -> DoorStream {
-        DoorStream { inner: Inner::Tls(Box::new(stream)), prefix: Vec::new(), at: 0 }
-    }
-
-    /// Serve `bytes` before anything else read from the connection.
-    pub(crate) fn unread(&mut self, bytes: Vec<u8>) {
-        let mut rest = bytes;
-        rest.extend_from_slice(&self.prefix[self.at..]);
-        self.prefix = rest;
-        self.at = 0;
-    }
+/// The connection as it will be served: the TLS handshake done when the listener has TLS (the
+/// caller bounds how long it may take); `None` when it failed.
+pub(crate) async fn accept(
+    stream: TcpStream,
+    tls: Option<&TlsAcceptor>,
+    peer: SocketAddr,
+) -> Option<DoorStream> {
+    let inner = match tls {
+        None => Inner::Plain(stream),
+        Some(acceptor) => match acceptor.accept(stream).await {
+            Ok(s) => Inner::Tls(Box::new(s)),
+            Err(e) => {
+                tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                return None;
+            }
+        },
+    };
+    Some(DoorStream { inner })
 }
 
 impl AsyncRead for DoorStream {
@@ -104,18 +101,7 @@ impl AsyncRead for DoorStream {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        if this.at < this.prefix.len() {
-            let n = buf.remaining().min(this.prefix.len() - this.at);
-            buf.put_slice(&this.prefix[this.at..this.at + n]);
-            this.at += n;
-            if this.at == this.prefix.len() {
-                this.prefix = Vec::new();
-                this.at = 0;
-            }
-            return Poll::Ready(Ok(()));
-        }
-        match &mut this.inner {
+        match &mut self.get_mut().inner {
             Inner::Plain(s) => Pin::new(s).poll_read(cx, buf),
             Inner::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
         }

@@ -1,54 +1,53 @@
 //! The WebSocket door: the daemon's JSON-RPC for a remote device gateway, one message per text
 //! frame, behind a bearer token.
 //!
-//! This module owns the token (read once from a file that only its owner can read), the TCP
-//! listener, the HTTP upgrade (refused with 401 before any method can run unless the
-//! `Authorization: Bearer <token>` header matches, compared in constant time) and the mapping
-//! between WebSocket messages and the server's frames. Everything after that — a task per
-//! request, at most [`MAX_IN_FLIGHT_PER_CONNECTION`](crate::MAX_IN_FLIGHT_PER_CONNECTION) in
-//! flight, answers through one writer — is [`read_requests`](crate::requests::read_requests), shared with
-//! the Unix socket.
+//! This module owns the TCP listener, each connection's way in and the mapping between WebSocket
+//! messages and the server's frames. A connection takes a pending place before it is accepted
+//! (`admission`), gets TLS when the door has it (`tls`), then its HTTP request is served by the
+//! door's router (`http`): probes and metrics are answered there, and an upgrade is refused with
+//! 401 before any method can run unless the `Authorization: Bearer <token>` header matches the
+//! door's token (`token::WsToken`). Everything after the upgrade — a task per request, at most
+//! [`MAX_IN_FLIGHT_PER_CONNECTION`](crate::MAX_IN_FLIGHT_PER_CONNECTION) in flight, answers
+//! through one writer — is [`read_requests`](crate::requests::read_requests), shared with the
+//! Unix socket.
 //!
 //! The token is taken from the header only, never from the URL: query strings end up in proxy
-//! and access logs. TLS (`--tls-cert`/`--tls-key`) and the plain-HTTP probes and metrics on the
-//! same port come first, in `probes::front`; a non-loopback door without TLS is refused unless
-//! the operator asks for `--insecure-plaintext` (`tls`).
+//! and access logs. A non-loopback door without TLS is refused unless the operator asks for
+//! `--insecure-plaintext` (`tls`).
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::{SinkExt as _, StreamExt as _};
+use hyper::upgrade::Upgraded;
+use hyper_util::rt::TokioIo;
 use serde_json::Value;
 use stockade_proto::rpc::{MAX_REQUEST_BYTES, Response, code};
-use subtle::ConstantTimeEq as _;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use tokio::sync::mpsc;
 use tokio_tungstenite::WebSocketStream;
-use tokio_tungstenite::tungstenite::handshake::server::{
-    ErrorResponse, Request, Response as Ok101,
-};
-use tokio_tungstenite::tungstenite::http::{StatusCode, header};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Bytes, Error as WsError, Message, error::CapacityError};
 use tokio_util::sync::CancellationToken;
 
-use crate::admission::{Admission, Pending, Stage, UNIX_RESERVE};
-use crate::config::{MAX_CONNECTIONS, WsConfig};
+use crate::admission::{Admission, Pending, Stage};
+use crate::config::WsConfig;
 use crate::error::WsSetupError;
 use crate::framing::Frame;
+use crate::http::{Doorway, Upgrade};
 use crate::requests::{FrameSource, WRITE_QUEUE, encode, read_requests};
 use crate::state::Shared;
-use crate::tls::DoorStream;
+use crate::token::WsToken;
 
 /// Connections the kernel completes and queues before the daemon accepts them (the length
 /// `std::net::TcpListener` uses, 128, drops a burst's SYNs and costs those clients a second).
 const LISTEN_BACKLOG: u32 = 1024;
-/// How long a client has to complete the HTTP upgrade before its connection is dropped (it
-/// holds one of the few pending places until then).
+/// How long a client has, from when its connection is looked at, to send its first byte, finish
+/// TLS and send its request head; then as long again for the upgrade to complete. It holds one
+/// of the few pending places until then.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(3);
 /// How long closing a connection may take: sending the close frame, then waiting for the client
 /// to close its side (see [`finish`]).
@@ -57,40 +56,6 @@ const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
 const LINGER_BUFFER: usize = 8 * 1024;
 /// Read buffer per WebSocket connection (as for the Unix socket).
 const READ_BUFFER: usize = 64 * 1024;
-
-/// The secret every connection must present. Never printed.
-pub(crate) struct WsToken(Vec<u8>);
-
-impl std::fmt::Debug for WsToken {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("WsToken(<redacted>)")
-    }
-}
-
-impl WsToken {
-    /// Read the token from `path` under the token-file rules of [`crate::token`].
-    pub(crate) fn load(path: &Path) -> Result<WsToken, WsSetupError> {
-        crate::token::read_token_file(path)
-            .map(WsToken)
-            .map_err(|problem| WsSetupError::TokenFile { path: path.to_owned(), problem })
-    }
-
-    /// Whether `presented` is the token. Constant time in the token's content (a different
-    /// length is refused at once: the length is not the secret).
-    fn matches(&self, presented: &[u8]) -> bool {
-        bool::from(self.0.as_slice().ct_eq(presented))
-    }
-
-    /// Whether the upgrade request carries `Authorization: Bearer <token>` (any case of the
-    /// scheme).
-    pub(crate) fn authorizes(&self, request: &Request) -> bool {
-        request
-            .headers()
-            .get_all(header::AUTHORIZATION)
-            .iter()
-            .any(|value| crate::token::bearer(value.as_bytes()).is_some_and(|t| self.matches(t)))
-    }
-}
 
 /// A bound WebSocket listener and the token its connections must present.
 pub(crate) struct WsListener {
@@ -129,9 +94,9 @@ impl WsListener {
         self.tls.clone()
     }
 
-    /// The token, for each connection.
-    pub(crate) fn token(&self) -> Arc<WsToken> {
-        Arc::clone(&self.token)
+    /// The door's router, for its connections.
+    pub(crate) fn doorway(&self, shared: Arc<Shared>, admission: Arc<Admission>) -> Doorway {
+        Doorway::door(shared, Arc::clone(&self.token), admission)
     }
 }
 
@@ -157,104 +122,18 @@ fn ws_config() -> WebSocketConfig {
         .max_frame_size(Some(MAX_REQUEST_BYTES))
 }
 
-/// The 401 an unauthenticated upgrade gets: it says whether a token was missing or wrong.
-fn unauthorized(request: &Request) -> ErrorResponse {
-    let body = if request.headers().contains_key(header::AUTHORIZATION) {
-        "the token is wrong: send the header `Authorization: Bearer <token>` with the token from the daemon's --token-file\n"
-    } else {
-        "a token is required: send the header `Authorization: Bearer <token>` with the token from the daemon's --token-file\n"
-    };
-    let mut resp = ErrorResponse::new(Some(body.to_owned()));
-    *resp.status_mut() = StatusCode::UNAUTHORIZED;
-    resp.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
-    resp
-}
-
-/// Upgrade `stream` if it presents the token within the handshake deadline, and only then take
-/// a slot of the connection budget (refused with 503 when there is none). Holds the pending
-/// place until then (see [`crate::admission`]).
-async fn upgrade(
-    stream: DoorStream,
-    token: &WsToken,
-    admission: &Admission,
-    pending: Pending,
-) -> Result<(WebSocketStream<DoorStream>, OwnedSemaphorePermit), WsError> {
-    let mut slot = None;
-    #[allow(clippy::result_large_err, reason = "the callback's signature is tungstenite's")]
-    let check = |request: &Request, response: Ok101| {
-        if !token.authorizes(request) {
-            return Err(unauthorized(request));
-        }
-        match admission.network() {
-            Some(permit) => slot = Some(permit),
-            None => {
-                let mut resp = ErrorResponse::new(Some(format!(
-                    "the daemon already serves {} network connections; close some and retry\n",
-                    MAX_CONNECTIONS - UNIX_RESERVE
-                )));
-                *resp.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
-                return Err(resp);
-            }
-        }
-        Ok(response)
-    };
-    let handshake =
-        tokio_tungstenite::accept_hdr_async_with_config(stream, check, Some(ws_config()));
-    let timed_out = |why: &str| WsError::Io(std::io::Error::new(std::io::ErrorKind::TimedOut, why));
-    // A connection that has spoken keeps its pending place until here: it is never dropped to
-    // make room, only by the deadline.
-    let ws = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
-        Ok(result) => result?,
-        Err(_) => return Err(timed_out("the upgrade took too long")),
-    };
-    drop(pending);
-    match slot {
-        Some(slot) => Ok((ws, slot)),
-        None => Err(timed_out("upgraded without a slot")),
-    }
-}
-
-/// One WebSocket connection: the upgrade, then requests as on the Unix socket.
+/// One door connection: its way in (inside its pending place), then requests as on the Unix
+/// socket.
 pub(crate) async fn connection(
     shared: Arc<Shared>,
     stream: TcpStream,
     peer: SocketAddr,
-    token: Arc<WsToken>,
+    doorway: Doorway,
     conn: CancellationToken,
-    admission: Arc<Admission>,
     pending: Pending,
 ) {
-    // Inside the pending place: while nothing has arrived, a newer connection may take it back
-    // (see `crate::admission`); once bytes arrive, only the deadline ends it.
-    pending.reached(Stage::Silent);
-    let access = crate::probes::Access { upgrade: true, metrics_token: Some(&token) };
-    let look = async {
-        let mut first = [0u8; 1];
-        let _ = stream.peek(&mut first).await;
-        pending.reached(Stage::Speaking);
-        // TLS, then probes and metrics are answered there; only an upgrade comes back.
-        crate::probes::front(&shared, access, stream, shared.door_tls.as_ref(), peer).await
-    };
-    // The wait for the first byte counts against the deadline of TLS and the request head.
-    let stream = tokio::select! {
-        front = tokio::time::timeout(HANDSHAKE_TIMEOUT, look) => match front {
-            Ok(Some(stream)) => stream,
-            Ok(None) | Err(_) => return,
-        },
-        () = pending.cancel.cancelled() => return,
-    };
-    let (ws, _slot) = match upgrade(stream, &token, &admission, pending).await {
-        Ok(ws) => ws,
-        Err(WsError::Http(resp)) => {
-            tracing::warn!(%peer, status = %resp.status(), "WebSocket upgrade refused");
-            return;
-        }
-        Err(e) => {
-            tracing::debug!(%peer, error = %e, "WebSocket upgrade failed");
-            return;
-        }
-    };
-    drop(token);
+    let Some(ws) = way_in(&shared, stream, peer, &doorway, pending).await else { return };
+    let (ws, _slot) = ws;
     let _open = shared.metrics.connection();
     let (sink, stream) = ws.split();
     let (tx, rx) = mpsc::channel::<Vec<u8>>(WRITE_QUEUE);
@@ -281,6 +160,52 @@ pub(crate) async fn connection(
     let _ = tokio::time::timeout(CLOSE_TIMEOUT, finish(sink, stream, close)).await;
 }
 
+/// The way in: the first byte, TLS and the request head within [`HANDSHAKE_TIMEOUT`], the
+/// request served by the door's router, and when it was an accepted upgrade, the WebSocket with
+/// its slot of the connection budget. The pending place is held until then (see
+/// [`crate::admission`]); `None` when the connection ends here.
+async fn way_in(
+    shared: &Shared,
+    stream: TcpStream,
+    peer: SocketAddr,
+    doorway: &Doorway,
+    pending: Pending,
+) -> Option<(WebSocketStream<Io>, tokio::sync::OwnedSemaphorePermit)> {
+    // Inside the pending place: while nothing has arrived, a newer connection may take it back;
+    // once bytes arrive, only the deadline ends it.
+    pending.reached(Stage::Silent);
+    let deadline = tokio::time::Instant::now() + HANDSHAKE_TIMEOUT;
+    let look = async {
+        let mut first = [0u8; 1];
+        let _ = stream.peek(&mut first).await;
+        pending.reached(Stage::Speaking);
+        crate::tls::accept(stream, shared.door_tls.as_ref(), peer).await
+    };
+    // The wait for the first byte counts against the deadline of TLS and the request head.
+    let stream = tokio::select! {
+        looked = tokio::time::timeout_at(deadline, look) => looked.ok()??,
+        () = pending.cancel.cancelled() => return None,
+    };
+    // Probes and metrics are answered there; only an accepted upgrade comes back.
+    let Upgrade { on, slot } = doorway.serve(stream, peer, deadline).await?;
+    // A connection that has spoken keeps its pending place until here: it is never dropped to
+    // make room, only by the deadline.
+    let upgraded = match tokio::time::timeout(HANDSHAKE_TIMEOUT, on).await {
+        Ok(Ok(upgraded)) => upgraded,
+        Ok(Err(e)) => {
+            tracing::debug!(%peer, error = %e, "WebSocket upgrade failed");
+            return None;
+        }
+        Err(_) => {
+            tracing::debug!(%peer, "the WebSocket upgrade took too long");
+            return None;
+        }
+    };
+    drop(pending);
+    let io = TokioIo::new(upgraded);
+    Some((WebSocketStream::from_raw_socket(io, Role::Server, Some(ws_config())).await, slot))
+}
+
 /// Send the close frame (with a reason when the daemon ends the connection), then read and
 /// discard whatever the client still sends until it closes too: closing a TCP connection with
 /// unread bytes resets it, and a reset can lose the last answers and the close frame.
@@ -296,8 +221,10 @@ async fn finish(mut sink: Sink, stream: Stream, close: Option<CloseFrame>) {
     while matches!(tcp.read(&mut discard).await, Ok(n) if n > 0) {}
 }
 
-type Sink = futures_util::stream::SplitSink<WebSocketStream<DoorStream>, Message>;
-type Stream = futures_util::stream::SplitStream<WebSocketStream<DoorStream>>;
+/// An upgraded connection, as hyper hands it over.
+type Io = TokioIo<Upgraded>;
+type Sink = futures_util::stream::SplitSink<WebSocketStream<Io>, Message>;
+type Stream = futures_util::stream::SplitStream<WebSocketStream<Io>>;
 
 fn close_frame(code: CloseCode, reason: &str) -> CloseFrame {
     CloseFrame { code, reason: reason.into() }
@@ -374,85 +301,5 @@ impl FrameSource for Messages {
                 Message::Ping(_) | Message::Pong(_) | Message::Frame(_) | Message::Close(_) => {}
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use std::os::unix::fs::PermissionsExt as _;
-    use std::path::PathBuf;
-
-    use super::*;
-
-    fn token_file(content: &[u8], mode: u32) -> (tempfile::TempDir, PathBuf) {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("token");
-        std::fs::write(&path, content).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
-        (dir, path)
-    }
-
-    fn problem(content: &[u8], mode: u32) -> String {
-        let (_dir, path) = token_file(content, mode);
-        match WsToken::load(&path) {
-            Ok(_) => panic!("token file accepted: mode {mode:o}"),
-            Err(e) => e.to_string(),
-        }
-    }
-
-    #[test]
-    fn a_token_file_others_can_read_is_refused() {
-        for mode in [0o644, 0o604, 0o640, 0o660, 0o666] {
-            let msg = problem(b"secret-0123456789abcdef\n", mode);
-            assert!(msg.contains("chmod 600"), "{msg}");
-            assert!(msg.contains(&format!("{mode:04o}")), "{msg}");
-        }
-    }
-
-    #[test]
-    fn an_empty_token_file_is_refused() {
-        for content in [&b""[..], b"\n", b"  \t\n"] {
-            assert!(problem(content, 0o600).contains("empty"));
-        }
-    }
-
-    #[test]
-    fn a_huge_token_file_is_refused() {
-        assert!(problem(&[b'x'; 5000], 0o600).contains("longer than"));
-    }
-
-    #[test]
-    fn the_token_is_trimmed_and_compared_whole() {
-        let (_dir, path) = token_file(b"  s3cret-token-0123\n", 0o400);
-        let token = WsToken::load(&path).unwrap();
-        assert!(token.matches(b"s3cret-token-0123"));
-        assert!(!token.matches(b"s3cret-token-012"));
-        assert!(!token.matches(b"s3cret-token-01234"));
-        assert!(!token.matches(b"S3cret-token-0123"));
-        assert!(!token.matches(b""));
-        assert_eq!(format!("{token:?}"), "WsToken(<redacted>)");
-    }
-
-    #[test]
-    fn the_bearer_header_is_what_authorizes() {
-        let (_dir, path) = token_file(b"tok-0123456789abcdef\n", 0o600);
-        let token = WsToken::load(&path).unwrap();
-        let with = |value: Option<&str>| {
-            let mut b = Request::builder().uri("/");
-            if let Some(v) = value {
-                b = b.header(header::AUTHORIZATION, v);
-            }
-            token.authorizes(&b.body(()).unwrap())
-        };
-        assert!(with(Some("Bearer tok-0123456789abcdef")));
-        assert!(with(Some("bearer tok-0123456789abcdef")));
-        assert!(with(Some("BEARER  tok-0123456789abcdef")));
-        assert!(!with(None));
-        assert!(!with(Some("tok-0123456789abcdef")));
-        assert!(!with(Some("Basic tok-0123456789abcdef")));
-        assert!(!with(Some("Bearer")));
-        assert!(!with(Some("Bearer tok-0123456789abcdef2")));
-        assert!(!with(Some("Bearertok-0123456789abcdef")));
     }
 }

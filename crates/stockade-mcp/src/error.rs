@@ -82,7 +82,8 @@ pub enum ServeError {
     #[error("the MCP token cannot be used: {problem}")]
     BadToken {
         /// What is wrong and what to do.
-        problem: String,
+        #[source]
+        problem: stockade_proto::token::TokenFileError,
     },
     /// Binding the HTTP listener failed.
     #[error("cannot listen on {addr}: {source}")]

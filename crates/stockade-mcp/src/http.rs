@@ -14,7 +14,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use stockade_daemon::token;
+use stockade_proto::token;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::ServeError;
@@ -27,7 +27,7 @@ pub const MCP_PATH: &str = "/mcp";
 #[derive(Clone)]
 pub struct HttpGuard {
     /// The bearer token every request must carry (at least
-    /// [`MIN_TOKEN_LEN`](stockade_daemon::token::MIN_TOKEN_LEN) bytes).
+    /// [`MIN_TOKEN_LEN`](stockade_proto::token::MIN_TOKEN_LEN) bytes).
     pub token: String,
     /// Browser origins allowed to call (e.g. `http://localhost:6274`); a request with any other
     /// `Origin` header is refused with 403. Requests without one (non-browser clients) pass.

@@ -5,13 +5,18 @@
 //! `total_lines`, `spool_path`, `next_cursor`, `truncated`, `output`, …
 //!
 //! The engine (`stockade-engine`, over `stockade-proc` and `stockade-log`) uses them as its
-//! typed API; this crate holds plain data only (serde, no I/O), so a client can depend on it
-//! without pulling in the engine.
+//! typed API; this crate holds plain data (serde), so a client can depend on it without pulling
+//! in the engine. Three small modules hold the rules both sides of a door must apply alike,
+//! which is why they live here rather than in the daemon or the client: [`home`], the names of
+//! the daemon's files in a state directory; [`token`], how a bearer-token file is read (its only
+//! I/O); and [`Signal`], signal names and numbers as `kill` takes them and answers name them.
 
 #![deny(missing_docs)]
 
+pub mod home;
 pub mod rpc;
 mod signal;
+pub mod token;
 
 pub use signal::{Signal, UnknownSignal};
 

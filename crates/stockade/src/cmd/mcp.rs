@@ -114,7 +114,7 @@ pub fn mcp(global: &Global, mut args: McpArgs) -> anyhow::Result<ExitCode> {
 
 /// The token in `path`, under the same rules as the daemon's WebSocket door.
 fn read_token(path: &Path) -> anyhow::Result<String> {
-    let token = stockade_daemon::token::read_token_file(path)
+    let token = stockade_proto::token::read_token_file(path)
         .map_err(|problem| anyhow::anyhow!("token file {}: {problem}", path.display()))?;
     String::from_utf8(token)
         .map_err(|_| anyhow::anyhow!("token file {}: the token is not UTF-8 text", path.display()))
@@ -125,7 +125,7 @@ fn read_token(path: &Path) -> anyhow::Result<String> {
 fn default_token(global: &Global) -> anyhow::Result<String> {
     let home = crate::global::state_dir(global.home.clone())?;
     let path = home.root().join(TOKEN_FILE);
-    let token = match stockade_daemon::token::generate_token_file(&path) {
+    let token = match stockade_proto::token::generate_token_file(&path) {
         Ok(token) => token,
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => read_token(&path)?,
         Err(e) => {

@@ -368,7 +368,8 @@ fn remote_failures_are_one_plain_sentence() {
     };
     // A wrong token.
     let wrong = sandbox.dir.path().join("wrong-token");
-    std::fs::write(&wrong, "not-the-token\n").unwrap();
+    // Long enough for the token-file rule, so the daemon is the one that refuses it.
+    std::fs::write(&wrong, "not-the-token-of-this-daemon\n").unwrap();
     std::fs::set_permissions(&wrong, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let url = sandbox.url();
     let err = run(&mut remote_cli(&url, Some(&wrong), Some(sandbox.ca_file()), &["ps"]));
