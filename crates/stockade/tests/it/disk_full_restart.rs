@@ -14,22 +14,42 @@ use stockade_testkit::{Rpc, eventually, stockade_bin};
 use crate::crash_disk_full::Tmpfs;
 use crate::restart::Markers;
 
-/// `stockade ARGS` on `home`, as a user runs it (auto-start on).
-fn stockade(home: &Path, args: &[&str]) -> Output {
+/// `stockade ARGS` on `home`, as a user runs it (auto-start on), logging at `level`.
+fn stockade_logging(home: &Path, args: &[&str], level: &str) -> Output {
     Command::new(stockade_bin())
         .args(args)
         .env("STOCKADE_HOME", home)
         .env_remove("STOCKADE_NO_AUTOSTART")
-        .env("STOCKADE_LOG", "error")
+        .env("STOCKADE_LOG", level)
         .stdin(Stdio::null())
         .output()
         .unwrap()
 }
 
-fn ok(home: &Path, args: &[&str]) -> String {
-    let out = stockade(home, args);
+fn ok_logging(home: &Path, args: &[&str], level: &str) -> String {
+    let out = stockade_logging(home, args, level);
     assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn ok(home: &Path, args: &[&str]) -> String {
+    ok_logging(home, args, "error")
+}
+
+/// A state directory on a fresh 8 MiB tmpfs with the markers that clean up after it; `None`
+/// (said why) where no tmpfs can be mounted.
+fn tmpfs_home() -> Option<(Tmpfs, std::path::PathBuf, Markers)> {
+    let tmpfs = match Tmpfs::mount() {
+        Ok(t) => t,
+        Err(why) => {
+            stockade_testkit::cannot_run(&why);
+            return None;
+        }
+    };
+    let home = tmpfs.dir.join("state");
+    let mut markers = Markers::default();
+    markers.home(&home);
+    Some((tmpfs, home, markers))
 }
 
 fn pid(home: &Path) -> u32 {
@@ -47,16 +67,7 @@ fn ended(rpc: &mut Rpc, id: &str) -> Value {
 
 #[test]
 fn after_a_full_disk_and_a_restart_nothing_is_lost_or_mislabelled() {
-    let tmpfs = match Tmpfs::mount() {
-        Ok(t) => t,
-        Err(why) => {
-            stockade_testkit::cannot_run(&why);
-            return;
-        }
-    };
-    let home = tmpfs.dir.join("state");
-    let mut markers = Markers::default();
-    markers.home(&home);
+    let Some((tmpfs, home, mut markers)) = tmpfs_home() else { return };
     ok(&home, &["daemon", "start"]);
     markers.daemon(pid(&home));
     // Leave about 1 MiB of the 8 MiB free.
@@ -108,31 +119,15 @@ fn after_a_full_disk_and_a_restart_nothing_is_lost_or_mislabelled() {
 }
 
 /// The disk under `daemon.log` fills while sessions wait to print (so every warning the daemon
-/// logs about their spools fails to be written), then space comes back. Logging must drop what it cannot
-/// write rather than panic in whichever thread logged (the one drain thread reads every
+/// logs about their spools fails to be written), then space comes back. Logging must drop what
+/// it cannot write rather than panic in whichever thread logged (the one drain thread reads every
 /// session): every session of the full disk ends, and a command run after the space is freed is
 /// captured and ends, each within 30 s.
 #[test]
 fn a_full_disk_under_the_daemon_log_stops_no_capture() {
-    let tmpfs = match Tmpfs::mount() {
-        Ok(t) => t,
-        Err(why) => {
-            stockade_testkit::cannot_run(&why);
-            return;
-        }
-    };
-    let home = tmpfs.dir.join("state");
-    let mut markers = Markers::default();
-    markers.home(&home);
+    let Some((tmpfs, home, mut markers)) = tmpfs_home() else { return };
     // Debug logging, so the daemon writes to daemon.log on every run, even with a full disk.
-    let start = Command::new(stockade_bin())
-        .args(["daemon", "start"])
-        .env("STOCKADE_HOME", &home)
-        .env("STOCKADE_LOG", "debug")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(start.status.success(), "{}", String::from_utf8_lossy(&start.stderr));
+    ok_logging(&home, &["daemon", "start"], "debug");
     markers.daemon(pid(&home));
     // Sessions that print only after the disk is full (2 s from now).
     let mut rpc = Rpc::connect(&home.join("stockade.sock"));
