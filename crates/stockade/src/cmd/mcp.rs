@@ -17,8 +17,11 @@ use crate::global::Global;
 
 /// The generated token's file in the state directory.
 const TOKEN_FILE: &str = "mcp-token";
-/// How long to wait for blocking work (a daemon call in flight) when stopping.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+/// How long to wait for blocking work when stopping. Short: the stdin reader is blocked in a
+/// `read` nobody can interrupt, so every stop would wait this long, and agents SIGKILL a server
+/// that has not exited ~100 ms after SIGINT. A daemon call still in flight is the daemon's to
+/// finish; sessions do not depend on this process.
+const SHUTDOWN_GRACE: Duration = Duration::from_millis(20);
 
 /// `stockade mcp`.
 #[derive(Debug, Args)]

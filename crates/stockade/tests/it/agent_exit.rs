@@ -5,7 +5,7 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use stockade_testkit::child::{STOP_TIMEOUT, wait_bounded};
@@ -14,7 +14,8 @@ use stockade_testkit::{Home, procs, stockade_bin};
 /// `stockade mcp` over stdio, driven line by line.
 struct McpServer {
     child: Child,
-    stdin: ChildStdin,
+    /// `None` once closed (the agent's end of the pipe gone).
+    stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
 }
 
@@ -40,7 +41,7 @@ impl McpServer {
             .unwrap();
         let stdin = child.stdin.take().unwrap();
         let stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut server = McpServer { child, stdin, stdout };
+        let mut server = McpServer { child, stdin: Some(stdin), stdout };
         server.call(
             "initialize",
             json!({"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"agent-exit","version":"0"}}),
@@ -50,8 +51,9 @@ impl McpServer {
     }
 
     fn send(&mut self, message: &Value) {
-        writeln!(self.stdin, "{message}").unwrap();
-        self.stdin.flush().unwrap();
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        writeln!(stdin, "{message}").unwrap();
+        stdin.flush().unwrap();
     }
 
     /// One request and its answer (notifications in between are skipped).
@@ -155,4 +157,37 @@ fn the_mcp_server_ends_on_sigterm_although_it_was_started_with_signals_blocked()
         wait_bounded(&mut server.child, STOP_TIMEOUT).is_some(),
         "stockade mcp ignored SIGTERM (its inherited signal mask was kept)"
     );
+}
+
+/// How long an initialised `stockade mcp` takes to exit after `stop` (a signal, or its stdin
+/// closed). Claude Code SIGKILLs a server that has not exited ~100 ms after SIGINT and ~400 ms
+/// after SIGTERM.
+fn exit_time(stop: impl FnOnce(&mut McpServer)) -> Duration {
+    let home = Home::new();
+    let mut server = McpServer::start(&home, &[]);
+    let asked = Instant::now();
+    stop(&mut server);
+    assert!(wait_bounded(&mut server.child, STOP_TIMEOUT).is_some(), "stockade mcp did not exit");
+    asked.elapsed()
+}
+
+#[test]
+fn the_mcp_server_exits_within_half_a_second_of_sigint_sigterm_or_the_end_of_stdin() {
+    let signal = |sig: i32| {
+        move |server: &mut McpServer| {
+            // SAFETY: kill(2) on the server this test started.
+            unsafe { libc::kill(server.child.id() as i32, sig) };
+        }
+    };
+    let times = [
+        ("SIGINT", exit_time(signal(libc::SIGINT))),
+        ("SIGTERM", exit_time(signal(libc::SIGTERM))),
+        ("end of stdin", exit_time(|server| drop(server.stdin.take()))),
+    ];
+    eprintln!("stockade mcp exit times: {times:?}");
+    // The server used to wait 2 s for its blocked stdin reader; half a second leaves a loaded
+    // machine room while telling the two apart.
+    for (what, took) in times {
+        assert!(took < Duration::from_millis(500), "{what}: stockade mcp took {took:?} to exit");
+    }
 }
