@@ -9,13 +9,14 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 use stockade_engine::{Engine, EngineConfig, RunSpec};
 use stockade_log::answer;
 use stockade_log::{OutputLog, ReadRequest};
 use stockade_proc::{CgroupMode, ContainmentConfig};
 use stockade_proto::rpc::{PtySize, RunParams, StdinMode, method};
-use stockade_proto::{ReadMode, RunResult};
+use stockade_proto::{ReadMode, RunResult, Signal};
 
 use crate::args::{
     CaptureArg, DiskPolicyArg, LimitArgs, parse_env, parse_retained_cap, parse_size_u64,
@@ -153,33 +154,51 @@ pub fn run(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
     let live = !args.json && std::io::stdout().is_terminal();
     let rt = crate::global::runtime()?;
     let result = rt.block_on(async {
+        // Listen before the command starts: a signal that came between its start and the first
+        // look would kill this client with its default action and leave the tree running.
+        let interrupted = interrupted()?;
         let engine = Engine::new(config)?;
         let session = engine.run(spec)?;
         let streamed = live.then(|| tokio::spawn(stream(Arc::clone(session.log()))));
         // Ctrl-C or SIGTERM to this client ends the command's whole tree, through the same
         // terminate routine as everything else.
+        let mut by_signal = None;
         tokio::select! {
             _ = session.wait(None) => {}
-            _ = interrupted() => {
+            sig = interrupted => {
                 session.kill(engine.terminate_options(), "interrupted (the client got SIGINT/SIGTERM)").await;
+                by_signal = Some(sig);
             }
         }
         if let Some(streamed) = streamed {
             // The log is finished once the session ended: the stream drains it and stops.
             let ended_with_newline = streamed.await??;
-            return anyhow::Ok(Answer::Streamed {
+            return anyhow::Ok((by_signal, Answer::Streamed {
                 id: session.id().to_owned(),
                 state: session.state(),
                 wall_time: session.wall_time(),
                 cleanup: session.end().and_then(|e| e.cleanup),
                 spool: session.log().spool_path().to_owned(),
                 ended_with_newline,
-            });
+            }));
         }
-        anyhow::Ok(Answer::Bounded(session.run_result(&request, false, None)?))
+        anyhow::Ok((by_signal, Answer::Bounded(session.run_result(&request, false, None)?)))
     })?;
+    let (by_signal, result) = result;
+    let code = print_answer(result, args.json)?;
+    if let Some(sig) = by_signal {
+        // The tree is gone and the summary printed: now die of the same signal, as the command
+        // would have in a shell, so a calling shell's loop stops (a shell goes on after a child
+        // that merely exited with 130 or 137).
+        die_of(sig);
+    }
+    Ok(code)
+}
+
+/// Prints a foreground run's answer; the exit status it gives.
+fn print_answer(result: Answer, json: bool) -> anyhow::Result<ExitCode> {
     match result {
-        Answer::Bounded(result) => print_result(&result, args.json),
+        Answer::Bounded(result) => print_result(&result, json),
         Answer::Streamed { id, state, wall_time, cleanup, spool, ended_with_newline } => {
             // The output is on the screen already: the summary and where all of it is kept.
             let mut text = String::new();
@@ -373,17 +392,33 @@ fn shell_quote(word: &str) -> String {
     if safe { word.to_owned() } else { format!("'{}'", word.replace('\'', r"'\''")) }
 }
 
-async fn interrupted() {
+/// The first SIGINT or SIGTERM this client gets, listened for from now on.
+fn interrupted() -> anyhow::Result<impl std::future::Future<Output = Signal>> {
     use tokio::signal::unix::{SignalKind, signal};
-    match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
-        (Ok(mut int), Ok(mut term)) => {
-            tokio::select! {
-                _ = int.recv() => {}
-                _ = term.recv() => {}
-            }
+    let mut int = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
+    let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
+    Ok(async move {
+        tokio::select! {
+            _ = int.recv() => Signal::SIGINT,
+            _ = term.recv() => Signal::SIGTERM,
         }
-        _ => std::future::pending().await,
+    })
+}
+
+/// Ends this process by `sig` with its default action; exits 128 + its number should the signal
+/// not end it.
+fn die_of(sig: Signal) -> ! {
+    use nix::sys::signal::{SigHandler, SigSet, SigmaskHow, pthread_sigmask, raise, signal};
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+    if let Ok(sig) = nix::sys::signal::Signal::try_from(sig.number()) {
+        // SAFETY: `SigDfl` installs no handler code.
+        let _ = unsafe { signal(sig, SigHandler::SigDfl) };
+        let mut set = SigSet::empty();
+        set.add(sig);
+        let _ = pthread_sigmask(SigmaskHow::SIG_UNBLOCK, Some(&set), None);
+        let _ = raise(sig);
     }
+    std::process::exit(128 + sig.number())
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ mod chaos;
 mod cli;
 mod cli_docs;
 mod cli_errors;
+mod cli_interrupt;
 mod cli_live;
 mod cli_pty;
 mod cli_restart;
