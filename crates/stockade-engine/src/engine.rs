@@ -398,22 +398,27 @@ impl Engine {
         id: &str,
         stdout: StdioSpec,
         stderr: StdioSpec,
-    ) -> SpawnSpec {
+    ) -> Result<SpawnSpec, EngineError> {
+        let stdin = match (&spec.stdin_from, spec.stdin) {
+            _ if spec.pty.is_some() => StdioSpec::Null,
+            (Some(fd), _) => StdioSpec::Fd(fd.try_clone().map_err(|e| {
+                EngineError::Resource(format!("cannot duplicate the caller's stdin: {e}"))
+            })?),
+            (None, StdinMode::Pipe) => StdioSpec::Pipe,
+            (None, StdinMode::Null) => StdioSpec::Null,
+        };
         let shell = spec.shell.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_SHELL));
         let flag = if spec.login { "-lc" } else { "-c" };
-        SpawnSpec {
+        Ok(SpawnSpec {
             program: shell.into_os_string(),
             args: vec![flag.into(), spec.command.clone().into()],
             cwd: spec.cwd.clone(),
             env: spec.env.iter().map(|(k, v)| (k.into(), v.into())).collect(),
-            stdin: match spec.stdin {
-                StdinMode::Pipe if spec.pty.is_none() => StdioSpec::Pipe,
-                _ => StdioSpec::Null,
-            },
+            stdin,
             stdout,
             stderr,
             marker: SessionMarker { instance: self.config.instance.clone(), id: id.to_owned() },
-        }
+        })
     }
 
     fn spawn_session(&self, spec: RunSpec) -> Result<Arc<Session>, EngineError> {
@@ -439,7 +444,14 @@ impl Engine {
                 return Err(e);
             }
         };
-        let spawn_spec = self.spawn_spec(&spec, &id, stdout, stderr);
+        let spawn_spec = match self.spawn_spec(&spec, &id, stdout, stderr) {
+            Ok(spawn_spec) => spawn_spec,
+            Err(e) => {
+                drop(log);
+                remove_unstarted(&dir);
+                return Err(e);
+            }
+        };
         let spawned = match spec.pty {
             Some(size) => spawn_pty(spawn_spec, size, &self.containment),
             None => spawn(spawn_spec, &self.containment),

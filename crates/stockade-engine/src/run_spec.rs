@@ -2,7 +2,9 @@
 //! door uses to build one (a `run` request, a schedule's template), so a run means the same
 //! whichever door started it.
 
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use stockade_proc::pty;
@@ -42,6 +44,9 @@ pub struct RunSpec {
     /// stdin of a non-PTY session: `/dev/null` (default) or a pipe fed by
     /// [`Session::write_input`](crate::Session::write_input).
     pub stdin: StdinMode,
+    /// stdin of a non-PTY session read from this descriptor instead (a foreground run hands on
+    /// its own piped stdin, as a shell does); the child gets a duplicate. Not kept for restart.
+    pub stdin_from: Option<Arc<OwnedFd>>,
 }
 
 impl From<RunParams> for RunSpec {
@@ -62,6 +67,7 @@ impl From<RunParams> for RunSpec {
             source: p.source,
             pty: p.pty,
             stdin: p.stdin,
+            stdin_from: None,
         }
     }
 }
@@ -91,7 +97,7 @@ impl RunSpec {
 pub(crate) fn validate_input(spec: &RunSpec) -> Result<(), EngineError> {
     let Some(size) = spec.pty else { return Ok(()) };
     pty::validate_size(size).map_err(|e| EngineError::Invalid(e.to_string()))?;
-    if spec.stdin == StdinMode::Pipe {
+    if spec.stdin == StdinMode::Pipe || spec.stdin_from.is_some() {
         return Err(EngineError::Invalid(
             "a PTY session's stdin is the terminal: drop stdin pipe (write goes to the terminal)"
                 .into(),

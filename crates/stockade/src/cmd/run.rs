@@ -146,11 +146,11 @@ pub fn run(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
             ContainmentConfig { cgroup: CgroupMode::Off, ..ContainmentConfig::default() };
     }
     // The same request the daemon gets for `--bg`, so both answer alike; a foreground run has
-    // no stdin to feed and no dedup partner in a one-shot engine.
+    // no dedup partner in a one-shot engine.
     let params =
         RunParams { stdin: StdinMode::Null, source: None, ..params(&args, args.cwd.clone()) };
     let request = ReadRequest::for_run(&params);
-    let spec = RunSpec::from(params);
+    let spec = RunSpec { stdin_from: piped_stdin(), ..RunSpec::from(params) };
     let live = !args.json && std::io::stdout().is_terminal();
     let rt = crate::global::runtime()?;
     let result = rt.block_on(async {
@@ -390,6 +390,18 @@ fn shell_quote(word: &str) -> String {
     let safe = !word.is_empty()
         && word.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b));
     if safe { word.to_owned() } else { format!("'{}'", word.replace('\'', r"'\''")) }
+}
+
+/// This client's stdin for the command, as a shell hands it on, when it is a pipe or a file
+/// (`echo hi | stockade run cat`). A terminal is not handed on (the command gets `/dev/null`),
+/// nor is a closed stdin.
+fn piped_stdin() -> Option<Arc<std::os::fd::OwnedFd>> {
+    use std::os::fd::AsFd as _;
+    let stdin = std::io::stdin();
+    if stdin.is_terminal() {
+        return None;
+    }
+    stdin.as_fd().try_clone_to_owned().ok().map(Arc::new)
 }
 
 /// The first SIGINT or SIGTERM this client gets, listened for from now on.

@@ -154,3 +154,40 @@ fn broken_pipe_is_success() {
     assert!(!text(&out.stderr).contains("panicked"), "{}", text(&out.stderr));
     assert_eq!(out.status.code(), Some(0));
 }
+
+/// As a shell hands its stdin on: piped input reaches a foreground run's command, a file
+/// redirected in is read whole, and an empty stdin is an end of file.
+#[test]
+fn a_foreground_run_reads_the_callers_piped_stdin() {
+    use std::io::Write as _;
+    use std::process::Stdio;
+    let home = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_stockade"))
+        .args(["run", "cat; echo end"])
+        .env("STOCKADE_HOME", home.path())
+        .env_remove("STOCKADE_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Written, then closed (dropped): `cat` sees the line, then the end of its input.
+    child.stdin.take().unwrap().write_all(b"hi from the pipe\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("Output:\nhi from the pipe\nend\n"),
+        "{}",
+        text(&out.stdout)
+    );
+
+    let file = home.path().join("input.bin");
+    std::fs::write(&file, vec![b'x'; 1 << 20]).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_stockade"))
+        .args(["run", "wc -c"])
+        .env("STOCKADE_HOME", home.path())
+        .stdin(std::fs::File::open(&file).unwrap())
+        .output()
+        .unwrap();
+    assert!(text(&out.stdout).contains("Output:\n1048576\n"), "{}", text(&out.stdout));
+}
