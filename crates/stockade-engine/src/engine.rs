@@ -436,33 +436,21 @@ impl Engine {
                 return Err(e.into());
             }
         };
-        let (stdout, stderr) = match crate::launch::child_stdio(&spec, &log) {
-            Ok(stdio) => stdio,
-            Err(e) => {
-                drop(log);
-                remove_unstarted(&dir);
-                return Err(e);
-            }
-        };
-        let spawn_spec = match self.spawn_spec(&spec, &id, stdout, stderr) {
-            Ok(spawn_spec) => spawn_spec,
-            Err(e) => {
-                drop(log);
-                remove_unstarted(&dir);
-                return Err(e);
-            }
-        };
-        let spawned = match spec.pty {
-            Some(size) => spawn_pty(spawn_spec, size, &self.containment),
-            None => spawn(spawn_spec, &self.containment),
-        };
-        let mut spawned = match spawned {
+        let started = (|| {
+            let (stdout, stderr) = crate::launch::child_stdio(&spec, &log)?;
+            let spawn_spec = self.spawn_spec(&spec, &id, stdout, stderr)?;
+            Ok::<_, EngineError>(match spec.pty {
+                Some(size) => spawn_pty(spawn_spec, size, &self.containment)?,
+                None => spawn(spawn_spec, &self.containment)?,
+            })
+        })();
+        let mut spawned = match started {
             Ok(s) => s,
             Err(e) => {
                 // Nothing was started: leave no directory that no record describes.
                 drop(log);
                 remove_unstarted(&dir);
-                return Err(e.into());
+                return Err(e);
             }
         };
         let (sources, input) = crate::launch::take_streams(&mut spawned, &spec, &id);
