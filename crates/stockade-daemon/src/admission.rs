@@ -9,7 +9,8 @@
 //!   *before* it accepts a connection, so when all are taken, new connections wait in the
 //!   kernel's accept queue, first come first served, instead of pushing out one that is
 //!   already being read. Only a connection that has been looked at and has sent nothing for
-//!   [`SILENT_GRACE`] is dropped to make room (the one silent longest first): a client that
+//!   [`SILENT_GRACE`] is told to go to make room (the one silent longest first; its place is
+//!   taken once its socket is closed, never before): a client that
 //!   holds the token sends it at once, so idle connections cannot keep a token holder out, and
 //!   a burst of connections cannot push out a token holder whose request is already waiting
 //!   in its socket or being read. The accept loop also yields after each network connection,
@@ -106,9 +107,9 @@ impl Admission {
     }
 
     /// A pending place for the next network connection, taken before it is accepted: waits
-    /// while [`PENDING_CAP`] are taken and none has been silent for [`SILENT_GRACE`], and drops
-    /// the one silent longest when one has. The connection must give up when the place's token
-    /// is cancelled.
+    /// while [`PENDING_CAP`] are taken, and when one has been silent for [`SILENT_GRACE`], tells
+    /// the one silent longest to go and takes its place once it has. The connection must give up
+    /// (and drop its place) when the place's token is cancelled.
     pub(crate) async fn place(self: &Arc<Self>) -> Pending {
         loop {
             let freed = self.freed.notified();
@@ -121,24 +122,30 @@ impl Admission {
     }
 
     /// [`Admission::place`] at `now` (ms on the admission's clock) without waiting: `None` when
-    /// every place is taken and nobody may be dropped.
+    /// every place is taken. When one of them has been silent past its grace, the one silent
+    /// longest is told to go; its place is left only when its task lets go of it (its socket
+    /// closed), so the daemon's sockets never number more than the cap, even for a moment.
     fn try_place(self: &Arc<Self>, now: u64) -> Option<Pending> {
         let mut queue = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
         if queue.len() >= PENDING_CAP {
+            // One told to go is still leaving: its place comes free in a moment.
+            if queue.iter().any(|w| w.cancel.is_cancelled()) {
+                return None;
+            }
             let grace = u64::try_from(SILENT_GRACE.as_millis()).unwrap_or(u64::MAX);
             let silent_for = |w: &Waiting| {
                 (w.progress.stage.load(Ordering::Acquire) == Stage::Silent as u8)
                     .then(|| now.saturating_sub(w.progress.silent_since.load(Ordering::Acquire)))
             };
-            let (at, _) = queue
+            if let Some(longest) = queue
                 .iter()
-                .enumerate()
-                .filter_map(|(at, w)| silent_for(w).map(|t| (at, t)))
+                .filter_map(|w| silent_for(w).map(|t| (w, t)))
                 .filter(|&(_, t)| t >= grace)
-                .max_by_key(|&(_, t)| t)?;
-            if let Some(dropped) = queue.remove(at) {
-                dropped.cancel.cancel();
+                .max_by_key(|&(_, t)| t)
+            {
+                longest.0.cancel.cancel();
             }
+            return None;
         }
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let cancel = CancellationToken::new();
@@ -232,16 +239,27 @@ mod tests {
         all[70].reached_at(Stage::Silent, 10);
         assert!(a.try_place(60).is_none());
         assert!(all.iter().all(|p| !p.cancel.is_cancelled()));
-        // Past it: the one silent longest goes first, whatever its age.
-        let newer = a.try_place(LATER).expect("a place");
-        assert!(all[70].cancel.is_cancelled());
+        // Past it: the one silent longest is told to go first, whatever its age; its place is
+        // taken only once it has let go, and nobody else is told meanwhile.
+        let mut all: Vec<Option<Pending>> = all.into_iter().map(Some).collect();
+        assert!(a.try_place(LATER).is_none(), "the place is not free until it is left");
+        assert!(all[70].as_ref().is_some_and(|p| p.cancel.is_cancelled()));
+        assert!(a.try_place(LATER).is_none());
+        assert!(!all[100].as_ref().is_some_and(|p| p.cancel.is_cancelled()));
+        assert_eq!(a.pending_count(), PENDING_CAP);
+        drop(all[70].take());
+        let newer = a.try_place(LATER).expect("a place once the silent one left");
+        assert!(a.try_place(LATER).is_none());
+        assert!(all[100].as_ref().is_some_and(|p| p.cancel.is_cancelled()));
+        drop(all[100].take());
         let newest = a.try_place(LATER).expect("a place");
-        assert!(all[100].cancel.is_cancelled());
-        assert!(a.try_place(LATER).is_none());
-        assert_eq!(all.iter().filter(|p| p.cancel.is_cancelled()).count(), 2);
+        assert_eq!(all.iter().flatten().filter(|p| p.cancel.is_cancelled()).count(), 0);
         // A stage never goes back: speaking, then told silent, is still speaking.
-        all[0].reached_at(Stage::Silent, 0);
+        if let Some(p) = &all[0] {
+            p.reached_at(Stage::Silent, 0);
+        }
         assert!(a.try_place(LATER).is_none());
+        assert!(all.iter().flatten().all(|p| !p.cancel.is_cancelled()));
         assert_eq!(a.pending_count(), PENDING_CAP);
         drop(all);
         assert_eq!(a.pending_count(), 2);
@@ -266,5 +284,31 @@ mod tests {
             .expect("the waiter");
         assert!(all.iter().all(|p| !p.cancel.is_cancelled()));
         drop(place);
+    }
+
+    #[tokio::test]
+    async fn a_place_taken_from_a_silent_connection_comes_only_after_it_left() {
+        let a = Admission::new();
+        let mut all: Vec<Pending> = (0..PENDING_CAP).filter_map(|_| a.try_place(0)).collect();
+        let silent = all.pop().expect("a place");
+        silent.reached(Stage::Silent);
+        let waiter = tokio::spawn({
+            let a = Arc::clone(&a);
+            async move { a.place().await }
+        });
+        tokio::time::timeout(Duration::from_secs(5), silent.cancel.cancelled())
+            .await
+            .expect("the silent connection is told to go after its grace");
+        tokio::time::sleep(SILENT_GRACE).await;
+        assert!(!waiter.is_finished(), "its place is not taken while it is still open");
+        assert_eq!(a.pending_count(), PENDING_CAP);
+        drop(silent);
+        let place = tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .expect("a place once it left")
+            .expect("the waiter");
+        assert!(all.iter().all(|p| !p.cancel.is_cancelled()));
+        assert_eq!(a.pending_count(), PENDING_CAP);
+        drop((place, all));
     }
 }
