@@ -200,6 +200,16 @@ function daemonSockets() {
   return n;
 }
 
+async function settledSockets(ms = 500) {
+  let fewest = daemonSockets();
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    await new Promise((r) => setTimeout(r, 25));
+    fewest = Math.min(fewest, daemonSockets());
+  }
+  return fewest;
+}
+
 async function eventually(what, check, ms = 30000) {
   const end = Date.now() + ms;
   while (!check()) {
@@ -215,7 +225,9 @@ async function cancelScenario() {
       cmd: "while :; do echo tick; sleep 1; done",
       background: true,
     });
-    const base = daemonSockets();
+    // The exec_command's own daemon connection may still be closing: the baseline is the fewest
+    // sockets seen over half a second, so the wait's connection is not mistaken for it.
+    const base = await settledSockets();
     const abort = new AbortController();
     const started = Date.now();
     const pending = c
