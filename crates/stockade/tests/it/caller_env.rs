@@ -44,12 +44,12 @@ impl Dir {
 /// A caller: its directory, `FOO`, and a `PATH` with its own `bin` first.
 struct Caller {
     dir: Dir,
-    foo: &'static str,
+    foo_value: &'static str,
 }
 
 impl Caller {
-    fn new(prefix: &str, foo: &'static str) -> Caller {
-        Caller { dir: Dir::new(prefix), foo }
+    fn new(prefix: &str, foo_value: &'static str) -> Caller {
+        Caller { dir: Dir::new(prefix), foo_value }
     }
 
     fn path_var(&self) -> String {
@@ -60,7 +60,7 @@ impl Caller {
     fn apply<'c>(&self, c: &'c mut Command) -> &'c mut Command {
         c.current_dir(&self.dir.path)
             .env("PWD", &self.dir.path)
-            .env("FOO", self.foo)
+            .env("FOO", self.foo_value)
             .env("PATH", self.path_var())
             .env("VIRTUAL_ENV", "/some/venv")
     }
@@ -84,7 +84,7 @@ impl Caller {
         format!(
             "{}\nFOO={}\nPATH={}\nVIRTUAL_ENV=/some/venv\n",
             self.dir.str(),
-            self.foo,
+            self.foo_value,
             self.path_var()
         )
     }
@@ -218,6 +218,11 @@ fn env_clear_starts_from_nothing_but_env() {
     assert_eq!(home.ok(&["logs", &id]), "A PWD STOCKADE_SESSION ");
     let fg = b.ok(&home, &["run", "--env-clear", "--env", "A=1", cmd]);
     assert!(fg.contains("Output:\nA PWD STOCKADE_SESSION \n"), "foreground: {fg}");
+    // The same through the fork path of the spawn (where `clone3` is refused).
+    let mut forked = b.cmd(&home, &["run", "--env-clear", "--env", "A=1", cmd]);
+    let out = forked.env("STOCKADE_TEST_SPAWN_FORK", "1").output().unwrap();
+    let fg = text(&out.stdout);
+    assert!(fg.contains("Output:\nA PWD STOCKADE_SESSION \n"), "forked: {fg}");
 }
 
 /// MCP client `program SCRIPT where …` from `caller` against `home`.
