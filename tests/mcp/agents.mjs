@@ -33,12 +33,15 @@ const opt = (name) => {
 const stockade = opt("--stockade");
 const home = opt("--home");
 
-/** An MCP client over stdio to `stockade --home H mcp`, counting calls and text bytes. */
-async function connect() {
+/** An MCP client over stdio to `stockade --home H mcp`, counting calls and text bytes. With
+ * `inherit`, the server starts in this process's directory with its whole environment, as an
+ * agent launches it in a project (the SDK's default passes only HOME, PATH, USER and a few). */
+async function connect({ inherit = false } = {}) {
   const transport = new StdioClientTransport({
     command: stockade,
     args: ["--home", home, "mcp", "--structured"],
     stderr: "inherit",
+    ...(inherit ? { env: { ...process.env }, cwd: process.cwd() } : {}),
   });
   const client = new Client({ name: "stockade-agents-test", version: "1.0.0" });
   await client.connect(transport);
@@ -372,6 +375,20 @@ function* subschemas(node) {
   }
 }
 
+/** `exec_command` without `workdir`: where it ran and what it saw (the test compares). */
+async function whereScenario() {
+  const c = await connect({ inherit: true });
+  try {
+    const { s } = await c.call("exec_command", { cmd: WHERE });
+    assert.equal(s.state, "exited");
+    return { output: s.output };
+  } finally {
+    await c.close();
+  }
+}
+
+const WHERE = 'pwd; echo "FOO=$FOO"; echo "PATH=$PATH"; echo "VIRTUAL_ENV=$VIRTUAL_ENV"';
+
 async function schemasScenario() {
   const c = await connect();
   try {
@@ -587,6 +604,7 @@ const scenarios = {
   walk: walkScenario,
   schemas: schemasScenario,
   cost: costScenario,
+  where: whereScenario,
 };
 
 const run = scenarios[scenario];

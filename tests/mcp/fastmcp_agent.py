@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import re
 import time
 
@@ -43,8 +44,13 @@ class Agent:
         return text, r.structuredContent
 
 
-def client(args: argparse.Namespace) -> Client:
-    return Client(StdioTransport(command=args.stockade, args=["--home", args.home, "mcp", "--structured"]))
+def client(args: argparse.Namespace, inherit: bool = False) -> Client:
+    # With `inherit`, the server starts in this directory with this whole environment, as an
+    # agent launches it in a project (the MCP SDK's default passes only HOME, PATH, USER, …).
+    where = {"env": dict(os.environ), "cwd": os.getcwd()} if inherit else {}
+    return Client(
+        StdioTransport(command=args.stockade, args=["--home", args.home, "mcp", "--structured"], **where)
+    )
 
 
 async def poll_build(args: argparse.Namespace, forget_cursor: bool) -> dict:
@@ -100,13 +106,24 @@ async def until(args: argparse.Namespace) -> dict:
     return {"until_ms": lates}
 
 
+WHERE = 'pwd; echo "FOO=$FOO"; echo "PATH=$PATH"; echo "VIRTUAL_ENV=$VIRTUAL_ENV"'
+
+
+async def where(args: argparse.Namespace) -> dict:
+    """`exec_command` without `workdir`: where it ran and what it saw (the test compares)."""
+    async with client(args, inherit=True) as c:
+        _, s = await Agent(c).call("exec_command", {"cmd": WHERE})
+        assert s["state"] == "exited", s["state"]
+        return {"output": s["output"]}
+
+
 async def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("scenario", choices=["build", "until"])
+    p.add_argument("scenario", choices=["build", "until", "where"])
     p.add_argument("--stockade", required=True)
     p.add_argument("--home", required=True)
     args = p.parse_args()
-    measured = await {"build": build, "until": until}[args.scenario](args)
+    measured = await {"build": build, "until": until, "where": where}[args.scenario](args)
     print(f"ok {args.scenario}")
     print("measured " + json.dumps(measured))
 

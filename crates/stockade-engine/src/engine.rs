@@ -413,6 +413,10 @@ impl Engine {
             program: shell.into_os_string(),
             args: vec![flag.into(), spec.command.clone().into()],
             cwd: spec.cwd.clone(),
+            base_env: spec
+                .base_env
+                .as_ref()
+                .map(|b| b.iter().map(|(k, v)| (k.into(), v.into())).collect()),
             env: spec.env.iter().map(|(k, v)| (k.into(), v.into())).collect(),
             stdin,
             stdout,
@@ -421,7 +425,12 @@ impl Engine {
         })
     }
 
-    fn spawn_session(&self, spec: RunSpec) -> Result<Arc<Session>, EngineError> {
+    fn spawn_session(&self, mut spec: RunSpec) -> Result<Arc<Session>, EngineError> {
+        // A run that names no directory runs in this process's: name it, so answers, `ps` and
+        // `restart` say and reuse where it ran (a remote caller cannot know it otherwise).
+        if spec.cwd.is_none() {
+            spec.cwd = std::env::current_dir().ok();
+        }
         let kept = spec.clone();
         let output = self.checked_output(&spec)?;
         let admission = self.admit(output.retained_cap, output.disk_cap)?;

@@ -24,6 +24,9 @@ pub struct RunSpec {
     pub login: bool,
     /// Working directory (default: the engine's).
     pub cwd: Option<PathBuf>,
+    /// The environment to start from instead of the engine's process's (the caller's, or empty);
+    /// `env` goes on top.
+    pub base_env: Option<Vec<(String, String)>>,
     /// Extra environment variables.
     pub env: Vec<(String, String)>,
     /// Terminate the tree after this long.
@@ -58,6 +61,7 @@ impl From<RunParams> for RunSpec {
             shell: p.shell,
             login: p.login,
             cwd: p.cwd,
+            base_env: p.base_env.map(|b| b.into_iter().collect()),
             env: p.env.into_iter().collect(),
             timeout: p.timeout_ms.map(Duration::from_millis),
             capture: p.capture,
@@ -80,6 +84,10 @@ impl RunSpec {
             shell: t.shell.clone(),
             login: t.login,
             cwd: t.cwd.clone(),
+            base_env: t
+                .base_env
+                .as_ref()
+                .map(|b| b.iter().map(|(k, v)| (k.clone(), v.clone())).collect()),
             env: t.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             timeout: t.timeout_ms.map(Duration::from_millis),
             capture: t.capture,
@@ -126,7 +134,7 @@ pub(crate) fn validate_text(spec: &RunSpec) -> Result<(), EngineError> {
             return invalid(format!("{what} contains a NUL byte; remove it"));
         }
     }
-    for (key, value) in &spec.env {
+    for (key, value) in spec.base_env.iter().flatten().chain(&spec.env) {
         if key.is_empty() {
             return invalid("an environment variable has an empty name; give each a name".into());
         }

@@ -168,6 +168,12 @@ impl Session {
         &self.command
     }
 
+    /// The directory it runs in (`None` only for a session of an older Stockade started
+    /// without one).
+    pub fn cwd(&self) -> Option<&std::path::Path> {
+        self.cwd.as_deref()
+    }
+
     /// The dedup key, if any.
     pub fn source(&self) -> Option<&str> {
         self.source.as_deref()

@@ -1,6 +1,6 @@
 //! A session's start options on disk (`spec.json` in its directory, mode 0600, written once at
 //! start): what `restart` needs to start a session of an earlier daemon again — command, shell,
-//! cwd, env, timeout, capture, caps, PTY size, stdin mode and source. Kept apart from the
+//! cwd, base environment and env, timeout, capture, caps, PTY size, stdin mode and source. Kept apart from the
 //! record, which is rewritten on every state change and read by every `list`, so the
 //! environment (which may hold secrets) is written once and read only by `restart`.
 
@@ -19,6 +19,7 @@ fn params(spec: &RunSpec) -> RunParams {
         shell: spec.shell.clone(),
         login: spec.login,
         cwd: spec.cwd.clone(),
+        base_env: spec.base_env.as_ref().map(|b| b.iter().cloned().collect()),
         env: spec.env.iter().cloned().collect(),
         timeout_ms: spec.timeout.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
         capture: spec.capture,
@@ -76,6 +77,7 @@ mod tests {
         let spec = RunSpec {
             command: "echo $A".into(),
             cwd: Some("/tmp".into()),
+            base_env: Some(vec![("HOME".into(), "/home/x".into()), ("PATH".into(), "/bin".into())]),
             env: vec![("A".into(), "1".into()), ("B".into(), "two words".into())],
             timeout: Some(std::time::Duration::from_millis(1500)),
             disk_cap: Some(4096),

@@ -189,6 +189,7 @@ impl Session {
             id: self.id().to_owned(),
             state,
             pid: self.pid(),
+            cwd: self.cwd().map(ToOwned::to_owned),
             wall_time_ms: self.wall_time().as_millis() as u64,
             cleanup: self.end().and_then(|e| e.cleanup),
             deduplicated,

@@ -39,6 +39,7 @@ mod stdio;
 mod text;
 pub mod tools;
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -63,6 +64,18 @@ pub enum Daemon {
     Embedded,
 }
 
+/// Where an `exec_command` runs and what environment it starts from when the call does not
+/// say: the directory and environment `stockade mcp` was started with — the agent's project —
+/// so every project sharing one daemon runs in its own place, not where the daemon was first
+/// started. Empty (the daemon's own) for a remote daemon, whose machine is not ours.
+#[derive(Debug, Clone, Default)]
+pub struct RunDefaults {
+    /// The directory a call without `workdir` runs in (and a relative `workdir` is taken from).
+    pub cwd: Option<PathBuf>,
+    /// The environment every call starts from instead of the daemon's.
+    pub base_env: Option<BTreeMap<String, String>>,
+}
+
 /// How clients reach this server.
 #[derive(Debug, Clone)]
 pub enum Transport {
@@ -84,6 +97,7 @@ pub async fn serve(
     daemon: Daemon,
     transport: Transport,
     answers: Answers,
+    defaults: RunDefaults,
     cancel: CancellationToken,
     on_ready: impl FnOnce(Option<SocketAddr>),
 ) -> Result<(), ServeError> {
@@ -92,12 +106,13 @@ pub async fn serve(
     }
     let embedded = match daemon {
         Daemon::Shared(opts) => {
-            let result = serve_with(Backend::new(opts), transport, answers, cancel, on_ready).await;
-            return result;
+            let backend = Backend::new(opts);
+            return serve_with(backend, transport, answers, defaults, cancel, on_ready).await;
         }
         Daemon::Embedded => Embedded::start()?,
     };
-    let result = serve_with(embedded.backend(), transport, answers, cancel, on_ready).await;
+    let result =
+        serve_with(embedded.backend(), transport, answers, defaults, cancel, on_ready).await;
     embedded.stop().await;
     result
 }
@@ -106,10 +121,11 @@ async fn serve_with(
     backend: Backend,
     transport: Transport,
     answers: Answers,
+    defaults: RunDefaults,
     cancel: CancellationToken,
     on_ready: impl FnOnce(Option<SocketAddr>),
 ) -> Result<(), ServeError> {
-    let server = StockadeMcp::with_answers(backend, answers);
+    let server = StockadeMcp::with_answers(backend, answers).with_defaults(defaults);
     match transport {
         Transport::Stdio => {
             on_ready(None);

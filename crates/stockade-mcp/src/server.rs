@@ -59,6 +59,8 @@ pub struct StockadeMcp {
     backend: Backend,
     tools: Arc<Vec<Tool>>,
     answers: Answers,
+    /// Where calls run and the environment they start from, unless they say.
+    defaults: Arc<crate::RunDefaults>,
     /// Session id → where this connection's last answer for it ended (`next_cursor`).
     cursors: Arc<Mutex<HashMap<String, u64>>>,
 }
@@ -69,6 +71,7 @@ impl Clone for StockadeMcp {
             backend: self.backend.clone(),
             tools: Arc::clone(&self.tools),
             answers: self.answers,
+            defaults: Arc::clone(&self.defaults),
             cursors: Arc::default(),
         }
     }
@@ -88,7 +91,19 @@ impl StockadeMcp {
                 tool.output_schema = None;
             }
         }
-        StockadeMcp { backend, tools: Arc::new(all), answers, cursors: Arc::default() }
+        StockadeMcp {
+            backend,
+            tools: Arc::new(all),
+            answers,
+            defaults: Arc::default(),
+            cursors: Arc::default(),
+        }
+    }
+
+    /// This server with calls run where `defaults` say unless they name a `workdir`.
+    pub fn with_defaults(mut self, defaults: crate::RunDefaults) -> StockadeMcp {
+        self.defaults = Arc::new(defaults);
+        self
     }
 
     fn remember(&self, id: &str, cursor: u64) {
@@ -141,9 +156,16 @@ impl StockadeMcp {
     ) -> Result<CallToolResult, ToolError> {
         let default_yield =
             if a.background { DEFAULT_BACKGROUND_YIELD_MS } else { DEFAULT_EXEC_YIELD_MS };
+        // A relative `workdir` is taken from the server's directory, as a shell would.
+        let cwd = match (a.workdir, &self.defaults.cwd) {
+            (Some(dir), Some(base)) => Some(base.join(dir)),
+            (Some(dir), None) => Some(dir.into()),
+            (None, base) => base.clone(),
+        };
         let params = RunParams {
             command: a.cmd,
-            cwd: a.workdir.map(Into::into),
+            cwd,
+            base_env: self.defaults.base_env.clone(),
             shell: a.shell.map(Into::into),
             login: a.login,
             background: a.background,

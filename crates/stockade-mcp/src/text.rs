@@ -298,6 +298,7 @@ mod tests {
             id: "sh-1".into(),
             state: SessionState::Exited { code: 0 },
             pid: 7,
+            cwd: None,
             wall_time_ms: 1420,
             cleanup: None,
             deduplicated: false,

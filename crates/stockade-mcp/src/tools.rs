@@ -98,7 +98,8 @@ pub const DEFAULT_UNTIL_YIELD_MS: u64 = 30_000;
 pub struct ExecCommandArgs {
     /// The shell command line, run with `/bin/sh -c` (or `shell`).
     pub cmd: String,
-    /// Working directory (absolute path). Default: the MCP server's working directory.
+    /// Working directory. Default: the directory the MCP server was started in (a relative
+    /// path is taken from there).
     #[serde(default)]
     pub workdir: Option<String>,
     /// Wait this long (ms) for the command to end; ends early at an `until` line. Default

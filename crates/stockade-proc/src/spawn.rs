@@ -59,6 +59,8 @@ pub struct SpawnSpec {
     pub args: Vec<OsString>,
     /// Working directory; the daemon's when `None`.
     pub cwd: Option<PathBuf>,
+    /// The environment to start from instead of this process's own (`None`: this process's).
+    pub base_env: Option<Vec<(OsString, OsString)>>,
     /// Extra environment variables (the marker always wins over an entry with its name).
     pub env: Vec<(OsString, OsString)>,
     /// Standard input.
@@ -78,6 +80,7 @@ impl SpawnSpec {
             program: SHELL.into(),
             args: vec!["-c".into(), command.as_ref().to_owned()],
             cwd: None,
+            base_env: None,
             env: Vec::new(),
             stdin: StdioSpec::Null,
             stdout: StdioSpec::Null,
@@ -355,6 +358,10 @@ fn command(spec: &mut SpawnSpec, pair: Option<&pty::PtyPair>) -> Result<Command,
     if let Some(cwd) = &spec.cwd {
         cmd.current_dir(cwd);
     }
+    if let Some(base) = &spec.base_env {
+        cmd.env_clear();
+        cmd.envs(base.iter().map(|(k, v)| (k, v)));
+    }
     for (k, v) in &spec.env {
         cmd.env(k, v);
     }
@@ -437,10 +444,14 @@ fn fast_stdio(spec: &SpawnSpec, pair: Option<&pty::PtyPair>) -> Result<FastStdio
     Ok((child_ends, ours, raw))
 }
 
-/// The child's environment: the daemon's, `TERM` for a terminal unless given, the request's
-/// variables, then the session marker (last, so nothing overrides it).
+/// The child's environment: the base (the daemon's unless the request brought one), `TERM` for
+/// a terminal unless given, the request's variables, then the session marker (last, so nothing
+/// overrides it).
 fn child_env(spec: &SpawnSpec, tty: bool) -> Vec<(OsString, OsString)> {
-    let mut env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+    let mut env: Vec<(OsString, OsString)> = match &spec.base_env {
+        Some(base) => base.clone(),
+        None => std::env::vars_os().collect(),
+    };
     let mut set = |k: OsString, v: OsString| match env.iter_mut().find(|(key, _)| *key == k) {
         Some(slot) => slot.1 = v,
         None => env.push((k, v)),
@@ -514,5 +525,29 @@ fn spawn_fast(
             },
             _ => exec_error(error),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_base_environment_replaces_this_processs_and_the_rest_goes_on_top() {
+        let mut spec = SpawnSpec::shell("true", SessionMarker::new("t", "sh-1"));
+        spec.base_env = Some(vec![("A".into(), "1".into()), ("TERM".into(), "dumb".into())]);
+        spec.env = vec![("B".into(), "2".into()), ("A".into(), "3".into())];
+        let pairs = |env: Vec<(OsString, OsString)>| {
+            env.into_iter()
+                .map(|(k, v)| format!("{}={}", k.to_string_lossy(), v.to_string_lossy()))
+                .collect::<Vec<_>>()
+        };
+        let marker = format!("{MARKER_ENV}={}", spec.marker.value());
+        assert_eq!(pairs(child_env(&spec, false)), ["A=3", "TERM=dumb", "B=2", marker.as_str()]);
+        // A terminal's TERM is ours unless the request's own variables set it, as without a base.
+        let tty = format!("TERM={DEFAULT_TERM}");
+        assert_eq!(pairs(child_env(&spec, true)), ["A=3", tty.as_str(), "B=2", marker.as_str()]);
+        spec.base_env = Some(Vec::new());
+        assert_eq!(pairs(child_env(&spec, false)), ["B=2", "A=3", marker.as_str()]);
     }
 }

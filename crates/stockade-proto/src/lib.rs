@@ -303,6 +303,10 @@ pub struct RunResult {
     pub state: SessionState,
     /// Root pid of the command.
     pub pid: u32,
+    /// The directory the command runs in: the caller's, `cwd`, or the daemon's own when the
+    /// request named none (a remote client learns where it ran).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<std::path::PathBuf>,
     /// Milliseconds from spawn to the end (or to this answer, while running).
     pub wall_time_ms: u64,
     /// What terminating the tree did when the session ended, if anything was left running.

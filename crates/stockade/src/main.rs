@@ -20,6 +20,7 @@ macro_rules! eprint {
 }
 
 mod args;
+mod caller;
 mod cli;
 mod cmd;
 mod examples;

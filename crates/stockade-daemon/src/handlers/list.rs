@@ -63,6 +63,7 @@ pub(super) async fn handle(ctx: &Ctx, p: ListParams) -> Result<ListResult, RpcEr
                     processes,
                     state: record.state,
                     command: record.command,
+                    cwd: record.cwd,
                     pid: record.pid,
                     pgid: record.pgid,
                     total_bytes: stats.total_bytes,

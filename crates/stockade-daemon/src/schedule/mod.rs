@@ -225,6 +225,7 @@ impl Scheduler {
             every: p.every,
             cron: p.cron,
             run: p.run,
+            base_env_vars: None,
             paused: false,
             catch_up: p.catch_up,
             keep_runs,
@@ -536,10 +537,13 @@ fn run_info(s: &Session) -> ScheduleRun {
     }
 }
 
-/// A kept schedule as the protocol shows it: with the session running now, if any.
+/// A kept schedule as the protocol shows it: with the session running now, if any, and its
+/// base environment counted, not shown (it may hold secrets; it stays in the schedules file).
 fn info(engine: &Engine, s: &ScheduleInfo) -> ScheduleInfo {
     let active_session = engine.active_with_source(&s.source).map(|a| a.id().to_owned());
-    ScheduleInfo { active_session, ..s.clone() }
+    let mut shown = ScheduleInfo { active_session, ..s.clone() };
+    shown.base_env_vars = shown.run.base_env.take().map(|b| b.len());
+    shown
 }
 
 fn position(entries: &[Entry], name: &str) -> Result<usize, ScheduleError> {

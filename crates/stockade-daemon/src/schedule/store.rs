@@ -83,6 +83,7 @@ mod tests {
             every: Some("1s".into()),
             cron: None,
             run: ScheduleRunTemplate { command: "true".into(), ..Default::default() },
+            base_env_vars: None,
             paused: false,
             catch_up: CatchUp::Once,
             keep_runs: 3,

@@ -63,6 +63,7 @@ impl Run {
             program: program.into(),
             args: args.iter().map(OsString::from).collect(),
             cwd: None,
+            base_env: None,
             env: env.iter().map(|(k, v)| (k.into(), v.into())).collect(),
             stdin: StdioSpec::Null,
             stdout: StdioSpec::Null,

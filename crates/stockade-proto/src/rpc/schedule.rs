@@ -43,6 +43,11 @@ pub struct ScheduleRunTemplate {
     /// Extra environment variables.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// The environment each run starts from instead of the daemon's (as `run`'s `base_env`):
+    /// `schedule add` sends the caller's. Kept with the schedule; never in an answer, which
+    /// counts its variables in `base_env_vars` instead (they may hold secrets).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_env: Option<BTreeMap<String, String>>,
     /// The shell (default `/bin/sh`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shell: Option<PathBuf>,
@@ -117,8 +122,12 @@ pub struct ScheduleInfo {
     /// The cron expression, as given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cron: Option<String>,
-    /// What each fire runs.
+    /// What each fire runs (without `base_env` in answers).
     pub run: ScheduleRunTemplate,
+    /// How many variables the runs' base environment holds, when one was captured (absent: the
+    /// runs start from the daemon's environment). Only answers carry it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_env_vars: Option<usize>,
     /// Whether it is paused.
     pub paused: bool,
     /// Missed-tick policy.

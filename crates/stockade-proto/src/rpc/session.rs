@@ -61,6 +61,12 @@ pub struct RunParams {
     /// Extra environment variables.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// The environment the command starts from instead of the daemon's: the caller's whole
+    /// environment (what the CLI and `stockade mcp` send), or `{}` for an empty one
+    /// (`--env-clear`). `env` is applied on top, then the session marker (and `TERM` on a PTY,
+    /// unless set). Absent: the daemon's environment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_env: Option<BTreeMap<String, String>>,
     /// The shell (default `/bin/sh`).
     #[serde(default)]
     pub shell: Option<PathBuf>,
@@ -345,6 +351,10 @@ pub struct SessionInfo {
     pub state: SessionState,
     /// The command.
     pub command: String,
+    /// The directory it runs in (absent only for sessions of an older Stockade started without
+    /// one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<PathBuf>,
     /// Root pid.
     pub pid: u32,
     /// Process group.

@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use stockade_mcp::http::HttpGuard;
-use stockade_mcp::{Answers, CancellationToken, Daemon, Transport};
+use stockade_mcp::{Answers, CancellationToken, Daemon, RunDefaults, Transport};
 
 use crate::global::Global;
 
@@ -81,6 +81,16 @@ pub fn mcp(global: &Global, mut args: McpArgs) -> anyhow::Result<ExitCode> {
     };
     let daemon =
         if args.embedded { Daemon::Embedded } else { Daemon::Shared(global.connect_options()?) };
+    // The agent started this server in its project: every call runs there with this
+    // environment, whichever directory the shared daemon was started from. A remote daemon's
+    // machine is not ours: its own defaults apply.
+    let defaults = match global.remote {
+        Some(_) => RunDefaults::default(),
+        None => RunDefaults {
+            cwd: std::env::current_dir().ok(),
+            base_env: Some(crate::caller::environment()),
+        },
+    };
     let rt = crate::global::runtime()?;
     let result = rt.block_on(async {
         let cancel = CancellationToken::new();
@@ -97,7 +107,7 @@ pub fn mcp(global: &Global, mut args: McpArgs) -> anyhow::Result<ExitCode> {
             on_signal.cancel();
         });
         let answers = Answers { structured: args.structured };
-        stockade_mcp::serve(daemon, transport, answers, cancel, |addr| {
+        stockade_mcp::serve(daemon, transport, answers, defaults, cancel, |addr| {
             if let Some(addr) = addr {
                 let _ = writeln!(
                     std::io::stderr(),

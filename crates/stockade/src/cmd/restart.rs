@@ -24,5 +24,5 @@ pub struct RestartArgs {
 pub fn restart(global: &Global, args: RestartArgs) -> anyhow::Result<ExitCode> {
     let params = RestartParams { id: args.id, kill: args.kill };
     let result = global.connect()?.call::<method::Restart>(params)?;
-    super::run::print_result(&result, args.json)
+    super::run::print_result(&result, args.json, global.remote.is_some())
 }

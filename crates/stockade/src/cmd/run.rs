@@ -39,9 +39,12 @@ pub struct RunArgs {
     /// Working directory.
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
-    /// Extra environment variable (repeatable).
+    /// Extra environment variable (repeatable), on top of this shell's environment.
     #[arg(long = "env", value_name = "KEY=VALUE", value_parser = parse_env)]
     pub env: Vec<(String, String)>,
+    /// Start the command from an empty environment instead of this shell's (`--env` on top).
+    #[arg(long)]
+    pub env_clear: bool,
     /// Terminate the whole process tree after this many milliseconds.
     #[arg(long, value_name = "MS")]
     pub timeout_ms: Option<u64>,
@@ -198,7 +201,7 @@ pub fn run(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
 /// Prints a foreground run's answer; the exit status it gives.
 fn print_answer(result: Answer, json: bool) -> anyhow::Result<ExitCode> {
     match result {
-        Answer::Bounded(result) => print_result(&result, json),
+        Answer::Bounded(result) => print_result(&result, json, false),
         Answer::Streamed { id, state, wall_time, cleanup, spool, ended_with_newline } => {
             // The output is on the screen already: the summary and where all of it is kept.
             let mut text = String::new();
@@ -274,15 +277,18 @@ const FOREGROUND_WAIT: Duration = Duration::from_secs(7 * 24 * 3600);
 /// foreground `--pty` run is waited for; if this client goes away (Ctrl-C), the daemon
 /// terminates it.
 fn background(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
-    // The daemon has its own working directory: send ours (or an absolute --cwd). A remote
-    // daemon's file system is not ours: only an explicit --cwd (its path there) is sent.
+    // The daemon has its own working directory and environment: send ours (or an absolute
+    // --cwd). A remote daemon's machine is not ours: only an explicit --cwd (its path there) is
+    // sent, and no environment.
+    let remote = global.remote.is_some();
     let cwd = match (&global.remote, &args.cwd) {
         (Some(_), cwd) => cwd.clone(),
         (None, cwd) => {
             Some(std::path::absolute(cwd.clone().unwrap_or_else(|| PathBuf::from(".")))?)
         }
     };
-    let params = params(&args, cwd);
+    let mut params = params(&args, cwd);
+    params.base_env = crate::caller::base_env(args.env_clear, remote);
     let mut client = global.connect()?;
     let result = if args.bg {
         client.call::<method::Run>(params)?
@@ -290,7 +296,7 @@ fn background(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
         let wait = args.timeout_ms.map_or(FOREGROUND_WAIT, Duration::from_millis);
         client.call_waiting::<method::Run>(params, wait)?
     };
-    print_result(&result, args.json)
+    print_result(&result, args.json, remote)
 }
 
 /// The directory and shell the user named, checked here so the error names the flag they typed
@@ -331,6 +337,8 @@ fn params(args: &RunArgs, cwd: Option<PathBuf>) -> RunParams {
         command: shell_command(&args.command),
         cwd,
         env: args.env.iter().cloned().collect(),
+        // A foreground run's engine is this process: it starts from this environment already.
+        base_env: args.env_clear.then(Default::default),
         shell: Some(args.shell.clone()),
         login: args.login,
         background: args.bg,
@@ -353,7 +361,12 @@ fn params(args: &RunArgs, cwd: Option<PathBuf>) -> RunParams {
     }
 }
 
-pub(crate) fn print_result(result: &RunResult, json: bool) -> anyhow::Result<ExitCode> {
+/// Prints a `run` answer; `remote` adds where it ran (the caller cannot see that machine).
+pub(crate) fn print_result(
+    result: &RunResult,
+    json: bool,
+    remote: bool,
+) -> anyhow::Result<ExitCode> {
     if json {
         out::print_json(result)?;
     } else {
@@ -371,6 +384,10 @@ pub(crate) fn print_result(result: &RunResult, json: bool) -> anyhow::Result<Exi
                 at,
                 "Deduplicated: a running session has this --source; no new command was started\n",
             );
+        }
+        if let Some(cwd) = result.cwd.as_ref().filter(|_| remote) {
+            let at = text.find('\n').map_or(text.len(), |i| i + 1);
+            text.insert_str(at, &format!("Ran in: {}\n", cwd.display()));
         }
         out::print(&text)?;
     }

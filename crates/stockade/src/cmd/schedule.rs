@@ -97,12 +97,16 @@ pub struct AddArgs {
     /// Run the shell as a login shell (`-lc`).
     #[arg(long)]
     pub login: bool,
-    /// Working directory.
+    /// Working directory [default: this shell's].
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
-    /// Extra environment variable (repeatable).
+    /// Extra environment variable (repeatable), on top of this shell's environment (captured
+    /// now and kept with the schedule).
     #[arg(long = "env", value_name = "KEY=VALUE", value_parser = crate::args::parse_env)]
     pub env: Vec<(String, String)>,
+    /// Start each run from an empty environment instead of this shell's (`--env` on top).
+    #[arg(long)]
+    pub env_clear: bool,
     /// Terminate each run's whole process tree after this many milliseconds.
     #[arg(long, value_name = "MS")]
     pub timeout_ms: Option<u64>,
@@ -168,7 +172,7 @@ pub fn schedule(global: &Global, args: ScheduleArgs) -> anyhow::Result<ExitCode>
     match args.action {
         ScheduleAction::Add(a) => {
             let json = a.json;
-            let params = add_params(a)?;
+            let params = add_params(a, global.remote.is_some())?;
             let info = client.call::<method::ScheduleAdd>(params)?;
             print_one(&info, json, "Added")
         }
@@ -257,7 +261,10 @@ fn print_one(info: &ScheduleInfo, json: bool, verb: &str) -> anyhow::Result<Exit
     Ok(ExitCode::SUCCESS)
 }
 
-fn add_params(a: AddArgs) -> anyhow::Result<ScheduleAddParams> {
+/// The request `a` describe. A local caller's directory and environment go with it (the daemon
+/// keeps them for every fire); a remote daemon's machine is not ours, so only an explicit
+/// `--cwd` (its path there) is sent.
+fn add_params(a: AddArgs, remote: bool) -> anyhow::Result<ScheduleAddParams> {
     let retained_cap = a
         .retained_cap
         .map(usize::try_from)
@@ -276,8 +283,12 @@ fn add_params(a: AddArgs) -> anyhow::Result<ScheduleAddParams> {
         disk_budget: a.disk_budget,
         run: ScheduleRunTemplate {
             command: a.command.join(" "),
-            cwd: a.cwd.map(std::path::absolute).transpose()?,
+            cwd: match (remote, a.cwd) {
+                (true, cwd) => cwd,
+                (false, cwd) => Some(std::path::absolute(cwd.unwrap_or_else(|| ".".into()))?),
+            },
             env: a.env.into_iter().collect(),
+            base_env: crate::caller::base_env(a.env_clear, remote),
             shell: a.shell,
             login: a.login,
             timeout_ms: a.timeout_ms,
@@ -304,8 +315,15 @@ fn describe(s: &ScheduleInfo) -> String {
         (false, None) => "no next fire".to_owned(),
     };
     let mut text = format!(
-        "{}: {timing}, {next} (source {})\n  {}\n  {} fired, {} skipped (still running), {} missed, {} failed",
-        s.name, s.source, s.run.command, s.fires, s.skipped_overlap, s.missed, s.failed_fires
+        "{}: {timing}, {next} (source {})\n  {}\n  {}\n  {} fired, {} skipped (still running), {} missed, {} failed",
+        s.name,
+        s.source,
+        s.run.command,
+        super::schedule_table::place(s),
+        s.fires,
+        s.skipped_overlap,
+        s.missed,
+        s.failed_fires
     );
     if let Some(id) = &s.active_session {
         text.push_str(&format!("; running now: {id}"));

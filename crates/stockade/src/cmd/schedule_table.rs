@@ -1,5 +1,6 @@
 //! `stockade schedule list` as a table: NAME, WHEN, NEXT (absolute local time), LEFT, LAST,
-//! STATE, FIRES, SKIPPED — the columns a cron or systemd-timer user looks for.
+//! STATE, ENV, DIR, FIRES, SKIPPED — the columns a cron or systemd-timer user looks for, and
+//! where the runs start (the environment is counted, never shown: it may hold secrets).
 
 use comfy_table::{Cell, CellAlignment};
 use stockade_proto::rpc::ScheduleInfo;
@@ -8,8 +9,10 @@ use crate::out;
 
 pub fn table(schedules: &[ScheduleInfo]) -> String {
     let now = out::now_ms();
-    let mut table =
-        out::table(["NAME", "WHEN", "NEXT", "LEFT", "LAST", "STATE", "FIRES", "SKIPPED"], false);
+    let mut table = out::table(
+        ["NAME", "WHEN", "NEXT", "LEFT", "LAST", "STATE", "ENV", "DIR", "FIRES", "SKIPPED"],
+        false,
+    );
     for s in schedules {
         let when = match (&s.every, &s.cron) {
             (Some(every), _) => format!("every {every}"),
@@ -44,11 +47,42 @@ pub fn table(schedules: &[ScheduleInfo]) -> String {
             Cell::new(left).set_alignment(CellAlignment::Right),
             Cell::new(last),
             Cell::new(state),
+            Cell::new(env_words(s)),
+            Cell::new(dir_text(s)),
             Cell::new(s.fires).set_alignment(CellAlignment::Right),
             Cell::new(s.skipped_overlap).set_alignment(CellAlignment::Right),
         ]);
     }
     out::table_text(table)
+}
+
+/// Where a schedule's runs start, in one line: `in DIR, with the caller's environment (N
+/// variables)`.
+pub fn place(s: &ScheduleInfo) -> String {
+    let env = match s.base_env_vars {
+        Some(0) => "an empty environment".to_owned(),
+        Some(n) => format!("the environment of `schedule add` ({n} variables)"),
+        None => "the daemon's environment".to_owned(),
+    };
+    let dir = s
+        .run
+        .cwd
+        .as_ref()
+        .map_or_else(|| "the daemon's directory".to_owned(), |d| d.display().to_string());
+    format!("in {dir}, with {env}")
+}
+
+/// The ENV cell: the captured environment's size, or whose environment the runs get.
+fn env_words(s: &ScheduleInfo) -> String {
+    match s.base_env_vars {
+        Some(n) => format!("{n} vars"),
+        None => "daemon's".into(),
+    }
+}
+
+/// The runs' directory (the daemon's own when the schedule names none).
+fn dir_text(s: &ScheduleInfo) -> String {
+    s.run.cwd.as_ref().map_or_else(|| "daemon's".into(), |d| d.display().to_string())
 }
 
 /// `2026-11-23 15:10:00` in the local time zone (chrono reads TZ or /etc/localtime, UTC when

@@ -67,7 +67,10 @@ fn schedule_run_fires_now_and_skips_while_active_and_list_is_a_table() {
     let table = home.ok(&["schedule", "list"]);
     let mut lines = table.lines();
     let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
-    assert_eq!(header, ["NAME", "WHEN", "NEXT", "LEFT", "LAST", "STATE", "FIRES", "SKIPPED"]);
+    assert_eq!(
+        header,
+        ["NAME", "WHEN", "NEXT", "LEFT", "LAST", "STATE", "ENV", "DIR", "FIRES", "SKIPPED"]
+    );
     let row = lines.next().unwrap();
     assert!(row.starts_with("nightly  every 1h  20"), "an absolute date: {row}");
     assert!(row.contains(&format!("running {id}")), "{row}");

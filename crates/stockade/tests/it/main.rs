@@ -10,6 +10,7 @@ mod architecture;
 mod bench_edges;
 mod bench_growth;
 mod binary_deps;
+mod caller_env;
 mod chaos;
 mod cli;
 mod cli_docs;

@@ -13,7 +13,7 @@ use stockade_testkit::{Home, stockade_bin};
 /// Bound on one scenario run (the longest waits 90 s on purpose).
 const SCENARIO_TIMEOUT: Duration = Duration::from_secs(240);
 
-fn installed(relative: &str, what: &str) -> PathBuf {
+pub(super) fn installed(relative: &str, what: &str) -> PathBuf {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let path = root.join(relative);
     assert!(
@@ -24,7 +24,7 @@ fn installed(relative: &str, what: &str) -> PathBuf {
     path
 }
 
-fn args(c: &mut Command, scenario: &str, home: &Home) {
+pub(super) fn args(c: &mut Command, scenario: &str, home: &Home) {
     c.arg(scenario)
         .arg("--stockade")
         .arg(stockade_bin())
