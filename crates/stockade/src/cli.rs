@@ -32,6 +32,7 @@ pub struct Cli {
     /// State directory (spools, session records). Default: $XDG_STATE_HOME/stockade, else
     /// ~/.local/state/stockade.
     #[arg(long, global = true, env = "STOCKADE_HOME", value_name = "DIR")]
+    #[arg(value_parser = crate::args::path_parser())]
     pub home: Option<PathBuf>,
 
     /// Never start the daemon on demand: commands that need it fail with a clear error instead.
@@ -52,11 +53,13 @@ pub struct Cli {
     /// With --remote: the file holding the door's token (mode 0600). Give it before the
     /// subcommand (`stockade --token-file F logs …`) or set STOCKADE_TOKEN_FILE.
     #[arg(long = "token-file", env = "STOCKADE_TOKEN_FILE", value_name = "FILE")]
+    #[arg(value_parser = crate::args::path_parser())]
     pub remote_token_file: Option<PathBuf>,
 
     /// With a wss:// --remote: PEM file of the CA that signed the daemon's certificate
     /// (default: the system's trusted roots).
     #[arg(long, global = true, env = "STOCKADE_CA_FILE", value_name = "FILE")]
+    #[arg(value_parser = crate::args::path_parser())]
     pub ca_file: Option<PathBuf>,
 
     /// What to do.

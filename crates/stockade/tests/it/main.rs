@@ -12,6 +12,7 @@ mod bench_growth;
 mod binary_deps;
 mod chaos;
 mod cli;
+mod cli_bad_inputs;
 mod cli_docs;
 mod cli_errors;
 mod cli_interrupt;
