@@ -198,6 +198,10 @@ pub enum Command {
     #[command(after_help = ex::COMPLETIONS)]
     Completions(CompletionsArgs),
     /// Print the man page (roff) to stdout, or write one page per subcommand into a directory.
+    ///
+    /// `--dir` creates the directory. If `man stockade-run` then does not find the pages, add
+    /// the directory's parent to MANPATH, e.g. `export MANPATH="$HOME/.local/share/man:"` (the
+    /// trailing `:` keeps the system's pages).
     #[command(after_help = ex::MAN)]
     Man(ManArgs),
 }
