@@ -484,7 +484,7 @@ impl Engine {
             tree: Arc::new(spawned.tree),
             drain: drain_handle,
             timeout: spec.timeout,
-            grace: self.config.grace,
+            grace: spec.grace.unwrap_or(self.config.grace),
             input,
             spec: kept,
         });

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use stockade_proc::pty;
-use stockade_proto::rpc::{PtySize, RunParams, ScheduleRunTemplate, StdinMode};
+use stockade_proto::rpc::{MAX_GRACE_MS, PtySize, RunParams, ScheduleRunTemplate, StdinMode};
 use stockade_proto::{Capture, DiskPolicy};
 
 use crate::error::EngineError;
@@ -31,6 +31,8 @@ pub struct RunSpec {
     pub env: Vec<(String, String)>,
     /// Terminate the tree after this long.
     pub timeout: Option<Duration>,
+    /// Grace before `SIGKILL` when this session's tree is terminated (default: the engine's).
+    pub grace: Option<Duration>,
     /// Capture mode.
     pub capture: Capture,
     /// Hot-tail size (default: the engine's).
@@ -64,6 +66,7 @@ impl From<RunParams> for RunSpec {
             base_env: p.base_env.map(|b| b.into_iter().collect()),
             env: p.env.into_iter().collect(),
             timeout: p.timeout_ms.map(Duration::from_millis),
+            grace: p.grace_ms.map(|ms| Duration::from_millis(ms.min(MAX_GRACE_MS))),
             capture: p.capture,
             retained_cap: p.retained_cap,
             disk_cap: p.disk_cap,

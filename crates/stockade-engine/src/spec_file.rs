@@ -22,6 +22,7 @@ fn params(spec: &RunSpec) -> RunParams {
         base_env: spec.base_env.as_ref().map(|b| b.iter().cloned().collect()),
         env: spec.env.iter().cloned().collect(),
         timeout_ms: spec.timeout.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
+        grace_ms: spec.grace.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
         capture: spec.capture,
         retained_cap: spec.retained_cap,
         disk_cap: spec.disk_cap,

@@ -102,6 +102,88 @@ pub(crate) fn parse_age(s: &str) -> Result<std::time::Duration, String> {
     n.checked_mul(secs).map(std::time::Duration::from_secs).ok_or_else(bad)
 }
 
+/// A duration for a flag that takes a time (`--timeout`, `wait --timeout`): `500ms`, `5s`, `2m`,
+/// `1h 30m`; a plain number is seconds, as GNU `timeout` reads it.
+pub(crate) fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    duration_or_number(s, std::time::Duration::from_secs).map_err(|e| match e {
+        DurationError::Negative => "is negative; write a duration such as 30s or 500ms".to_owned(),
+        DurationError::Bad => {
+            "is not a duration; write e.g. 30s, 500ms, 10m or 1h (a plain number is seconds)"
+                .to_owned()
+        }
+    })
+}
+
+/// A time for a `--…-ms` flag, in milliseconds: a plain number is milliseconds (`500`), and a
+/// duration with a unit (`2s`, `1m`) is taken too, so one spelling works for every flag.
+pub(crate) fn parse_ms(s: &str) -> Result<u64, String> {
+    let d = duration_or_number(s, std::time::Duration::from_millis).map_err(|e| match e {
+        DurationError::Negative => "is negative; write milliseconds (500) or a duration (2s)",
+        DurationError::Bad => {
+            "is not a time; write milliseconds (500) or a duration with a unit (2s, 1m)"
+        }
+    })?;
+    u64::try_from(d.as_millis()).map_err(|_| "is too long; write at most a few days".to_owned())
+}
+
+/// Why a time was refused.
+enum DurationError {
+    Negative,
+    Bad,
+}
+
+/// `s` as a humantime duration (`1h 30m`, `500ms`), or a plain whole number in the unit `plain`.
+fn duration_or_number(
+    s: &str,
+    plain: fn(u64) -> std::time::Duration,
+) -> Result<std::time::Duration, DurationError> {
+    let s = s.trim();
+    if s.starts_with('-') {
+        return Err(DurationError::Negative);
+    }
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+        return s.parse().map(plain).map_err(|_| DurationError::Bad);
+    }
+    humantime::parse_duration(s).map_err(|_| DurationError::Bad)
+}
+
+/// The value parser of every flag that takes a path: a leading `~` or `~/` is this user's
+/// home, as a shell would have expanded it had the value not been quoted
+/// (`STOCKADE_HOME='~/x'`, `--cwd '~/src'`). Paths may be any bytes, so the value is not
+/// required to be UTF-8.
+pub(crate) fn path_parser() -> impl clap::builder::TypedValueParser<Value = std::path::PathBuf> {
+    use clap::builder::TypedValueParser as _;
+    clap::builder::OsStringValueParser::new().try_map(|s| expand_tilde(s, std::env::var_os("HOME")))
+}
+
+/// `s` with a leading `~` or `~/` replaced by `home`; `~user` forms are refused, not guessed.
+pub(crate) fn expand_tilde(
+    s: std::ffi::OsString,
+    home: Option<std::ffi::OsString>,
+) -> Result<std::path::PathBuf, String> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let bytes = s.as_bytes();
+    if bytes.first() != Some(&b'~') {
+        return Ok(s.into());
+    }
+    let rest = &bytes[1..];
+    if !rest.is_empty() && rest[0] != b'/' {
+        return Err("starts with ~NAME, which is not expanded; write the full path".to_owned());
+    }
+    let home = home
+        .filter(|h| !h.is_empty())
+        .ok_or_else(|| "starts with ~ but HOME is not set; write the full path".to_owned())?;
+    let mut path = std::path::PathBuf::from(home);
+    let rest = std::ffi::OsStr::from_bytes(rest).to_owned();
+    let rest = std::path::Path::new(&rest).strip_prefix("/").map(|p| p.to_owned());
+    if let Ok(rest) = rest
+        && !rest.as_os_str().is_empty()
+    {
+        path.push(rest);
+    }
+    Ok(path)
+}
+
 /// The hot-tail size of one run: a size within the engine's bounds.
 pub(crate) fn parse_retained_cap(s: &str) -> Result<usize, String> {
     use stockade_engine::{MAX_RETAINED_CAP, MIN_RETAINED_CAP};
@@ -144,5 +226,32 @@ mod tests {
         for bad in ["7", "d", "7w", "-1d", ""] {
             assert!(parse_age(bad).is_err(), "{bad}");
         }
+    }
+    #[test]
+    fn times_take_units_and_plain_numbers() {
+        use std::time::Duration;
+        assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_duration("5"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("1h 30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_ms("1500"), Ok(1500));
+        assert_eq!(parse_ms("1s"), Ok(1000));
+        assert_eq!(parse_ms("2m"), Ok(120_000));
+        for bad in ["5x", "-1s", "", "s", "1.5"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+            assert!(parse_ms(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_leading_tilde_is_the_home() {
+        let home = Some(std::ffi::OsString::from("/home/u"));
+        let t = |s: &str| expand_tilde(s.into(), home.clone());
+        assert_eq!(t("~/x"), Ok("/home/u/x".into()));
+        assert_eq!(t("~"), Ok("/home/u".into()));
+        assert_eq!(t("~/"), Ok("/home/u".into()));
+        assert_eq!(t("a/~/b"), Ok("a/~/b".into()));
+        assert!(t("~bob/x").is_err());
+        assert!(expand_tilde("~/x".into(), None).is_err());
     }
 }

@@ -32,6 +32,7 @@ pub struct Cli {
     /// State directory (spools, session records). Default: $XDG_STATE_HOME/stockade, else
     /// ~/.local/state/stockade.
     #[arg(long, global = true, env = "STOCKADE_HOME", value_name = "DIR")]
+    #[arg(value_parser = crate::args::path_parser())]
     pub home: Option<PathBuf>,
 
     /// Never start the daemon on demand: commands that need it fail with a clear error instead.
@@ -52,11 +53,13 @@ pub struct Cli {
     /// With --remote: the file holding the door's token (mode 0600). Give it before the
     /// subcommand (`stockade --token-file F logs …`) or set STOCKADE_TOKEN_FILE.
     #[arg(long = "token-file", env = "STOCKADE_TOKEN_FILE", value_name = "FILE")]
+    #[arg(value_parser = crate::args::path_parser())]
     pub remote_token_file: Option<PathBuf>,
 
     /// With a wss:// --remote: PEM file of the CA that signed the daemon's certificate
     /// (default: the system's trusted roots).
     #[arg(long, global = true, env = "STOCKADE_CA_FILE", value_name = "FILE")]
+    #[arg(value_parser = crate::args::path_parser())]
     pub ca_file: Option<PathBuf>,
 
     /// What to do.
@@ -195,6 +198,10 @@ pub enum Command {
     #[command(after_help = ex::COMPLETIONS)]
     Completions(CompletionsArgs),
     /// Print the man page (roff) to stdout, or write one page per subcommand into a directory.
+    ///
+    /// `--dir` creates the directory. If `man stockade-run` then does not find the pages, add
+    /// the directory's parent to MANPATH, e.g. `export MANPATH="$HOME/.local/share/man:"` (the
+    /// trailing `:` keeps the system's pages).
     #[command(after_help = ex::MAN)]
     Man(ManArgs),
 }

@@ -33,6 +33,13 @@ impl Global {
         };
         let home = std::path::absolute(&home)
             .with_context(|| format!("cannot resolve the state directory {}", home.display()))?;
+        // Said here, before a connect fails with the socket's "Not a directory".
+        if std::fs::metadata(&home).is_ok_and(|m| !m.is_dir()) {
+            anyhow::bail!(
+                "the state directory {} is a file; remove it or pass another --home (or STOCKADE_HOME)",
+                home.display()
+            );
+        }
         let mut opts = ConnectOptions::new(home);
         opts.autostart = !self.no_autostart;
         opts.remote = self.remote_options()?;
@@ -42,6 +49,11 @@ impl Global {
     /// The remote daemon to use, if `--remote` names one.
     pub fn remote_options(&self) -> anyhow::Result<Option<RemoteOptions>> {
         let Some(url) = self.remote.clone() else { return Ok(None) };
+        if !(url.starts_with("ws://") || url.starts_with("wss://")) {
+            anyhow::bail!(
+                "--remote {url} is not a ws:// or wss:// URL; pass e.g. --remote wss://10.0.0.5:7433"
+            );
+        }
         let Some(token_file) = self.remote_token_file.clone() else {
             anyhow::bail!(
                 "--remote {url} needs the door's token: pass --token-file FILE before the subcommand, or set STOCKADE_TOKEN_FILE"

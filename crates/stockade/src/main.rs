@@ -79,7 +79,10 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) if !e.use_stderr() => e.exit(), // --help, --version
         Err(e) => {
-            eprintln!("stockade: {}", usage::sentence(&e));
+            eprintln!(
+                "stockade: {}",
+                usage::sentence(&e, &std::env::args_os().collect::<Vec<_>>())
+            );
             return ExitCode::from(2);
         }
     };

@@ -3,10 +3,13 @@
 //! the user typed and to say what to do, instead of clap's multi-line report with parser text
 //! such as "invalid digit found in string". `--help` and `--version` pass through unchanged.
 
+use std::ffi::OsString;
+
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 
-/// The sentence `main` prints (after `stockade: `) for a parse error.
-pub fn sentence(e: &clap::Error) -> String {
+/// The sentence `main` prints (after `stockade: `) for a parse error; `argv` is the command line
+/// as given, for the errors where clap does not say which flag it was parsing.
+pub fn sentence(e: &clap::Error, argv: &[OsString]) -> String {
     let rendered = e.render().to_string();
     let command = command_path(&rendered);
     let help = format!("`{command} --help` lists what it takes");
@@ -17,8 +20,10 @@ pub fn sentence(e: &clap::Error) -> String {
             let arg = arg.unwrap_or_else(|| "a value".into());
             let value = value.unwrap_or_default();
             let reason = match std::error::Error::source(e) {
-                Some(s) if s.is::<std::num::ParseIntError>() => "is not a whole number".to_owned(),
-                Some(s) => s.to_string(),
+                Some(s) => match s.downcast_ref::<std::num::ParseIntError>() {
+                    Some(p) => whole_number(p),
+                    None => out_of_range(&s.to_string(), &value),
+                },
                 None => "is not valid".to_owned(),
             };
             format!("{arg} {value} {reason}")
@@ -32,6 +37,23 @@ pub fn sentence(e: &clap::Error) -> String {
                 None => format!("{arg} needs a value; {help}"),
             }
         }
+        ErrorKind::UnknownArgument if arg.as_deref().is_some_and(is_negative_number) => {
+            // `--max-lines -3`: clap took the value for a short option.
+            let arg = arg.unwrap_or_default();
+            match flag_before(argv, &arg) {
+                Some((flag, value)) => format!("{flag} {value} is negative; pass 0 or more"),
+                None => format!("{arg} is negative; pass 0 or more"),
+            }
+        }
+        ErrorKind::InvalidUtf8 => match first_non_utf8(argv) {
+            Some((Some(flag), value)) => {
+                format!("{flag} {value} is not UTF-8 text; pass it as UTF-8")
+            }
+            Some((None, value)) => format!(
+                "the argument {value} is not UTF-8 text; commands and names must be UTF-8 (only paths may be other bytes)"
+            ),
+            None => format!("an argument is not UTF-8 text; {help}"),
+        },
         ErrorKind::UnknownArgument => {
             let arg = arg.unwrap_or_default();
             match context(e, ContextKind::SuggestedArg) {
@@ -70,6 +92,48 @@ pub fn sentence(e: &clap::Error) -> String {
             format!("{first}; {help}")
         }
     }
+}
+
+/// Why a number did not parse, and what to pass.
+fn whole_number(e: &std::num::ParseIntError) -> String {
+    use std::num::IntErrorKind;
+    match e.kind() {
+        IntErrorKind::PosOverflow => "is too large; pass a smaller number".to_owned(),
+        IntErrorKind::Empty => "is empty; pass a whole number".to_owned(),
+        _ => "is not a whole number; pass digits only, e.g. 100".to_owned(),
+    }
+}
+
+/// Clap's range message (`100000 is not in 1..=65535`) as `is out of range: pass 1 to 65535`;
+/// any other message as it is.
+fn out_of_range(message: &str, value: &str) -> String {
+    let range = message.strip_prefix(value).and_then(|m| m.trim().strip_prefix("is not in "));
+    match range.and_then(|r| r.split_once("..=")) {
+        Some((low, high)) => format!("is out of range: pass {low} to {high}"),
+        None => message.to_owned(),
+    }
+}
+
+/// `-3`, `-1s`, `-0.5`: a value that starts like a negative number.
+fn is_negative_number(arg: &str) -> bool {
+    arg.strip_prefix('-').is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()))
+}
+
+/// The flag given just before the argument clap reported as `arg`, and the whole argument
+/// (`--timeout -1s` → (`--timeout`, `-1s`)).
+fn flag_before(argv: &[OsString], arg: &str) -> Option<(String, String)> {
+    let at = argv.iter().position(|a| a.to_str().is_some_and(|a| a.starts_with(arg)))?;
+    let flag = argv.get(at.checked_sub(1)?)?.to_str()?;
+    flag.starts_with("--").then(|| (flag.to_owned(), argv[at].to_string_lossy().into_owned()))
+}
+
+/// The first argument that is not UTF-8 (its bytes escaped, `\xff`), with the flag before it.
+fn first_non_utf8(argv: &[OsString]) -> Option<(Option<String>, String)> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let at = argv.iter().skip(1).position(|a| a.to_str().is_none())? + 1;
+    let value = argv[at].as_bytes().escape_ascii().to_string();
+    let flag = argv[at - 1].to_str().filter(|f| f.starts_with("--") && at > 1);
+    Some((flag.map(str::to_owned), value))
 }
 
 /// A context value as text (lists joined with commas).

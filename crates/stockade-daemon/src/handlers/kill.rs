@@ -3,13 +3,10 @@
 use std::time::Duration;
 
 use stockade_proc::Signal;
-use stockade_proto::rpc::{KillParams, KillResult, RpcError, code};
+use stockade_proto::rpc::{KillParams, KillResult, MAX_GRACE_MS, RpcError, code};
 
 use super::ctx::Ctx;
 use crate::error::{from_engine, rpc_error};
-
-/// Longest grace a kill may ask for between the polite signal and `SIGKILL`.
-const MAX_GRACE_MS: u64 = 60_000;
 
 pub(super) async fn handle(ctx: &Ctx, p: KillParams) -> Result<KillResult, RpcError> {
     let session = ctx.engine().session(&p.id).map_err(from_engine)?;

@@ -27,6 +27,9 @@ pub const JSONRPC_VERSION: &str = "2.0";
 pub const MAX_REQUEST_BYTES: usize = 1024 * 1024;
 /// Longest a `wait_ms`/`yield_ms` may ask to wait.
 pub const MAX_WAIT_MS: u64 = 300_000;
+/// Longest grace a request may ask for between the polite signal and `SIGKILL` (a `kill`, a
+/// run's `grace_ms`); longer asks are cut to it.
+pub const MAX_GRACE_MS: u64 = 60_000;
 
 /// The parameters of a method that takes none: `{}` on the wire; unknown fields are refused.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

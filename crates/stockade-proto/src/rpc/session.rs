@@ -79,6 +79,11 @@ pub struct RunParams {
     /// Terminate the tree after this long.
     #[serde(default)]
     pub timeout_ms: Option<u64>,
+    /// This session's grace between the polite signal and `SIGKILL` whenever its tree is
+    /// terminated (timeout, disk cap, a `kill` without its own grace, shutdown); default the
+    /// engine's, at most 60 000 (`MAX_GRACE_MS`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grace_ms: Option<u64>,
     /// How long to wait for exit before answering (foreground: until exit unless set; background:
     /// default 0).
     #[serde(default)]

@@ -12,19 +12,19 @@ use stockade_daemon::{CancellationToken, Daemon, DaemonConfig, MetricsConfig, Tl
 use stockade_engine::StateDir;
 use stockade_proc::{CgroupMode, ContainmentConfig};
 
-use crate::args::{parse_age, parse_size_u64, parse_size_usize};
+use crate::args::{parse_age, parse_ms, parse_size_u64, parse_size_usize, path_parser};
 
 /// `stockade daemon run`: how the daemon is set up.
 #[derive(Debug, Clone, Default, Args)]
 pub struct DaemonRunArgs {
     /// Socket path (default: $STOCKADE_HOME/stockade.sock).
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", value_parser = path_parser())]
     pub socket: Option<PathBuf>,
     /// Do not use a cgroup even where one is available.
     #[arg(long)]
     pub no_cgroup: bool,
     /// Grace between SIGTERM and SIGKILL when terminating a tree, in milliseconds [default: 2000].
-    #[arg(long, value_name = "MS")]
+    #[arg(long, value_name = "MS", value_parser = parse_ms, allow_hyphen_values = true)]
     pub grace_ms: Option<u64>,
     /// Most sessions running at once [default: what the open-file and process limits allow, at
     /// least 1024]. The daemon raises its open-file limit to the hard limit at start and counts
@@ -59,14 +59,14 @@ pub struct DaemonRunArgs {
     pub ws: Option<std::net::SocketAddr>,
     /// The file holding the WebSocket token (mode 0600 or stricter, not empty); also asked of
     /// scrapes on a non-loopback --metrics address.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", value_parser = path_parser())]
     pub token_file: Option<PathBuf>,
     /// TLS certificate chain (PEM) for the WebSocket door (clients then use wss://) and the
     /// --metrics address (https://).
-    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    #[arg(long, value_name = "FILE", requires = "tls_key", value_parser = path_parser())]
     pub tls_cert: Option<PathBuf>,
     /// TLS private key (PEM) for --tls-cert.
-    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    #[arg(long, value_name = "FILE", requires = "tls_cert", value_parser = path_parser())]
     pub tls_key: Option<PathBuf>,
     /// Serve the WebSocket door (or --metrics) without TLS on a non-loopback address (the token
     /// and all output cross the network in clear: only inside a network you trust, e.g. a pod's
@@ -84,7 +84,7 @@ pub struct DaemonRunArgs {
     pub retention: Option<std::time::Duration>,
     /// How often the retention janitor sweeps, in milliseconds (it also sweeps at start-up)
     /// [default: 3600000]. Tests shorten it.
-    #[arg(long, value_name = "MS", hide = true)]
+    #[arg(long, value_name = "MS", hide = true, value_parser = parse_ms)]
     pub sweep_interval_ms: Option<u64>,
 }
 

@@ -24,7 +24,7 @@ pub struct CompletionsArgs {
 pub struct ManArgs {
     /// Write `stockade.1` and one page per subcommand (`stockade-run.1`, …) into this directory
     /// instead of printing the main page.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", value_parser = crate::args::path_parser())]
     pub dir: Option<PathBuf>,
 }
 

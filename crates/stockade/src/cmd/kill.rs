@@ -22,7 +22,8 @@ pub struct KillArgs {
     #[arg(short = 's', long, value_name = "SIGNAL")]
     pub signal: Option<String>,
     /// Grace between the first signal and SIGKILL, in milliseconds (default 2000).
-    #[arg(long, value_name = "MS")]
+    #[arg(long, value_name = "MS", value_parser = crate::args::parse_ms)]
+    #[arg(allow_hyphen_values = true)]
     pub grace_ms: Option<u64>,
     /// Print the terminate report as JSON (an array when several ids are given).
     #[arg(long)]

@@ -37,6 +37,7 @@ pub struct McpArgs {
     /// Read the bearer token from this file, instead of --token: yours, mode 0600 (no access
     /// for group or others), one token of at least 16 characters.
     #[arg(long, value_name = "PATH", conflicts_with = "token")]
+    #[arg(value_parser = crate::args::path_parser())]
     pub token_file: Option<PathBuf>,
     /// A browser origin allowed to call the HTTP server (e.g. `http://localhost:6274`);
     /// repeatable. Requests with any other `Origin` header are refused (403).

@@ -202,6 +202,11 @@ pub(super) fn open_target(
     home: Option<PathBuf>,
     target: &str,
 ) -> anyhow::Result<(OutputLog, Option<String>)> {
+    if target.is_empty() {
+        anyhow::bail!(
+            "the target is empty; pass a session id (like sh-3), a session directory or a spool file"
+        );
+    }
     let dir = if is_session_id(target) {
         crate::global::state_dir(home)?.find_session(target)?
     } else {

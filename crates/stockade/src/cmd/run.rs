@@ -19,7 +19,8 @@ use stockade_proto::rpc::{PtySize, RunParams, StdinMode, method};
 use stockade_proto::{ReadMode, RunResult, Signal};
 
 use crate::args::{
-    CaptureArg, DiskPolicyArg, LimitArgs, parse_env, parse_retained_cap, parse_size_u64,
+    CaptureArg, DiskPolicyArg, LimitArgs, parse_duration, parse_env, parse_ms, parse_retained_cap,
+    parse_size_u64, path_parser,
 };
 use crate::global::Global;
 use crate::out;
@@ -31,13 +32,13 @@ pub struct RunArgs {
     #[arg(required = true, num_args = 1.., value_name = "COMMAND", trailing_var_arg = true)]
     pub command: Vec<String>,
     /// The shell that runs the command.
-    #[arg(long, value_name = "PATH", default_value = "/bin/sh")]
+    #[arg(long, value_name = "PATH", default_value = "/bin/sh", value_parser = path_parser())]
     pub shell: PathBuf,
     /// Run the shell as a login shell (`-lc`).
     #[arg(long)]
     pub login: bool,
     /// Working directory.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", value_parser = path_parser())]
     pub cwd: Option<PathBuf>,
     /// Extra environment variable (repeatable), on top of this shell's environment.
     #[arg(long = "env", value_name = "KEY=VALUE", value_parser = parse_env)]
@@ -45,12 +46,19 @@ pub struct RunArgs {
     /// Start the command from an empty environment instead of this shell's (`--env` on top).
     #[arg(long)]
     pub env_clear: bool,
-    /// Terminate the whole process tree after this many milliseconds.
-    #[arg(long, value_name = "MS")]
+    /// Terminate the whole process tree after this long: 30s, 500ms, 10m, 1h (a plain number is
+    /// seconds); exit status 124.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, allow_hyphen_values = true)]
+    pub timeout: Option<Duration>,
+    /// `--timeout` in milliseconds (a duration with a unit, e.g. 5s, is taken too).
+    #[arg(long, value_name = "MS", value_parser = parse_ms, allow_hyphen_values = true)]
+    #[arg(conflicts_with = "timeout")]
     pub timeout_ms: Option<u64>,
-    /// Grace between SIGTERM and SIGKILL when terminating, in milliseconds.
-    #[arg(long, value_name = "MS", default_value_t = stockade_proto::DEFAULT_GRACE_MS)]
-    pub grace_ms: u64,
+    /// Grace between SIGTERM and SIGKILL when the tree is terminated (timeout, disk cap, what is
+    /// left at exit, Ctrl-C), in milliseconds or with a unit (2s); with `--bg`/`--pty`, for that
+    /// session (at most 60s) [default: 2000, or the daemon's `--grace-ms`].
+    #[arg(long, value_name = "MS", value_parser = parse_ms, allow_hyphen_values = true)]
+    pub grace_ms: Option<u64>,
     /// Which part of the output to show when it is too long.
     #[arg(long, value_enum, default_value = "tail")]
     pub direction: Direction,
@@ -77,7 +85,8 @@ pub struct RunArgs {
     #[arg(long, alias = "background")]
     pub bg: bool,
     /// With `--bg`: wait this long for output or exit before answering (default 0).
-    #[arg(long, value_name = "MS", requires = "bg")]
+    #[arg(long, value_name = "MS", requires = "bg", value_parser = parse_ms)]
+    #[arg(allow_hyphen_values = true)]
     pub yield_ms: Option<u64>,
     /// With `--bg`: a dedup key; if a running session has it, answer with that one instead of
     /// starting a second copy.
@@ -89,9 +98,11 @@ pub struct RunArgs {
     pub pty: bool,
     /// With `--pty`: terminal rows.
     #[arg(long, value_name = "N", default_value_t = 24, requires = "pty")]
+    #[arg(value_parser = clap::value_parser!(u16).range(1..))]
     pub rows: u16,
     /// With `--pty`: terminal columns.
     #[arg(long, value_name = "N", default_value_t = 80, requires = "pty")]
+    #[arg(value_parser = clap::value_parser!(u16).range(1..))]
     pub cols: u16,
     /// With `--bg`: `pipe` gives the command a stdin that `send` writes to (`--close-stdin`
     /// ends it); default `/dev/null`.
@@ -100,6 +111,14 @@ pub struct RunArgs {
     /// Print the structured result as JSON instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+impl RunArgs {
+    /// `--timeout` or `--timeout-ms`, in milliseconds (the wire's unit).
+    fn timeout_ms(&self) -> Option<u64> {
+        let from_duration = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        self.timeout_ms.or(self.timeout.map(from_duration))
+    }
 }
 
 /// Which part of the output a bounded answer shows.
@@ -137,13 +156,18 @@ pub fn run(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
     // its paths are the remote machine's, so they are not checked here.
     if global.remote.is_none() {
         check_paths(&args)?;
+    } else if args.no_cgroup {
+        // The remote daemon runs it under its own containment: the flag would do nothing.
+        anyhow::bail!(
+            "--no-cgroup cannot be used with --remote: start the remote daemon with `stockade daemon run --no-cgroup` instead"
+        );
     }
     if args.bg || args.pty || global.remote.is_some() {
         return background(global, args);
     }
     let state_dir = crate::global::state_dir(global.home.clone())?;
     let mut config = EngineConfig::new(state_dir, crate::global::oneshot_instance());
-    config.grace = Duration::from_millis(args.grace_ms);
+    config.grace = Duration::from_millis(args.grace_ms.unwrap_or(stockade_proto::DEFAULT_GRACE_MS));
     if args.no_cgroup {
         config.containment =
             ContainmentConfig { cgroup: CgroupMode::Off, ..ContainmentConfig::default() };
@@ -293,7 +317,11 @@ fn background(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
     let result = if args.bg {
         client.call::<method::Run>(params)?
     } else {
-        let wait = args.timeout_ms.map_or(FOREGROUND_WAIT, Duration::from_millis);
+        // The daemon ends a timed-out tree within the session's grace, then answers.
+        let grace = args.grace_ms.unwrap_or(stockade_proto::rpc::MAX_GRACE_MS);
+        let wait = args
+            .timeout_ms()
+            .map_or(FOREGROUND_WAIT, |t| Duration::from_millis(t.saturating_add(grace)));
         client.call_waiting::<method::Run>(params, wait)?
     };
     print_result(&result, args.json, remote)
@@ -342,7 +370,8 @@ fn params(args: &RunArgs, cwd: Option<PathBuf>) -> RunParams {
         shell: Some(args.shell.clone()),
         login: args.login,
         background: args.bg,
-        timeout_ms: args.timeout_ms,
+        timeout_ms: args.timeout_ms(),
+        grace_ms: args.grace_ms,
         yield_ms: args.yield_ms,
         source: args.source.clone(),
         capture: args.capture.into(),

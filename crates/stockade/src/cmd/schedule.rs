@@ -72,7 +72,8 @@ pub struct AddArgs {
         long,
         value_name = "DURATION",
         conflicts_with = "cron",
-        required_unless_present = "cron"
+        required_unless_present = "cron",
+        value_parser = parse_every
     )]
     pub every: Option<String>,
     /// Fire on this cron expression (5 fields, or 6 with seconds first; local time).
@@ -92,13 +93,13 @@ pub struct AddArgs {
     #[arg(long, value_name = "SIZE", value_parser = crate::args::parse_size_u64)]
     pub disk_budget: Option<u64>,
     /// The shell that runs the command [default: /bin/sh].
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", value_parser = crate::args::path_parser())]
     pub shell: Option<PathBuf>,
     /// Run the shell as a login shell (`-lc`).
     #[arg(long)]
     pub login: bool,
     /// Working directory [default: this shell's].
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", value_parser = crate::args::path_parser())]
     pub cwd: Option<PathBuf>,
     /// Extra environment variable (repeatable), on top of this shell's environment (captured
     /// now and kept with the schedule).
@@ -107,8 +108,14 @@ pub struct AddArgs {
     /// Start each run from an empty environment instead of this shell's (`--env` on top).
     #[arg(long)]
     pub env_clear: bool,
-    /// Terminate each run's whole process tree after this many milliseconds.
-    #[arg(long, value_name = "MS")]
+    /// Terminate each run's whole process tree after this long: 30s, 10m, 1h (a plain number is
+    /// seconds).
+    #[arg(long, value_name = "DURATION", value_parser = crate::args::parse_duration)]
+    #[arg(allow_hyphen_values = true)]
+    pub timeout: Option<std::time::Duration>,
+    /// `--timeout` in milliseconds (a duration with a unit, e.g. 5s, is taken too).
+    #[arg(long, value_name = "MS", value_parser = crate::args::parse_ms, conflicts_with = "timeout")]
+    #[arg(allow_hyphen_values = true)]
     pub timeout_ms: Option<u64>,
     /// `pipe`: Stockade reads the output; `file`: the command writes straight into the spool.
     #[arg(long, value_enum, default_value = "pipe")]
@@ -291,13 +298,23 @@ fn add_params(a: AddArgs, remote: bool) -> anyhow::Result<ScheduleAddParams> {
             base_env: crate::caller::base_env(a.env_clear, remote),
             shell: a.shell,
             login: a.login,
-            timeout_ms: a.timeout_ms,
+            timeout_ms: a
+                .timeout_ms
+                .or(a.timeout.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))),
             capture: a.capture.into(),
             retained_cap,
             disk_cap: a.disk_cap,
             disk_policy: a.disk_policy.map(Into::into),
         },
     })
+}
+
+/// `--every`: checked here so the error names the flag; a plain number is seconds (`30` is
+/// sent as `30s`), as for every other time the CLI takes.
+fn parse_every(s: &str) -> Result<String, String> {
+    crate::args::parse_duration(s)?;
+    let s = s.trim();
+    Ok(if s.bytes().all(|b| b.is_ascii_digit()) { format!("{s}s") } else { s.to_owned() })
 }
 
 /// One schedule in a few lines.

@@ -27,6 +27,7 @@ pub struct SendArgs {
     pub close_stdin: bool,
     /// Collect output this long after writing before printing it (earlier if the session ends).
     #[arg(long, value_name = "MS", default_value_t = DEFAULT_WRITE_YIELD_MS)]
+    #[arg(value_parser = crate::args::parse_ms, allow_hyphen_values = true)]
     pub yield_ms: u64,
     /// Most bytes of output to show.
     #[arg(long, value_name = "BYTES")]
@@ -42,8 +43,10 @@ pub struct ResizeArgs {
     /// The session id (`sh-3`).
     pub id: String,
     /// Rows.
+    #[arg(value_parser = clap::value_parser!(u16).range(1..))]
     pub rows: u16,
     /// Columns.
+    #[arg(value_parser = clap::value_parser!(u16).range(1..))]
     pub cols: u16,
     /// Print the result as JSON.
     #[arg(long)]

@@ -13,6 +13,7 @@ use stockade_log::answer;
 use stockade_proto::rpc::{ListParams, ReadParams, method};
 use stockade_proto::{ReadMode, SessionState};
 
+use crate::args::parse_duration;
 use crate::global::Global;
 use crate::out;
 
@@ -28,17 +29,15 @@ pub struct WaitArgs {
     #[arg(required = true, value_name = "ID")]
     pub ids: Vec<String>,
     /// Give up after this long (e.g. 30s, 10m, 1h 30m): exit 124, the sessions keep running.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, allow_hyphen_values = true)]
     pub timeout: Option<Duration>,
     /// Print nothing; only the exit status tells.
     #[arg(short = 'q', long)]
     pub quiet: bool,
-}
-
-/// `10m`, `30s`, `1h 30m`, `500ms`.
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s)
-        .map_err(|_| "is not a duration; write a number and a unit, e.g. 30s, 10m, 1h".to_owned())
+    /// Print one JSON object a line per session instead (`id`, `ended`, `state`,
+    /// `wall_time_ms`, `exit_status`); a session still running at `--timeout` has `ended: false`.
+    #[arg(long, conflicts_with = "quiet")]
+    pub json: bool,
 }
 
 /// How one session ended, as `wait` reports it.
@@ -60,7 +59,11 @@ pub fn wait(global: &Global, args: WaitArgs) -> anyhow::Result<ExitCode> {
             None => from_disk(global, id, deadline)?,
         };
         let Some(ended) = ended else {
-            if !args.quiet {
+            if args.json {
+                out::print_json_line(&serde_json::json!({
+                    "id": id, "ended": false, "state": SessionState::Running, "exit_status": 124,
+                }))?;
+            } else if !args.quiet {
                 out::print(&format!(
                     "{id} is still running after {}; waiting stopped, the session keeps running\n",
                     out::seconds(args.timeout.unwrap_or_default().as_millis() as u64)
@@ -68,10 +71,15 @@ pub fn wait(global: &Global, args: WaitArgs) -> anyhow::Result<ExitCode> {
             }
             return Ok(ExitCode::from(124));
         };
-        if !args.quiet {
+        let code = answer::exit_status(&ended.state).clamp(0, 255);
+        if args.json {
+            out::print_json_line(&serde_json::json!({
+                "id": id, "ended": true, "state": ended.state,
+                "wall_time_ms": ended.wall_time_ms, "exit_status": code,
+            }))?;
+        } else if !args.quiet {
             out::print(&format!("{}\n", out::ended_phrase(id, &ended.state, ended.wall_time_ms)))?;
         }
-        let code = answer::exit_status(&ended.state).clamp(0, 255);
         if status == 0 {
             status = code;
         }

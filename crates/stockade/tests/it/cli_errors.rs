@@ -12,7 +12,10 @@ const TABLE: &[(&[&str], &str)] = &[
         &["run", "--max-bytes", "10XB", "true"],
         "--max-bytes 10XB is not a size; write one such as 4096, 64KiB, 20MiB or 1GiB",
     ),
-    (&["run", "--timeout-ms", "abc", "true"], "--timeout-ms abc is not a whole number"),
+    (
+        &["run", "--timeout-ms", "abc", "true"],
+        "--timeout-ms abc is not a time; write milliseconds (500) or a duration with a unit (2s, 1m)",
+    ),
     (
         &["run", "--env", "FOO", "true"],
         "--env FOO is not KEY=VALUE; write e.g. --env RUST_LOG=debug",
@@ -48,7 +51,7 @@ const TABLE: &[(&[&str], &str)] = &[
     ),
     (
         &["wait", "--timeout", "5q", "sh-1"],
-        "--timeout 5q is not a duration; write a number and a unit, e.g. 30s, 10m, 1h",
+        "--timeout 5q is not a duration; write e.g. 30s, 500ms, 10m or 1h (a plain number is seconds)",
     ),
     (
         &["daemon", "run", "--retention", "7"],

@@ -13,6 +13,7 @@ mod binary_deps;
 mod caller_env;
 mod chaos;
 mod cli;
+mod cli_bad_inputs;
 mod cli_docs;
 mod cli_errors;
 mod cli_interrupt;
