@@ -80,10 +80,15 @@ pub struct RunArgs {
     /// starting a second copy.
     #[arg(long, value_name = "KEY", requires = "bg")]
     pub source: Option<String>,
-    /// Run on a pseudo-terminal (through the daemon): for REPLs, shells and full-screen
-    /// programs. With `--bg`, type into it with `send` or `attach`.
-    #[arg(long, conflicts_with_all = ["no_cgroup", "stdin"])]
+    /// Run on a pseudo-terminal: for REPLs, shells and full-screen programs. With `--bg`,
+    /// type into it with `send` or `attach`. A foreground run whose stdin and stdout are
+    /// terminals gets one by default, sized like yours, with what you type forwarded.
+    #[arg(long, conflicts_with_all = ["no_cgroup", "stdin", "no_pty"])]
     pub pty: bool,
+    /// A foreground run on a terminal without a pseudo-terminal: the command's stdin is
+    /// `/dev/null` and its output a pipe (as when stdout is piped).
+    #[arg(long)]
+    pub no_pty: bool,
     /// With `--pty`: terminal rows.
     #[arg(long, value_name = "N", default_value_t = 24, requires = "pty")]
     pub rows: u16,
@@ -97,6 +102,9 @@ pub struct RunArgs {
     /// Print the structured result as JSON instead of text.
     #[arg(long)]
     pub json: bool,
+    /// With `--bg`: print only the session id and a newline (`id=$(stockade run --bg -q make)`).
+    #[arg(short = 'q', long, requires = "bg", conflicts_with = "json")]
+    pub quiet: bool,
 }
 
 /// Which part of the output a bounded answer shows.
@@ -207,6 +215,7 @@ fn print_answer(result: Answer, json: bool) -> anyhow::Result<ExitCode> {
             }
             text.push_str(&answer::status_line(&id, &state));
             text.push_str(&format!("\nWall time: {:.2} s\n", wall_time.as_secs_f64()));
+            text.push_str(&session_line(&id, &state));
             if let Some(report) = &cleanup {
                 text.push_str(&answer::cleanup_line(report));
                 text.push('\n');
@@ -290,6 +299,9 @@ fn background(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
         let wait = args.timeout_ms.map_or(FOREGROUND_WAIT, Duration::from_millis);
         client.call_waiting::<method::Run>(params, wait)?
     };
+    if args.quiet {
+        return print_id(&result);
+    }
     print_result(&result, args.json)
 }
 
@@ -364,6 +376,9 @@ pub(crate) fn print_result(result: &RunResult, json: bool) -> anyhow::Result<Exi
             &out::view_text(&result.view, Some(&result.id)),
             result.cleanup.as_ref(),
         );
+        // After the wall time, so the first lines read as they always did.
+        let at = text.match_indices('\n').nth(1).map_or(text.len(), |(i, _)| i + 1);
+        text.insert_str(at, &session_line(&result.id, &result.state));
         if result.deduplicated {
             // After the status line: no second copy was started.
             let at = text.find('\n').map_or(text.len(), |i| i + 1);
@@ -374,6 +389,21 @@ pub(crate) fn print_result(result: &RunResult, json: bool) -> anyhow::Result<Exi
         }
         out::print(&text)?;
     }
+    Ok(ExitCode::from(answer::exit_status(&result.state).clamp(0, 255) as u8))
+}
+
+/// `Session: sh-3` and a newline, for an answer whose status line does not name its session
+/// already (a script reading the answer finds the id either way).
+fn session_line(id: &str, state: &stockade_proto::SessionState) -> String {
+    if answer::status_line(id, state).contains(id) {
+        return String::new();
+    }
+    format!("Session: {id}\n")
+}
+
+/// `-q`: the session id alone and a newline; the exit status is the answer's, as without `-q`.
+pub(crate) fn print_id(result: &RunResult) -> anyhow::Result<ExitCode> {
+    out::print(&format!("{}\n", result.id))?;
     Ok(ExitCode::from(answer::exit_status(&result.state).clamp(0, 255) as u8))
 }
 
