@@ -46,8 +46,8 @@ pub struct LogsArgs {
     /// Print each answer as JSON (one object per line when several).
     #[arg(long)]
     pub json: bool,
-    /// Show the command's colours (SGR sequences); `auto`: when stdout is a terminal and
-    /// `NO_COLOR` is not set. Other control characters are always escaped (`--raw` for bytes).
+    /// Show the command's colours (SGR sequences); `auto`: when stdout is a terminal. Other
+    /// control characters are always escaped (`--raw` writes the exact bytes).
     #[arg(long, value_enum, value_name = "WHEN", default_value = "auto")]
     pub color: ColorArg,
 }

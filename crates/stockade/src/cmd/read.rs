@@ -36,8 +36,8 @@ pub struct ReadArgs {
     /// Print the structured result as JSON.
     #[arg(long)]
     pub json: bool,
-    /// Show the command's colours (SGR sequences); `auto`: when stdout is a terminal and
-    /// `NO_COLOR` is not set. Other control characters are always escaped (`--raw` for bytes).
+    /// Show the command's colours (SGR sequences); `auto`: when stdout is a terminal. Other
+    /// control characters are always escaped (`--raw` writes the exact bytes).
     #[arg(long, value_enum, value_name = "WHEN", default_value = "auto")]
     pub color: ColorArg,
 }
@@ -45,7 +45,8 @@ pub struct ReadArgs {
 /// `--color`.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum ColorArg {
-    /// When stdout is a terminal and `NO_COLOR` is unset or empty.
+    /// When stdout is a terminal. (`NO_COLOR` is about colour Stockade adds; these are the
+    /// command's own, and escaping them would only show them as text.)
     Auto,
     /// Always, also into a pipe.
     Always,
@@ -57,7 +58,7 @@ impl ColorArg {
     /// Whether the command's colour sequences are written as they are.
     pub fn keep(self) -> bool {
         match self {
-            ColorArg::Auto => out::colors(),
+            ColorArg::Auto => std::io::IsTerminal::is_terminal(&std::io::stdout()),
             ColorArg::Always => true,
             ColorArg::Never => false,
         }

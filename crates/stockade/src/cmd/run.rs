@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
-use stockade_engine::{Engine, EngineConfig, RunSpec};
+use stockade_engine::{Engine, EngineConfig, RunSpec, Session};
 use stockade_log::answer;
 use stockade_log::{OutputLog, ReadRequest};
 use stockade_proc::{CgroupMode, ContainmentConfig};
@@ -143,7 +143,13 @@ pub fn run(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
     if global.remote.is_none() {
         check_paths(&args)?;
     }
-    if args.bg || args.pty || global.remote.is_some() {
+    // On the caller's terminal a foreground run gets one too, unless told otherwise.
+    let on_terminal = !args.bg
+        && !args.no_pty
+        && !args.json
+        && global.remote.is_none()
+        && super::run_pty::on_terminal();
+    if args.bg || (args.pty && !on_terminal) || global.remote.is_some() {
         return background(global, args);
     }
     let state_dir = crate::global::state_dir(global.home.clone())?;
@@ -160,8 +166,32 @@ pub fn run(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
     let request = ReadRequest::for_run(&params);
     let spec = RunSpec { stdin_from: piped_stdin(), ..RunSpec::from(params) };
     let live = !args.json && std::io::stdout().is_terminal();
+    let (by_signal, result) = if on_terminal {
+        let fallback = PtySize { rows: args.rows, cols: args.cols };
+        super::run_pty::run(config, RunSpec { stdin_from: None, ..spec }, fallback)?
+    } else {
+        foreground(config, spec, &request, live)?
+    };
+    let code = print_answer(result, args.json)?;
+    if let Some(sig) = by_signal {
+        // The tree is gone and the summary printed: now die of the same signal, as the command
+        // would have in a shell, so a calling shell's loop stops (a shell goes on after a child
+        // that merely exited with 130 or 137).
+        die_of(sig);
+    }
+    Ok(code)
+}
+
+/// A foreground run without a terminal of its own: the output streamed live (`live`) or
+/// answered bounded by `request`; the signal this client got, if one ended it.
+fn foreground(
+    config: EngineConfig,
+    spec: RunSpec,
+    request: &ReadRequest,
+    live: bool,
+) -> anyhow::Result<(Option<Signal>, Answer)> {
     let rt = crate::global::runtime()?;
-    let result = rt.block_on(async {
+    rt.block_on(async {
         // Listen before the command starts: a signal that came between its start and the first
         // look would kill this client with its default action and leave the tree running.
         let interrupted = interrupted()?;
@@ -181,26 +211,10 @@ pub fn run(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
         if let Some(streamed) = streamed {
             // The log is finished once the session ended: the stream drains it and stops.
             let ended_with_newline = streamed.await??;
-            return anyhow::Ok((by_signal, Answer::Streamed {
-                id: session.id().to_owned(),
-                state: session.state(),
-                wall_time: session.wall_time(),
-                cleanup: session.end().and_then(|e| e.cleanup),
-                spool: session.log().spool_path().to_owned(),
-                ended_with_newline,
-            }));
+            return anyhow::Ok((by_signal, Answer::streamed(&session, ended_with_newline)));
         }
-        anyhow::Ok((by_signal, Answer::Bounded(session.run_result(&request, false, None)?)))
-    })?;
-    let (by_signal, result) = result;
-    let code = print_answer(result, args.json)?;
-    if let Some(sig) = by_signal {
-        // The tree is gone and the summary printed: now die of the same signal, as the command
-        // would have in a shell, so a calling shell's loop stops (a shell goes on after a child
-        // that merely exited with 130 or 137).
-        die_of(sig);
-    }
-    Ok(code)
+        anyhow::Ok((by_signal, Answer::Bounded(session.run_result(request, false, None)?)))
+    })
 }
 
 /// Prints a foreground run's answer; the exit status it gives.
@@ -233,7 +247,7 @@ fn print_answer(result: Answer, json: bool) -> anyhow::Result<ExitCode> {
 /// What a foreground run ends with: the bounded answer, or (streamed live) only the facts for
 /// the summary.
 #[allow(clippy::large_enum_variant, reason = "one value per foreground run; boxing buys nothing")]
-enum Answer {
+pub(super) enum Answer {
     Bounded(RunResult),
     Streamed {
         id: String,
@@ -245,13 +259,27 @@ enum Answer {
     },
 }
 
+impl Answer {
+    /// The summary of `session`, ended, whose output was streamed live.
+    pub(super) fn streamed(session: &Session, ended_with_newline: bool) -> Answer {
+        Answer::Streamed {
+            id: session.id().to_owned(),
+            state: session.state(),
+            wall_time: session.wall_time(),
+            cleanup: session.end().and_then(|e| e.cleanup),
+            spool: session.log().spool_path().to_owned(),
+            ended_with_newline,
+        }
+    }
+}
+
 /// Bytes copied from the log to the terminal at a time: memory stays bounded whatever the
 /// command prints, since the log (spool and hot tail) holds the output, not this copy.
 const STREAM_CHUNK: usize = 64 * 1024;
 
 /// Copy the log to stdout as it grows, until it is finished and fully copied. Returns whether
 /// the last byte written was a newline (or nothing was written).
-async fn stream(log: Arc<OutputLog>) -> anyhow::Result<bool> {
+pub(super) async fn stream(log: Arc<OutputLog>) -> anyhow::Result<bool> {
     let mut cursor = 0;
     let mut last = b'\n';
     loop {
