@@ -168,7 +168,9 @@ pub fn run(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
     let live = !args.json && std::io::stdout().is_terminal();
     let (by_signal, result) = if on_terminal {
         let fallback = PtySize { rows: args.rows, cols: args.cols };
-        super::run_pty::run(config, RunSpec { stdin_from: None, ..spec }, fallback)?
+        let spec = RunSpec { stdin_from: None, ..spec };
+        let (by_signal, session, newline) = super::run_pty::run(config, spec, fallback, stream)?;
+        (by_signal, Answer::streamed(&session, newline))
     } else {
         foreground(config, spec, &request, live)?
     };
@@ -247,7 +249,7 @@ fn print_answer(result: Answer, json: bool) -> anyhow::Result<ExitCode> {
 /// What a foreground run ends with: the bounded answer, or (streamed live) only the facts for
 /// the summary.
 #[allow(clippy::large_enum_variant, reason = "one value per foreground run; boxing buys nothing")]
-pub(super) enum Answer {
+enum Answer {
     Bounded(RunResult),
     Streamed {
         id: String,
@@ -261,7 +263,7 @@ pub(super) enum Answer {
 
 impl Answer {
     /// The summary of `session`, ended, whose output was streamed live.
-    pub(super) fn streamed(session: &Session, ended_with_newline: bool) -> Answer {
+    fn streamed(session: &Session, ended_with_newline: bool) -> Answer {
         Answer::Streamed {
             id: session.id().to_owned(),
             state: session.state(),
@@ -279,7 +281,7 @@ const STREAM_CHUNK: usize = 64 * 1024;
 
 /// Copy the log to stdout as it grows, until it is finished and fully copied. Returns whether
 /// the last byte written was a newline (or nothing was written).
-pub(super) async fn stream(log: Arc<OutputLog>) -> anyhow::Result<bool> {
+async fn stream(log: Arc<OutputLog>) -> anyhow::Result<bool> {
     let mut cursor = 0;
     let mut last = b'\n';
     loop {

@@ -25,14 +25,14 @@ use anyhow::Context as _;
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 use rustix::io::Errno;
 use rustix::stdio::stdin;
-use stockade_engine::{Engine, EngineConfig, RunSpec};
+use stockade_engine::{Engine, EngineConfig, RunSpec, Session};
+use stockade_log::OutputLog;
 use stockade_proto::rpc::PtySize;
 use stockade_proto::{SessionState, Signal};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
 
 use super::attach::{RawMode, terminal_size};
-use super::run::{Answer, stream};
 
 /// How often the input thread looks at the stop flag while the terminal is quiet.
 const INPUT_POLL: Timespec = Timespec { tv_sec: 0, tv_nsec: 100_000_000 };
@@ -55,14 +55,23 @@ pub fn on_terminal() -> bool {
     rustix::termios::tcgetpgrp(fd).is_ok_and(|group| group == rustix::process::getpgrp())
 }
 
-/// Runs `spec` on a terminal sized like the caller's (`fallback` when it tells no size). The
-/// answer to print, and the signal this client should then die of: one it got, or SIGINT when
-/// the command died of it (Ctrl-C).
-pub fn run(
+/// What a run on the caller's terminal ends with: the signal this client should die of once the
+/// summary is printed (one it got, or SIGINT when the command died of it: Ctrl-C), the ended
+/// session, and whether its output ended with a newline.
+pub type Ended = (Option<Signal>, Arc<Session>, bool);
+
+/// Runs `spec` on a terminal sized like the caller's (`fallback` when it tells no size), its
+/// output copied to stdout by `stream` (which says whether it ended with a newline).
+pub fn run<F, Fut>(
     config: EngineConfig,
     spec: RunSpec,
     fallback: PtySize,
-) -> anyhow::Result<(Option<Signal>, Answer)> {
+    stream: F,
+) -> anyhow::Result<Ended>
+where
+    F: FnOnce(Arc<OutputLog>) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<bool>> + Send + 'static,
+{
     let mut spec = RunSpec { pty: Some(terminal_size(stdin()).unwrap_or(fallback)), ..spec };
     // The command draws for the caller's terminal, not a generic one.
     if let Ok(term) = std::env::var("TERM")
@@ -120,7 +129,7 @@ pub fn run(
         {
             by_signal = Some(Signal::SIGINT);
         }
-        anyhow::Ok((by_signal, Answer::streamed(&session, ended_with_newline)))
+        anyhow::Ok((by_signal, session, ended_with_newline))
     });
     stop.store(true, Ordering::SeqCst);
     let _ = input.join();
