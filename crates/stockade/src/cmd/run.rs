@@ -1,7 +1,8 @@
 //! `stockade run`: one command in the foreground through an in-process engine, or with `--bg`
 //! in the background through the daemon. A foreground run on a terminal streams the output live
-//! from the log (bounded chunks; the spool keeps it all), then prints the summary. `--pty` runs always go through the daemon (the session
-//! can then be typed into with `send`/`attach`).
+//! from the log (bounded chunks; the spool keeps it all), then prints the summary; when stdin is
+//! that terminal too, the command gets a terminal of its own (`run_pty.rs`). Other `--pty` runs
+//! go through the daemon (the session can then be typed into with `send`/`attach`).
 
 use std::io::IsTerminal;
 use std::path::PathBuf;

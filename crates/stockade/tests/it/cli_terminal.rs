@@ -105,8 +105,9 @@ impl Tmux {
         self.type_line(&format!("echo BEG''IN; {line}; echo E''ND=$?"));
         self.wait_for("END=");
         let all = self.lines(escapes);
-        let start = all.rfind("BEGIN\n").expect("the marker") + "BEGIN\n".len();
-        let end = all[start..].find("END=").expect("the end marker") + start;
+        let missing = || panic!("the markers around {line:?} are not both on the screen: {all}");
+        let start = all.rfind("BEGIN\n").unwrap_or_else(missing) + "BEGIN\n".len();
+        let end = all[start..].find("END=").unwrap_or_else(missing) + start;
         all[start..end].to_owned()
     }
 }
