@@ -315,3 +315,34 @@ fn every_run_and_restart_answer_names_its_session_and_q_prints_the_id_alone() {
     let killed = home.ok(&["kill", &running_id]);
     assert!(killed.contains(&running_id), "{killed}");
 }
+
+#[test]
+fn sigterm_to_a_terminal_run_ends_its_tree_and_restores_the_terminal() {
+    let home = Home::new();
+    let tmux = Tmux::start(&home, 120, 40);
+    let shell: u32 = tmux.tmux(&["display-message", "-p", "#{pane_pid}"]).trim().parse().unwrap();
+    tmux.type_line(&format!("{} run 'sleep 30'", bin()));
+    let spool = eventually(PATIENCE, "the run to start", || {
+        spools(home.path()).into_iter().find(|s| s.with_file_name("session.json").exists())
+    });
+    let marker = procs::session_marker(spool.to_str().unwrap());
+    eventually(PATIENCE, "sleep 30 to run", || {
+        (!procs::marked_processes(&marker).is_empty()).then_some(())
+    });
+    // The client: the pane shell's child (a pid, never a name).
+    let children = format!("/proc/{shell}/task/{shell}/children");
+    let client: i32 = std::fs::read_to_string(children).unwrap().trim().parse().unwrap();
+    // SAFETY: kill(2) of the client this test's pane started.
+    unsafe { libc::kill(client, libc::SIGTERM) };
+    eventually(PATIENCE, "the prompt", || {
+        tmux.lines(false).trim_end().ends_with("\n$").then_some(())
+    });
+    tmux.type_line("st=$?");
+    let status = tmux.output_of("echo status=$st; stty -a", false).replace('\n', " ");
+    assert!(status.contains("status=143"), "{status}");
+    let modes: Vec<&str> = status.split_whitespace().collect();
+    for mode in ["icanon", "echo", "isig"] {
+        assert!(modes.contains(&mode), "the terminal is left raw ({mode}): {status}");
+    }
+    assert!(procs::marked_processes(&marker).is_empty(), "the tree is gone");
+}
