@@ -8,7 +8,9 @@ Examples:
   stockade run 'cargo build'                   # streams live on a terminal, then the summary
   stockade run --direction head -- cargo build # keep the first lines (the first error)
   stockade run --timeout-ms 5000 --json 'make test'
-  stockade run --bg --yield-ms 1000 'npm run dev'   # then: stockade logs -f sh-N";
+  stockade run --bg --yield-ms 1000 'npm run dev'   # then: stockade logs -f sh-N
+  id=$(stockade run --bg -q make); stockade wait \"$id\"   # -q: the id alone
+  stockade run --no-pty 'python3 app.py'       # no terminal for the command, even on one";
 
 pub const SEND: &str = "\
 Examples:
@@ -44,7 +46,7 @@ pub const WAIT: &str = "\
 Examples:
   stockade wait sh-3 && echo passed
   stockade wait --timeout 10m sh-3 sh-4
-  stockade run --bg 'make' && stockade wait sh-1";
+  id=$(stockade run --bg -q make); stockade wait \"$id\"";
 
 pub const KILL: &str = "\
 Examples:
@@ -55,7 +57,8 @@ Examples:
 pub const RESTART: &str = "\
 Examples:
   stockade restart sh-3           # same command, directory, environment and options; new id
-  stockade restart --kill sh-3    # end the running one first";
+  stockade restart --kill sh-3    # end the running one first
+  id=$(stockade restart -q sh-3); stockade wait \"$id\"";
 
 pub const FORGET: &str = "\
 Examples:

@@ -11,10 +11,100 @@ use stockade_proto::OutputView;
 /// on a line of its own, saying how to read on from `label` (a session id; without one the
 /// notice names only the spool).
 pub fn view_text(view: &OutputView, label: Option<&str>) -> String {
+    view_text_shown(view, label, false)
+}
+
+/// [`view_text`], with colour sequences kept when `colour` (see [`shown`]).
+pub fn view_text_shown(view: &OutputView, label: Option<&str>, colour: bool) -> String {
     let text = answer::view_text(view, |after| {
         label.map(|l| format!("stockade read {l} --after {after}, or stockade grep {l} REGEX"))
     });
-    escape_controls(&text).into_owned()
+    shown(&text, colour).into_owned()
+}
+
+/// A command's output as shown on a terminal: control characters escaped (see
+/// [`escape_controls`]), except, when `colour`, the SGR sequences (`ESC [ 31 m`: colours, bold,
+/// underline), which only style the text that follows: they cannot move the cursor, clear the
+/// screen or retitle the window.
+pub fn shown(text: &str, colour: bool) -> std::borrow::Cow<'_, str> {
+    if !colour || !text.contains('\u{1b}') {
+        return escape_controls(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    let mut rest = text;
+    while let Some(at) = rest.find('\u{1b}') {
+        out.push_str(&escape_controls(&rest[..at]));
+        let len = sgr_len(&rest[at..]).unwrap_or(0);
+        if len > 0 {
+            out.push_str(&rest[at..at + len]);
+            rest = &rest[at + len..];
+        } else {
+            out.push_str("\\x1b");
+            rest = &rest[at + 1..];
+        }
+    }
+    out.push_str(&escape_controls(rest));
+    std::borrow::Cow::Owned(out)
+}
+
+/// Most characters of one SGR sequence kept as such (longer ones are escaped).
+const SGR_MAX: usize = 64;
+
+/// The length of the SGR sequence `text` starts with (`ESC [`, digits, `;` or `:`, then `m`):
+/// `Some(n)`; `Some(0)` when `text` is the start of one that may still be completed; `None`
+/// when it is not one.
+fn sgr_len(text: &str) -> Option<usize> {
+    let bytes = text.as_bytes();
+    match bytes.get(1) {
+        None => return Some(0),
+        Some(b'[') => {}
+        Some(_) => return None,
+    }
+    for (i, &b) in bytes.iter().enumerate().skip(2).take(SGR_MAX - 2) {
+        match b {
+            b'm' => return Some(i + 1),
+            b'0'..=b'9' | b';' | b':' => {}
+            _ => return None,
+        }
+    }
+    (bytes.len() < SGR_MAX).then_some(0)
+}
+
+/// A log streamed in pieces as text to show: decoded as UTF-8 across pieces, escaped as
+/// [`shown`]; a colour sequence split between two pieces waits for the rest, so it is kept whole.
+#[derive(Debug, Default)]
+pub struct ShownStream {
+    utf8: Utf8Stream,
+    colour: bool,
+    held: String,
+}
+
+impl ShownStream {
+    /// `colour`: keep SGR sequences.
+    pub fn new(colour: bool) -> ShownStream {
+        ShownStream { colour, ..ShownStream::default() }
+    }
+
+    /// The text of the next piece.
+    pub fn push(&mut self, piece: &[u8]) -> String {
+        let mut text = std::mem::take(&mut self.held);
+        text.push_str(&self.utf8.push(piece));
+        if self.colour
+            && let Some(at) = text.rfind('\u{1b}')
+            && sgr_len(&text[at..]) == Some(0)
+        {
+            self.held = text.split_off(at);
+        }
+        shown(&text, self.colour).into_owned()
+    }
+
+    /// What is left at the end of the stream.
+    pub fn finish(&mut self) -> String {
+        let mut text = std::mem::take(&mut self.held);
+        text.push_str(&self.utf8.finish());
+        // An unfinished sequence at the very end is none: `shown` escapes it.
+        shown(&text, self.colour).into_owned()
+    }
 }
 
 /// Text that is safe to show on a terminal: control characters other than newline, tab and
@@ -266,6 +356,24 @@ mod tests {
         assert_eq!(escape_controls("plain\ttext\r\n"), "plain\ttext\r\n");
         assert_eq!(escape_controls("a\u{1b}[2Jb\0c\u{7}"), "a\\x1b[2Jb\\x00c\\x07");
         assert_eq!(escape_controls("\u{9b}31m\u{7f}"), "\\u{9b}31m\\x7f");
+    }
+
+    #[test]
+    fn colour_is_kept_and_every_other_control_escaped() {
+        let text = "\u{1b}[31mred\u{1b}[0m \u{1b}[1;38;5;208mb\u{1b}[m\u{1b}[2J\u{1b}]0;t\u{7}";
+        assert_eq!(
+            shown(text, true),
+            "\u{1b}[31mred\u{1b}[0m \u{1b}[1;38;5;208mb\u{1b}[m\\x1b[2J\\x1b]0;t\\x07"
+        );
+        assert_eq!(shown(text, false), escape_controls(text));
+        // A sequence split between pieces is kept whole; one never finished is escaped.
+        let mut s = ShownStream::new(true);
+        assert_eq!(s.push(b"a\x1b[3"), "a");
+        assert_eq!(s.push(b"1mred\x1b"), "\u{1b}[31mred");
+        assert_eq!(s.push(b"[0m\x1b[2"), "\u{1b}[0m");
+        assert_eq!(s.finish(), "\\x1b[2");
+        let mut plain = ShownStream::new(false);
+        assert_eq!(plain.push(b"\x1b[31mx"), "\\x1b[31mx");
     }
 
     #[test]

@@ -297,7 +297,7 @@ fn readable(fd: BorrowedFd<'_>, timeout: &Timespec) -> anyhow::Result<bool> {
 }
 
 /// The size of the terminal on `fd`, if it is one with a size.
-fn terminal_size(fd: BorrowedFd<'_>) -> Option<PtySize> {
+pub(crate) fn terminal_size(fd: BorrowedFd<'_>) -> Option<PtySize> {
     let ws = tcgetwinsize(fd).ok()?;
     (ws.ws_row > 0 && ws.ws_col > 0).then_some(PtySize { rows: ws.ws_row, cols: ws.ws_col })
 }

@@ -15,7 +15,7 @@ use stockade_client::{Client, ClientError, raw_bytes};
 use stockade_proto::ReadMode;
 use stockade_proto::rpc::{ReadParams, method};
 
-use super::read::{ModeArg, ReadArgs};
+use super::read::{ColorArg, ModeArg, ReadArgs};
 use crate::args::{LimitArgs, StreamArg};
 use crate::global::Global;
 use crate::out;
@@ -46,6 +46,10 @@ pub struct LogsArgs {
     /// Print each answer as JSON (one object per line when several).
     #[arg(long)]
     pub json: bool,
+    /// Show the command's colours (SGR sequences); `auto`: when stdout is a terminal. Other
+    /// control characters are always escaped (`--raw` writes the exact bytes).
+    #[arg(long, value_enum, value_name = "WHEN", default_value = "auto")]
+    pub color: ColorArg,
 }
 
 /// Bytes asked for per answer while copying a log.
@@ -93,7 +97,8 @@ fn from_daemon(
 
     // Exact bytes unless a stream filter or JSON asks for views.
     let raw = stream.is_none() && !args.json;
-    let mut utf8 = out::Utf8Stream::default();
+    let colour = args.color.keep();
+    let mut shown = out::ShownStream::new(colour);
     let state = loop {
         let asked = Instant::now();
         let answer = client.call::<method::Read>(ReadParams {
@@ -126,14 +131,14 @@ fn from_daemon(
             if args.raw {
                 out::print_bytes(&bytes)?;
             } else {
-                out::print(&out::escape_controls(&utf8.push(&bytes)))?;
+                out::print(&shown.push(&bytes))?;
             }
         } else if args.json {
             if progressed || !args.follow {
                 out::print_json_line(&answer)?;
             }
         } else {
-            out::print(&out::escape_controls(&answer.view.output))?;
+            out::print(&out::shown(&answer.view.output, colour))?;
         }
         cursor = next;
         let at_end = cursor >= answer.view.total_bytes;
@@ -147,7 +152,7 @@ fn from_daemon(
             std::thread::sleep(IDLE_PAUSE);
         }
     };
-    out::print(&out::escape_controls(&utf8.finish()))?;
+    out::print(&shown.finish())?;
     if args.follow { footer(client, args, &state) } else { Ok(ExitCode::SUCCESS) }
 }
 
@@ -176,7 +181,7 @@ fn print_view(
     } else {
         // The content only: a reader that continues from `next_cursor` has no use for the
         // notice's "read more".
-        let mut text = out::escape_controls(&answer.view.output).into_owned();
+        let mut text = out::shown(&answer.view.output, args.color.keep()).into_owned();
         if !text.is_empty() && !text.ends_with('\n') {
             text.push('\n');
         }
@@ -210,7 +215,8 @@ fn from_disk(global: &Global, args: &LogsArgs) -> anyhow::Result<ExitCode> {
     let whole = args.tail.is_none() && args.head.is_none() && args.stream.is_none() && !args.json;
     if whole {
         let (log, _) = super::read::open_target(global.home.clone(), &args.id)?;
-        super::read::copy_raw(&log, args.after.unwrap_or(0), !args.raw)?;
+        let text = (!args.raw).then(|| args.color.keep());
+        super::read::copy_raw(&log, args.after.unwrap_or(0), text)?;
         return Ok(ExitCode::SUCCESS);
     }
     let mode = match (args.tail, args.head) {
@@ -229,6 +235,7 @@ fn from_disk(global: &Global, args: &LogsArgs) -> anyhow::Result<ExitCode> {
         },
         raw: false,
         json: args.json,
+        color: args.color,
     };
     super::read::read(global.home.clone(), read)
 }

@@ -15,6 +15,7 @@ pub mod ps;
 pub mod read;
 pub mod restart;
 pub mod run;
+mod run_pty;
 pub mod schedule;
 mod schedule_table;
 pub mod send;

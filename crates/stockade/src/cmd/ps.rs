@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
-use comfy_table::{Cell, CellAlignment, Color};
+use comfy_table::{Cell, CellAlignment, Color, ContentArrangement};
 use stockade_log::answer::signal_name;
 use stockade_proto::SessionState;
 use stockade_proto::rpc::{ListParams, SessionInfo, method};
@@ -67,7 +67,7 @@ pub fn ps(global: &Global, args: PsArgs) -> anyhow::Result<ExitCode> {
     let mut text = if list.sessions.is_empty() {
         "no sessions\n".to_owned()
     } else {
-        table(&list.sessions, out::now_ms(), out::colors())
+        table(&list.sessions, out::now_ms(), out::colors(), terminal_width())
     };
     if hidden > 0 {
         text.push_str(&format!(
@@ -123,27 +123,83 @@ fn matches(f: StateFilter, state: &SessionState) -> bool {
     }
 }
 
-fn table(sessions: &[SessionInfo], now_ms: u64, colors: bool) -> String {
-    let mut table =
-        out::table(["ID", "STATE", "PID", "OUTPUT", "LINES", "STARTED", "TIME", "COMMAND"], colors);
-    for s in sessions {
-        let (state, color) = state_cell(&s.state);
-        let mut state = Cell::new(state);
-        if colors {
-            state = state.fg(color);
+/// The columns of the table, the command last.
+const HEADERS: [&str; 8] = ["ID", "STATE", "PID", "OUTPUT", "LINES", "STARTED", "TIME", "COMMAND"];
+/// Columns left out, in this order, while the command would get fewer than [`MIN_COMMAND`]
+/// characters on a narrow terminal: a cut cell would mislead (a wrapped one breaks the line), a
+/// missing column does neither. ID, STATE and COMMAND always stay.
+const DROPPED_FIRST: [&str; 5] = ["LINES", "OUTPUT", "STARTED", "TIME", "PID"];
+/// Characters the command keeps on a narrow terminal before other columns are left out.
+const MIN_COMMAND: usize = 12;
+/// Blanks after every column but the last.
+const GAP: usize = 2;
+
+/// The sessions as a table whose lines fit `width` characters (`None`: no limit): one line per
+/// session, the command cut with `…` to fit; the other cells are never cut.
+fn table(sessions: &[SessionInfo], now_ms: u64, colors: bool, width: Option<usize>) -> String {
+    let mut rows: Vec<[String; 8]> = sessions
+        .iter()
+        .map(|s| {
+            [
+                s.id.clone(),
+                state_cell(&s.state).0,
+                s.pid.to_string(),
+                out::bytes(s.total_bytes),
+                s.total_lines.to_string(),
+                format!("{} ago", out::duration_ms(now_ms.saturating_sub(s.started_at_ms))),
+                out::duration_ms(s.wall_time_ms),
+                command_cell(&s.command),
+            ]
+        })
+        .collect();
+    let mut shown: Vec<usize> = (0..HEADERS.len() - 1).collect();
+    if let Some(width) = width {
+        let column_width = |c: usize| {
+            rows.iter().map(|r| r[c].chars().count()).fold(HEADERS[c].len(), usize::max) + GAP
+        };
+        let before_command =
+            |shown: &[usize]| shown.iter().map(|&c| column_width(c)).sum::<usize>();
+        for name in DROPPED_FIRST {
+            if before_command(&shown) + MIN_COMMAND <= width {
+                break;
+            }
+            shown.retain(|&c| HEADERS[c] != name);
         }
-        table.add_row(vec![
-            Cell::new(&s.id),
-            state,
-            Cell::new(s.pid).set_alignment(CellAlignment::Right),
-            Cell::new(out::bytes(s.total_bytes)).set_alignment(CellAlignment::Right),
-            Cell::new(s.total_lines).set_alignment(CellAlignment::Right),
-            Cell::new(format!("{} ago", out::duration_ms(now_ms.saturating_sub(s.started_at_ms)))),
-            Cell::new(out::duration_ms(s.wall_time_ms)).set_alignment(CellAlignment::Right),
-            Cell::new(command_cell(&s.command)),
-        ]);
+        let room = width.saturating_sub(before_command(&shown)).max(1);
+        for row in &mut rows {
+            row[7] = fit(&row[7], room);
+        }
+    }
+    shown.push(HEADERS.len() - 1);
+    let mut table = out::table(shown.iter().map(|&c| HEADERS[c]).collect::<Vec<_>>(), colors);
+    // Never wrapped: the command was cut to fit above, and without a width nothing is cut.
+    table.set_content_arrangement(ContentArrangement::Disabled);
+    for (s, row) in sessions.iter().zip(rows) {
+        let color = state_cell(&s.state).1;
+        let cells = shown.iter().map(|&c| {
+            let mut cell = Cell::new(&row[c]);
+            if matches!(HEADERS[c], "PID" | "OUTPUT" | "LINES" | "TIME") {
+                cell = cell.set_alignment(CellAlignment::Right);
+            }
+            if colors && HEADERS[c] == "STATE" {
+                cell = cell.fg(color);
+            }
+            cell
+        });
+        table.add_row(cells.collect::<Vec<_>>());
     }
     out::table_text(table)
+}
+
+/// The width `ps` fits its lines to: the terminal's, when stdout is one that knows its width;
+/// else (piped, or a terminal reporting 0 columns) no limit.
+fn terminal_width() -> Option<usize> {
+    let stdout = rustix::stdio::stdout();
+    if !rustix::termios::isatty(stdout) {
+        return None;
+    }
+    let size = rustix::termios::tcgetwinsize(stdout).ok()?;
+    (size.ws_col > 0).then_some(usize::from(size.ws_col))
 }
 
 /// The state as people say it, and its colour.
@@ -162,10 +218,15 @@ fn state_cell(state: &SessionState) -> (String, Color) {
 /// One line, at most [`COMMAND_WIDTH`] characters.
 fn command_cell(command: &str) -> String {
     let flat: String = command.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
-    if flat.chars().count() <= COMMAND_WIDTH {
-        return flat;
+    fit(&flat, COMMAND_WIDTH)
+}
+
+/// `text` if it has at most `max` characters, else its start and `…` in `max` characters.
+fn fit(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
     }
-    let mut cut: String = flat.chars().take(COMMAND_WIDTH - 1).collect();
+    let mut cut: String = text.chars().take(max.saturating_sub(1)).collect();
     cut.push('…');
     cut
 }
@@ -181,5 +242,36 @@ mod tests {
         let cut = command_cell(&long);
         assert_eq!(cut.chars().count(), COMMAND_WIDTH);
         assert!(cut.ends_with('…'));
+    }
+
+    fn session(id: &str, command: &str) -> SessionInfo {
+        serde_json::from_value(serde_json::json!({
+            "id": id, "command": command, "pid": 123456, "pgid": 123456, "processes": 1,
+            "state": "running", "started_at_ms": 0, "finished_at_ms": null,
+            "wall_time_ms": 1500, "total_bytes": 2048, "total_lines": 9, "dropped_bytes": 0,
+            "containment": "process-group", "capture": "pipe", "pty": false, "source": null,
+            "spool_path": "/s/output.log",
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn lines_fit_the_width_and_only_the_command_is_cut() {
+        let long = format!("echo {}", "x".repeat(200));
+        let sessions = [session("sh-1", &long), session("sh-12345", &long)];
+        for width in [30, 40, 80, 200] {
+            let text = table(&sessions, 10_000, false, Some(width));
+            let lines: Vec<&str> = text.lines().collect();
+            assert_eq!(lines.len(), 3, "{width}: {text}");
+            for line in &lines {
+                assert!(line.chars().count() <= width, "{width}: {line:?}");
+            }
+            assert!(lines[1].starts_with("sh-1 ") && lines[2].starts_with("sh-12345 "), "{text}");
+            assert!(lines[2].ends_with('…'), "{text}");
+        }
+        // No width: nothing cut but the command's own bound, all columns there.
+        let text = table(&sessions, 10_000, false, None);
+        assert!(text.lines().next().unwrap().contains("LINES"), "{text}");
+        assert!(text.lines().skip(1).all(|l| l.chars().count() > 100), "{text}");
     }
 }

@@ -36,6 +36,33 @@ pub struct ReadArgs {
     /// Print the structured result as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Show the command's colours (SGR sequences); `auto`: when stdout is a terminal. Other
+    /// control characters are always escaped (`--raw` writes the exact bytes).
+    #[arg(long, value_enum, value_name = "WHEN", default_value = "auto")]
+    pub color: ColorArg,
+}
+
+/// `--color`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ColorArg {
+    /// When stdout is a terminal. (`NO_COLOR` is about colour Stockade adds; these are the
+    /// command's own, and escaping them would only show them as text.)
+    Auto,
+    /// Always, also into a pipe.
+    Always,
+    /// Never: colour sequences are escaped like other control characters.
+    Never,
+}
+
+impl ColorArg {
+    /// Whether the command's colour sequences are written as they are.
+    pub fn keep(self) -> bool {
+        match self {
+            ColorArg::Auto => std::io::IsTerminal::is_terminal(&std::io::stdout()),
+            ColorArg::Always => true,
+            ColorArg::Never => false,
+        }
+    }
 }
 
 /// `--mode`.
@@ -89,7 +116,7 @@ const RAW_CHUNK: usize = 256 * 1024;
 pub fn read(home: Option<PathBuf>, args: ReadArgs) -> anyhow::Result<ExitCode> {
     let (log, label) = open_target(home, &args.target)?;
     if args.raw {
-        copy_raw(&log, args.after.unwrap_or(0), false)?;
+        copy_raw(&log, args.after.unwrap_or(0), None)?;
         return Ok(ExitCode::SUCCESS);
     }
     let mode = match (args.mode, args.after) {
@@ -107,7 +134,7 @@ pub fn read(home: Option<PathBuf>, args: ReadArgs) -> anyhow::Result<ExitCode> {
     if args.json {
         out::print_json(&view)?;
     } else {
-        let mut text = out::view_text(&view, label.as_deref());
+        let mut text = out::view_text_shown(&view, label.as_deref(), args.color.keep());
         if !text.is_empty() && !text.ends_with('\n') {
             text.push('\n');
         }
@@ -116,24 +143,27 @@ pub fn read(home: Option<PathBuf>, args: ReadArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Write the log from `after` to its current end to stdout, a chunk at a time: the exact bytes,
-/// or (`decode`) as lossy UTF-8 text.
-pub(super) fn copy_raw(log: &OutputLog, after: u64, decode: bool) -> anyhow::Result<()> {
+/// Write the log from `after` to its current end to stdout, a chunk at a time: the exact bytes
+/// (`text` is `None`), or as lossy UTF-8 text with control characters escaped, colour sequences
+/// kept when `text` is `Some(true)`.
+pub(super) fn copy_raw(log: &OutputLog, after: u64, text: Option<bool>) -> anyhow::Result<()> {
     let mut cursor = after;
-    let mut utf8 = out::Utf8Stream::default();
+    let mut shown = text.map(out::ShownStream::new);
     loop {
         let (bytes, next) = log.read_raw(cursor, RAW_CHUNK)?;
         if bytes.is_empty() && next == cursor {
             break;
         }
-        if decode {
-            out::print(&out::escape_controls(&utf8.push(&bytes)))?;
-        } else {
-            out::print_bytes(&bytes)?;
+        match &mut shown {
+            Some(shown) => out::print(&shown.push(&bytes))?,
+            None => out::print_bytes(&bytes)?,
         }
         cursor = next;
     }
-    out::print(&out::escape_controls(&utf8.finish()))
+    match &mut shown {
+        Some(shown) => out::print(&shown.finish()),
+        None => Ok(()),
+    }
 }
 
 pub fn grep(global: &crate::global::Global, args: GrepArgs) -> anyhow::Result<ExitCode> {

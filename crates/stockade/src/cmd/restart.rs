@@ -19,10 +19,16 @@ pub struct RestartArgs {
     /// Print the structured result (the `run` result) as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Print only the new session's id and a newline.
+    #[arg(short = 'q', long, conflicts_with = "json")]
+    pub quiet: bool,
 }
 
 pub fn restart(global: &Global, args: RestartArgs) -> anyhow::Result<ExitCode> {
     let params = RestartParams { id: args.id, kill: args.kill };
     let result = global.connect()?.call::<method::Restart>(params)?;
+    if args.quiet {
+        return super::run::print_id(&result);
+    }
     super::run::print_result(&result, args.json, global.remote.is_some())
 }

@@ -1,7 +1,8 @@
 //! `stockade run`: one command in the foreground through an in-process engine, or with `--bg`
 //! in the background through the daemon. A foreground run on a terminal streams the output live
-//! from the log (bounded chunks; the spool keeps it all), then prints the summary. `--pty` runs always go through the daemon (the session
-//! can then be typed into with `send`/`attach`).
+//! from the log (bounded chunks; the spool keeps it all), then prints the summary; when stdin is
+//! that terminal too, the command gets a terminal of its own (`run_pty.rs`). Other `--pty` runs
+//! go through the daemon (the session can then be typed into with `send`/`attach`).
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -11,7 +12,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
-use stockade_engine::{Engine, EngineConfig, RunSpec};
+use stockade_engine::{Engine, EngineConfig, RunSpec, Session};
 use stockade_log::answer;
 use stockade_log::{OutputLog, ReadRequest};
 use stockade_proc::{CgroupMode, ContainmentConfig};
@@ -92,10 +93,15 @@ pub struct RunArgs {
     /// starting a second copy.
     #[arg(long, value_name = "KEY", requires = "bg")]
     pub source: Option<String>,
-    /// Run on a pseudo-terminal (through the daemon): for REPLs, shells and full-screen
-    /// programs. With `--bg`, type into it with `send` or `attach`.
-    #[arg(long, conflicts_with_all = ["no_cgroup", "stdin"])]
+    /// Run on a pseudo-terminal: for REPLs, shells and full-screen programs. With `--bg`,
+    /// type into it with `send` or `attach`. A foreground run whose stdin and stdout are
+    /// terminals gets one by default, sized like yours, with what you type forwarded.
+    #[arg(long, conflicts_with_all = ["no_cgroup", "stdin", "no_pty"])]
     pub pty: bool,
+    /// A foreground run on a terminal without a pseudo-terminal: the command's stdin is
+    /// `/dev/null` and its output a pipe (as when stdout is piped).
+    #[arg(long)]
+    pub no_pty: bool,
     /// With `--pty`: terminal rows.
     #[arg(long, value_name = "N", default_value_t = 24, requires = "pty")]
     #[arg(value_parser = clap::value_parser!(u16).range(1..))]
@@ -111,6 +117,9 @@ pub struct RunArgs {
     /// Print the structured result as JSON instead of text.
     #[arg(long)]
     pub json: bool,
+    /// With `--bg`: print only the session id and a newline (`id=$(stockade run --bg -q make)`).
+    #[arg(short = 'q', long, requires = "bg", conflicts_with = "json")]
+    pub quiet: bool,
 }
 
 impl RunArgs {
@@ -162,7 +171,13 @@ pub fn run(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
             "--no-cgroup cannot be used with --remote: start the remote daemon with `stockade daemon run --no-cgroup` instead"
         );
     }
-    if args.bg || args.pty || global.remote.is_some() {
+    // On the caller's terminal a foreground run gets one too, unless told otherwise.
+    let on_terminal = !args.bg
+        && !args.no_pty
+        && !args.json
+        && global.remote.is_none()
+        && super::run_pty::on_terminal();
+    if args.bg || (args.pty && !on_terminal) || global.remote.is_some() {
         return background(global, args);
     }
     let state_dir = crate::global::state_dir(global.home.clone())?;
@@ -179,8 +194,34 @@ pub fn run(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
     let request = ReadRequest::for_run(&params);
     let spec = RunSpec { stdin_from: piped_stdin(), ..RunSpec::from(params) };
     let live = !args.json && std::io::stdout().is_terminal();
+    let (by_signal, result) = if on_terminal {
+        let fallback = PtySize { rows: args.rows, cols: args.cols };
+        let spec = RunSpec { stdin_from: None, ..spec };
+        let (by_signal, session, newline) = super::run_pty::run(config, spec, fallback, stream)?;
+        (by_signal, Answer::streamed(&session, newline))
+    } else {
+        foreground(config, spec, &request, live)?
+    };
+    let code = print_answer(result, args.json)?;
+    if let Some(sig) = by_signal {
+        // The tree is gone and the summary printed: now die of the same signal, as the command
+        // would have in a shell, so a calling shell's loop stops (a shell goes on after a child
+        // that merely exited with 130 or 137).
+        die_of(sig);
+    }
+    Ok(code)
+}
+
+/// A foreground run without a terminal of its own: the output streamed live (`live`) or
+/// answered bounded by `request`; the signal this client got, if one ended it.
+fn foreground(
+    config: EngineConfig,
+    spec: RunSpec,
+    request: &ReadRequest,
+    live: bool,
+) -> anyhow::Result<(Option<Signal>, Answer)> {
     let rt = crate::global::runtime()?;
-    let result = rt.block_on(async {
+    rt.block_on(async {
         // Listen before the command starts: a signal that came between its start and the first
         // look would kill this client with its default action and leave the tree running.
         let interrupted = interrupted()?;
@@ -200,26 +241,10 @@ pub fn run(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
         if let Some(streamed) = streamed {
             // The log is finished once the session ended: the stream drains it and stops.
             let ended_with_newline = streamed.await??;
-            return anyhow::Ok((by_signal, Answer::Streamed {
-                id: session.id().to_owned(),
-                state: session.state(),
-                wall_time: session.wall_time(),
-                cleanup: session.end().and_then(|e| e.cleanup),
-                spool: session.log().spool_path().to_owned(),
-                ended_with_newline,
-            }));
+            return anyhow::Ok((by_signal, Answer::streamed(&session, ended_with_newline)));
         }
-        anyhow::Ok((by_signal, Answer::Bounded(session.run_result(&request, false, None)?)))
-    })?;
-    let (by_signal, result) = result;
-    let code = print_answer(result, args.json)?;
-    if let Some(sig) = by_signal {
-        // The tree is gone and the summary printed: now die of the same signal, as the command
-        // would have in a shell, so a calling shell's loop stops (a shell goes on after a child
-        // that merely exited with 130 or 137).
-        die_of(sig);
-    }
-    Ok(code)
+        anyhow::Ok((by_signal, Answer::Bounded(session.run_result(request, false, None)?)))
+    })
 }
 
 /// Prints a foreground run's answer; the exit status it gives.
@@ -234,6 +259,7 @@ fn print_answer(result: Answer, json: bool) -> anyhow::Result<ExitCode> {
             }
             text.push_str(&answer::status_line(&id, &state));
             text.push_str(&format!("\nWall time: {:.2} s\n", wall_time.as_secs_f64()));
+            text.push_str(&session_line(&id, &state));
             if let Some(report) = &cleanup {
                 text.push_str(&answer::cleanup_line(report));
                 text.push('\n');
@@ -261,6 +287,20 @@ enum Answer {
         spool: PathBuf,
         ended_with_newline: bool,
     },
+}
+
+impl Answer {
+    /// The summary of `session`, ended, whose output was streamed live.
+    fn streamed(session: &Session, ended_with_newline: bool) -> Answer {
+        Answer::Streamed {
+            id: session.id().to_owned(),
+            state: session.state(),
+            wall_time: session.wall_time(),
+            cleanup: session.end().and_then(|e| e.cleanup),
+            spool: session.log().spool_path().to_owned(),
+            ended_with_newline,
+        }
+    }
 }
 
 /// Bytes copied from the log to the terminal at a time: memory stays bounded whatever the
@@ -324,6 +364,9 @@ fn background(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
             .map_or(FOREGROUND_WAIT, |t| Duration::from_millis(t.saturating_add(grace)));
         client.call_waiting::<method::Run>(params, wait)?
     };
+    if args.quiet {
+        return print_id(&result);
+    }
     print_result(&result, args.json, remote)
 }
 
@@ -406,6 +449,9 @@ pub(crate) fn print_result(
             &out::view_text(&result.view, Some(&result.id)),
             result.cleanup.as_ref(),
         );
+        // After the wall time, so the first lines read as they always did.
+        let at = text.match_indices('\n').nth(1).map_or(text.len(), |(i, _)| i + 1);
+        text.insert_str(at, &session_line(&result.id, &result.state));
         if result.deduplicated {
             // After the status line: no second copy was started.
             let at = text.find('\n').map_or(text.len(), |i| i + 1);
@@ -420,6 +466,21 @@ pub(crate) fn print_result(
         }
         out::print(&text)?;
     }
+    Ok(ExitCode::from(answer::exit_status(&result.state).clamp(0, 255) as u8))
+}
+
+/// `Session: sh-3` and a newline, for an answer whose status line does not name its session
+/// already (a script reading the answer finds the id either way).
+fn session_line(id: &str, state: &stockade_proto::SessionState) -> String {
+    if answer::status_line(id, state).contains(id) {
+        return String::new();
+    }
+    format!("Session: {id}\n")
+}
+
+/// `-q`: the session id alone and a newline; the exit status is the answer's, as without `-q`.
+pub(crate) fn print_id(result: &RunResult) -> anyhow::Result<ExitCode> {
+    out::print(&format!("{}\n", result.id))?;
     Ok(ExitCode::from(answer::exit_status(&result.state).clamp(0, 255) as u8))
 }
 

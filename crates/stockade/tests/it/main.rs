@@ -20,6 +20,7 @@ mod cli_interrupt;
 mod cli_live;
 mod cli_pty;
 mod cli_restart;
+mod cli_terminal;
 mod cli_wait;
 mod client_daemon;
 mod client_sessions;
