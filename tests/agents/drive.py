@@ -11,8 +11,10 @@ the network and no credential is used.
 Writes --out/record.jsonl (standin.py's record) and prints one JSON line: the agent's exit status,
 the stand-in's port, and the files it wrote. Exit 0 unless the driver itself failed.
 
-Usage: drive.py --agent codex|claude|opencode --scenario basic|poll --out DIR [--timeout S]
-Needs: target/agents-node (tests/agents/install-deps.sh), `stockade` on PATH.
+Usage: drive.py --agent codex|claude|claude-new|opencode|gemini|gemini-http|qwen|agents-sdk
+                --scenario basic|poll|… --out DIR [--timeout S]
+Needs: target/agents-node, target/agents-node-claude-new and target/agents-venv
+(tests/agents/install-deps.sh), `stockade` on PATH.
 """
 
 import argparse
@@ -27,13 +29,17 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 BIN = os.path.join(ROOT, "target", "agents-node", "node_modules", ".bin")
+# Claude Code's newest release, Gemini CLI and Qwen Code.
+BIN_NEW = os.path.join(ROOT, "target", "agents-node-claude-new", "node_modules", ".bin")
+VENV_PYTHON = os.path.join(ROOT, "target", "agents-venv", "bin", "python")
 PROMPT = "Follow the test script."
 STOCKADE_TOOLS = ["exec_command", "write_stdin", "read_output", "grep_output", "kill_session", "list_sessions"]
 
 
 def readme_snippet(agent):
     """The fenced block that follows the agent's bold heading in README.md."""
-    heading = {"codex": "**Codex**", "claude": "**Claude Code**", "opencode": "**opencode**"}[agent]
+    heading = {"codex": "**Codex**", "claude": "**Claude Code**", "opencode": "**opencode**",
+               "gemini": "**Gemini CLI**"}[agent]
     with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
         text = f.read()
     start = text.index(heading)
@@ -69,6 +75,72 @@ stream_max_retries = 0
         f.write("\n".join(top + rest) + "\n")
     env.update(CODEX_HOME=home, STANDIN_API_KEY="stand-in-no-key")
     return [os.path.join(BIN, "codex"), "exec", "--skip-git-repo-check", "--json", PROMPT]
+
+
+def setup_claude_new(out, port, env):
+    argv = setup_claude(out, port, env)
+    argv[0] = os.path.join(BIN_NEW, "claude")
+    # Its debug log: where it says whether it had to SIGKILL the MCP server.
+    return argv + ["--debug-file", os.path.join(out, "claude-debug.log")]
+
+
+def gemini_settings(out, servers, auth):
+    return {
+        "mcpServers": servers,
+        "security": {"auth": {"selectedType": auth}, "folderTrust": {"enabled": False}},
+        "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+        "privacy": {"usageStatisticsEnabled": False},
+        "telemetry": {"enabled": False},
+    }
+
+
+def write_settings(out, folder, settings):
+    d = os.path.join(out, "home", folder)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "settings.json"), "w", encoding="utf-8") as f:
+        json.dump(settings, f, indent=2)
+
+
+def setup_gemini(out, port, env, servers=None):
+    servers = servers or json.loads(readme_snippet("gemini"))["mcpServers"]
+    write_settings(out, ".gemini", gemini_settings(out, servers, "gemini-api-key"))
+    env.update(GEMINI_API_KEY="stand-in-no-key", GOOGLE_GEMINI_BASE_URL=f"http://127.0.0.1:{port}",
+               GEMINI_CLI_NO_RELAUNCH="1", GEMINI_CLI_TRUST_WORKSPACE="true")
+    return [os.path.join(BIN_NEW, "gemini"), "-p", PROMPT, "--yolo", "-m", "gemini-2.5-flash"]
+
+
+def setup_gemini_http(out, port, env):
+    """Gemini CLI with `stockade mcp --http` (started here, bearer token) instead of stdio."""
+    token = "stand-in-token-0123456789abcdef"
+    server_env = dict(env)
+    server = subprocess.Popen(["stockade", "mcp", "--http", "127.0.0.1:0", "--token", token],
+                              env=server_env, cwd=os.path.join(out, "work"), stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    STARTED.append(server)
+    url = None
+    deadline = time.monotonic() + 20
+    while url is None and time.monotonic() < deadline:
+        line = server.stderr.readline().decode(errors="replace")
+        if not line:
+            break
+        m = re.search(r"(http://\S+/mcp)", line)
+        url = m.group(1) if m else None
+    if url is None:
+        raise SystemExit("stockade mcp --http did not say where it listens")
+    servers = {"stockade": {"httpUrl": url, "headers": {"Authorization": f"Bearer {token}"}}}
+    return setup_gemini(out, port, env, servers)
+
+
+def setup_qwen(out, port, env):
+    servers = json.loads(readme_snippet("gemini"))["mcpServers"]
+    write_settings(out, ".qwen", gemini_settings(out, servers, "openai"))
+    env.update(OPENAI_API_KEY="stand-in-no-key", OPENAI_BASE_URL=f"http://127.0.0.1:{port}/v1",
+               OPENAI_MODEL="stand-in", QWEN_CODE_NO_RELAUNCH="1")
+    return [os.path.join(BIN_NEW, "qwen"), "-p", PROMPT, "--yolo", "--auth-type", "openai", "-m", "stand-in"]
+
+
+def setup_agents_sdk(out, port, env):
+    return [VENV_PYTHON, os.path.join(HERE, "agents_sdk.py"), "--port", str(port), "--prompt", PROMPT]
 
 
 def setup_claude(out, port, env):
@@ -114,7 +186,11 @@ def setup_opencode(out, port, env):
 CODEX_MODEL = "stand-in"
 CODEX_FEATURES = []
 
-SETUP = {"codex": setup_codex, "claude": setup_claude, "opencode": setup_opencode}
+SETUP = {"codex": setup_codex, "claude": setup_claude, "opencode": setup_opencode,
+         "claude-new": setup_claude_new, "gemini": setup_gemini, "gemini-http": setup_gemini_http,
+         "qwen": setup_qwen, "agents-sdk": setup_agents_sdk}
+# Servers a setup started (gemini-http's `stockade mcp --http`), stopped at the end.
+STARTED = []
 
 
 def main():
@@ -183,6 +259,12 @@ def main():
         print(json.dumps({"agent": a.agent, "status": status, "seconds": round(time.monotonic() - started, 2),
                           "record": record, "port": port}))
     finally:
+        for server in STARTED:
+            try:
+                os.killpg(server.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            server.wait()
         os.killpg(standin.pid, signal.SIGKILL)
         standin.wait()
 

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """A scripted stand-in for a model, on loopback, for driving real coding agents in tests.
 
-It speaks the three APIs the agents call (streaming SSE each):
+It speaks the four APIs the agents call (streaming SSE each, or one JSON answer when asked):
   * OpenAI Responses API  (POST /v1/responses)          - the Codex CLI
   * Anthropic Messages API (POST /v1/messages, .../count_tokens, HEAD /) - Claude Code
-  * OpenAI Chat Completions (POST /v1/chat/completions) - opencode (openai-compatible provider)
+  * OpenAI Chat Completions (POST /v1/chat/completions) - opencode, Qwen Code, the Agents SDK
+  * Gemini API (POST /v1beta/models/M:streamGenerateContent, :generateContent, :countTokens)
+                                                         - Gemini CLI
 
 Whatever the agent sends, the stand-in answers with the next step of a fixed script of calls to
 Stockade's MCP tools, finding each tool under whatever name the agent gives it (it looks for a
@@ -16,7 +18,7 @@ It records exactly what the agent hands back for every tool call (the whole tool
 as the agent sent it, and the text a model reads from it) into a JSON-lines file, plus every
 count_tokens request. Stdlib only; no network beyond the loopback socket it listens on.
 
-Usage: standin.py --scenario basic|poll|codemode --record FILE --port-file FILE
+Usage: standin.py --scenario basic|poll|codemode|grep|build|retry|seqhttp --record FILE --port-file FILE
 """
 
 import argparse
@@ -125,14 +127,78 @@ def codemode_step(results):
     return None
 
 
-SCENARIOS = {"basic": basic_step, "poll": poll_step, "codemode": codemode_step}
+# A build of 3,000 lines, with 200 warnings among them and an error at the end.
+BUILD_CMD = (
+    "for i in $(seq 1 3000); do echo \"   Compiling unit $i of the workspace (src/unit_$i.rs)\"; "
+    "[ $((i % 15)) -eq 0 ] && echo \"warning: unit $i: unused variable \\`x_$i\\`\"; done; "
+    "echo 'error: build failed: 200 warnings treated as errors' >&2; exit 1"
+)
+
+
+def build_step(results):
+    """exec of the 3,000-line build -> read its start from the notice's cursor -> done."""
+    n = len(results)
+    if n == 0:
+        return ("exec_command", {"cmd": BUILD_CMD, "yield_time_ms": 30000})
+    if n == 1:
+        return ("read_output", {"session_id": last_id(results[0]), "after": 0})
+    return None
+
+
+def grep_step(results):
+    """The build, then grep_output of its 200 warnings, then page on if the answer says how."""
+    n = len(results)
+    if n == 0:
+        return ("exec_command", {"cmd": BUILD_CMD, "yield_time_ms": 30000})
+    if n == 1:
+        return ("grep_output", {"session_id": last_id(results[0]), "pattern": "^warning"})
+    prev = results[-1]
+    m = re.search(r"not shown: .*?read_output after=(\d+)", prev)
+    if m and n < 10:
+        return ("grep_output_after", int(m.group(1)))
+    return None
+
+
+# A build that takes 8 s, asked for with a wait longer than the Agents SDK's 5 s timeout: the
+# call times out in the SDK and the model, given no session id, asks again.
+RETRY_CMD = "for i in 1 2 3 4 5 6 7 8; do echo step $i; sleep 1; done; echo RETRY-BUILD-DONE"
+
+
+def retry_step(results):
+    n = len(results)
+    if n == 0 or (n == 1 and "sh-" not in results[0]):
+        return ("exec_command", {"cmd": RETRY_CMD, "yield_time_ms": 4000 if n else 8000})
+    if n > 8 or "RETRY-BUILD-DONE" in results[-1]:
+        return None
+    return ("read_output", {"session_id": last_id(results[-1]), "yield_time_ms": 4000})
+
+
+def seqhttp_step(results):
+    """Gemini CLI's own way: every call carries `wait_for_previous`."""
+    if not results:
+        return ("exec_command", {"cmd": "seq 1 100000", "wait_for_previous": True})
+    return None
+
+
+SCENARIOS = {"basic": basic_step, "poll": poll_step, "codemode": codemode_step,
+             "build": build_step, "grep": grep_step, "retry": retry_step, "seqhttp": seqhttp_step}
+
+SHORT_NAMES = ("exec_command", "write_stdin", "read_output", "grep_output", "kill_session", "list_sessions")
 
 
 def find_tool(names, short):
     for name in names:
         if name.endswith(short) and "stockade" in name:
             return name
+    # Agents that give MCP tools their own names (Gemini CLI, Qwen Code, the Agents SDK).
+    for name in names:
+        if name == short:
+            return name
     return None
+
+
+def offers_stockade(names):
+    return any("stockade" in n or n in SHORT_NAMES for n in names)
 
 
 # ---------------------------------------------------------------- reading a request
@@ -166,6 +232,9 @@ def tool_names(tools):
 
     def walk(t, ns):
         if isinstance(t, dict):
+            if isinstance(t.get("functionDeclarations"), list):  # the Gemini API
+                walk(t["functionDeclarations"], ns)
+                return
             name = t.get("name") or (t.get("function") or {}).get("name")
             if t.get("type") == "namespace" and isinstance(t.get("tools"), list):
                 for sub in t["tools"]:
@@ -216,9 +285,34 @@ def results_chat(body):
 
 SEEN = set()
 
+# Deferred tools (Qwen Code's tool_search/tool_call, Claude Code's ToolSearch): the words a model
+# would search with for each tool, the call ids of those searches, and the names they found.
+SEARCH_WORDS = {"exec_command": "run shell command", "read_output": "read command output",
+                "grep_output": "search command output", "write_stdin": "send input to running command",
+                "kill_session": "kill running command", "list_sessions": "list shell sessions"}
+SEARCHES = {}
+FOUND = {}
+
+
+def search_tool(names):
+    for name in names:
+        if name.lower().replace("_", "") == "toolsearch":
+            return name
+    return None
+
 
 def next_action(api, body, results):
     names = tool_names(body.get("tools"))
+    for call_id, payload in results:
+        short = SEARCHES.get(call_id)
+        if short and short not in FOUND:
+            text = text_of(payload)
+            # The tools the search returned, best first (declarations as JSON, or bare names).
+            ranked = re.findall(r'"name"\s*:\s*"([^"]+)"', text) or re.findall(r"\b(\S*" + short + r")\b", text)
+            FOUND[short] = next((n for n in ranked if n.endswith(short)), None)
+            record({"kind": "search", "wanted": short, "query": SEARCH_WORDS[short], "ranked": ranked,
+                    "found": FOUND[short], "first_try": bool(ranked) and ranked[0].endswith(short)})
+    results = [(c, p) for c, p in results if c not in SEARCHES]
     texts = [text_of(p) for _, p in results]
     for i, (call_id, payload) in enumerate(results):
         key = (api, call_id)
@@ -228,7 +322,7 @@ def next_action(api, body, results):
         if new:
             record({"kind": "tool_result", "api": api, "index": i, "call_id": call_id,
                     "payload": payload, "text": texts[i]})
-    if not any("stockade" in n for n in names):
+    if not offers_stockade(names) and not search_tool(names):
         return None, "ok"
     with LOCK:
         first = "tools" not in SEEN
@@ -239,9 +333,23 @@ def next_action(api, body, results):
     if step is None:
         return None, "done"
     short, args = step
+    if short == "grep_output_after":
+        # Paging on as the notice said: read the log from the offset it named.
+        short, args = "read_output", {"session_id": last_id(texts[0]), "after": args, "max_lines": 400}
     # "@exec": Codex's own code-mode tool (a custom tool taking source text), offered only with
     # its code_mode feature.
     name = short[1:] if short.startswith("@") and short[1:] in names else find_tool(names, short)
+    searcher = search_tool(names)
+    if name is None and searcher and short not in FOUND:
+        # Deferred: search for it first, with the words a model would use.
+        call_id = f"search_{len(SEARCHES)}"
+        SEARCHES[call_id] = short
+        return (searcher, {"query": SEARCH_WORDS[short]}, call_id), None
+    if name is None and FOUND.get(short) and "tool_call" in names:
+        record({"kind": "call", "api": api, "index": len(results), "tool": FOUND[short], "arguments": args})
+        return ("tool_call", {"name": FOUND[short], "arguments": args}, f"call_{len(results)}"), None
+    if name is None and FOUND.get(short):
+        name = FOUND[short]
     if name is None:
         record({"kind": "missing_tool", "api": api, "wanted": short, "names": names})
         return None, "done"
@@ -296,6 +404,10 @@ class Handler(BaseHTTPRequestHandler):
             return self.anthropic(body)
         if path.endswith("/chat/completions"):
             return self.chat(body)
+        if ":countTokens" in path:
+            return self.json({"totalTokens": len(raw) // 4 + 1})
+        if ":streamGenerateContent" in path or ":generateContent" in path:
+            return self.gemini(body, stream=":streamGenerateContent" in path)
         record({"kind": "unknown_path", "path": path})
         self.json({"error": {"message": f"stand-in does not serve {path}"}}, 404)
 
@@ -391,11 +503,57 @@ class Handler(BaseHTTPRequestHandler):
             delta = {"role": "assistant", "content": text}
             finish = "stop"
         usage = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+        if not body.get("stream"):
+            message = {"role": "assistant", "content": delta.get("content"),
+                       "tool_calls": delta.get("tool_calls")}
+            if action:
+                message["tool_calls"][0].pop("index", None)
+            return self.json({"id": cid, "object": "chat.completion", "created": 0,
+                              "model": body.get("model", "m"), "usage": usage,
+                              "choices": [{"index": 0, "message": message, "finish_reason": finish}]})
         self.sse([
             (None, dict(base, choices=[{"index": 0, "delta": delta, "finish_reason": None}])),
             (None, dict(base, choices=[{"index": 0, "delta": {}, "finish_reason": finish}], usage=usage)),
             (None, "[DONE]"),
         ])
+
+
+    # -- Gemini API (Gemini CLI)
+    def gemini(self, body, stream):
+        config = body.get("generationConfig") or {}
+        if config.get("responseMimeType") == "application/json" or config.get("responseJsonSchema"):
+            # The CLI's own side questions (who speaks next, is it looping): never the script.
+            text = json.dumps({"reasoning": "the script is done", "next_speaker": "user",
+                               "is_stuck": False})
+            parts = [{"text": text}]
+        else:
+            action, text = next_action("gemini", body, results_gemini(body))
+            if action:
+                name, args, call_id = action
+                parts = [{"functionCall": {"name": name, "args": args, "id": call_id}}]
+            else:
+                parts = [{"text": text}]
+        answer = {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP",
+                                  "index": 0}],
+                  "usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 1, "totalTokenCount": 2},
+                  "modelVersion": "stand-in"}
+        if stream:
+            return self.sse([(None, answer)])
+        return self.json(answer)
+
+
+def results_gemini(body):
+    """(call id, payload) of every function response in a Gemini API request, in order."""
+    out = []
+    for content in body.get("contents") or []:
+        for part in content.get("parts") or []:
+            fr = part.get("functionResponse") if isinstance(part, dict) else None
+            if fr is not None:
+                response = fr.get("response")
+                if isinstance(response, dict):
+                    response = response.get("output", response.get("content", response))
+                out.append((fr.get("id") or f"{fr.get('name')}_{len(out)}", response))
+    return out
 
 
 def main():

@@ -9,8 +9,11 @@
 //!   note that it was saved to a file; it counts only when its rough estimate (bytes / 4) is over
 //!   half of that.
 //! * **opencode** keeps the first 2,000 lines or 51,200 bytes, whichever comes first.
+//! * **Gemini CLI** cuts a result over 40,000 characters mid-line; **Qwen Code**, built from
+//!   Gemini CLI, does the same. A character is at least one byte, so 40,000 bytes fit.
 //!
-//! The client names itself in `initialize` (`clientInfo.name`). For a known client, a call that
+//! The client names itself in `initialize` (`clientInfo.name`), or, on protocol revisions
+//! without `initialize`, in each request's `_meta`. For a known client, a call that
 //! leaves `max_output_tokens`/`max_lines` out gets a view that, with the answer's own lines,
 //! fits that client's limit; a call that asks for more is held to it and the answer says so.
 //! Other clients get the engine's defaults.
@@ -50,6 +53,10 @@ impl Budget {
             Some(Budget { client: "Claude Code", bytes: tokens.saturating_mul(8) / 5, lines: None })
         } else if name.contains("opencode") {
             Some(Budget { client: "opencode", bytes: 51_200, lines: Some(2_000) })
+        } else if name.contains("gemini") {
+            Some(Budget { client: "Gemini CLI", bytes: 40_000, lines: None })
+        } else if name.contains("qwen") {
+            Some(Budget { client: "Qwen Code", bytes: 40_000, lines: None })
         } else {
             None
         }
@@ -109,6 +116,31 @@ impl Budget {
     }
 }
 
+impl Budget {
+    /// `text` cut at a line end to fit this budget with room for a notice: the text kept, how
+    /// many lines were left out and the first of them. `None` when it fits whole.
+    pub fn cut_lines<'a>(&self, text: &'a str) -> Option<(&'a str, usize, &'a str)> {
+        let max_lines = self.lines.map(|l| l.saturating_sub(2)).unwrap_or(usize::MAX);
+        if text.len() <= self.bytes && text.lines().count() <= max_lines {
+            return None;
+        }
+        let room = self.bytes.saturating_sub(NOTICE_BYTES);
+        let mut end = 0;
+        for (n, line) in text.split_inclusive('\n').enumerate() {
+            if end + line.len() > room || n >= max_lines {
+                break;
+            }
+            end += line.len();
+        }
+        let (kept, rest) = text.split_at(end);
+        let first = rest.lines().next().unwrap_or_default();
+        Some((kept, rest.lines().count(), first))
+    }
+}
+
+/// Room kept for the notice that says what a cut answer left out.
+const NOTICE_BYTES: usize = 600;
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -121,7 +153,25 @@ mod tests {
         assert_eq!(Budget::for_client("claude-code", None).unwrap().bytes, 40_000);
         assert_eq!(Budget::for_client("claude-code", Some(10_000)).unwrap().bytes, 16_000);
         assert_eq!(Budget::for_client("opencode", None).unwrap().lines, Some(2_000));
+        assert_eq!(Budget::for_client("gemini-cli-mcp-client", None).unwrap().bytes, 40_000);
+        assert_eq!(Budget::for_client("qwen-cli-mcp-client", None).unwrap().bytes, 40_000);
         assert_eq!(Budget::for_client("mcp", None), None);
+    }
+
+    #[test]
+    fn long_texts_are_cut_at_a_line_end_with_room_for_a_notice() {
+        let b = Budget { client: "Codex", bytes: 10_000, lines: None };
+        let text: String = (0..2_000).map(|i| format!("{i}:{}:match {i}\n", i * 20)).collect();
+        let (kept, left, first) = b.cut_lines(&text).unwrap();
+        assert!(kept.len() <= 10_000 - NOTICE_BYTES, "{}", kept.len());
+        assert!(kept.ends_with('\n'));
+        assert_eq!(kept.lines().count() + left, 2_000);
+        assert!(text[kept.len()..].starts_with(first));
+        assert_eq!(b.cut_lines("short\n"), None);
+        let lines = Budget { client: "opencode", bytes: 51_200, lines: Some(100) };
+        let (kept, left, _) = lines.cut_lines(&text[..5_000]).unwrap();
+        assert_eq!(kept.lines().count(), 98);
+        assert!(left > 0);
     }
 
     #[test]

@@ -59,7 +59,10 @@ pub async fn serve(
         .with_cancellation_token(cancel.clone())
         .with_allowed_origins(guard.allowed_origins.clone())
         // With no origin allowed, every request that carries one is refused.
-        .enforce_origin_validation();
+        .enforce_origin_validation()
+        // No priming event: it carries empty data, which Gemini CLI's client parses as JSON
+        // and fails on ("Unexpected end of JSON input"), getting no tools at all.
+        .with_sse_retry(None);
     if !addr.ip().is_loopback() {
         // Host checks guard a loopback server against DNS rebinding; a remote bind is reached
         // under names we cannot know, and the bearer token guards it instead.
@@ -70,6 +73,7 @@ pub async fn serve(
     let expected: Arc<[u8]> = Arc::from(guard.token.into_bytes());
     let router = axum::Router::new()
         .nest_service(MCP_PATH, service)
+        .layer(middleware::from_fn(closed_is_ok))
         .layer(middleware::from_fn_with_state(expected, require_bearer));
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -105,6 +109,17 @@ async fn require_bearer(
         "a bearer token is required: send `Authorization: Bearer <token>` with the token stockade mcp printed or was given\n"
     };
     (StatusCode::UNAUTHORIZED, [(header::WWW_AUTHENTICATE, "Bearer")], body).into_response()
+}
+
+/// A closed session is answered 200, not 202: the Python SDK logs anything but 200 or 204 to
+/// its `DELETE` as a failed termination.
+async fn closed_is_ok(request: Request, next: Next) -> Response {
+    let delete = request.method() == axum::http::Method::DELETE;
+    let mut response = next.run(request).await;
+    if delete && response.status() == StatusCode::ACCEPTED {
+        *response.status_mut() = StatusCode::OK;
+    }
+    response
 }
 
 /// Compare without an early exit, so the time taken does not reveal how much of a guess was

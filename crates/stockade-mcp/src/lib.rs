@@ -34,6 +34,8 @@ mod backend;
 mod budget;
 mod error;
 pub mod http;
+mod liberal;
+mod retry;
 mod server;
 mod stdio;
 mod text;
@@ -129,11 +131,20 @@ async fn serve_with(
     match transport {
         Transport::Stdio => {
             on_ready(None);
+            let gone = CancellationToken::new();
+            let pipes = stdio::filtered(tokio::io::stdin(), tokio::io::stdout(), gone.clone());
             let running = server
-                .serve_with_ct(stdio::filtered(tokio::io::stdin(), tokio::io::stdout()), cancel)
+                .serve_with_ct(pipes, cancel)
                 .await
                 .map_err(|e| ServeError::Transport(e.to_string()))?;
-            running.waiting().await.map_err(|e| ServeError::Transport(e.to_string()))?;
+            tokio::select! {
+                done = running.waiting() => {
+                    done.map_err(|e| ServeError::Transport(e.to_string()))?;
+                }
+                // The client died mid-call: nobody reads the answers, and the sessions run on
+                // in the daemon.
+                () = gone.cancelled() => {}
+            }
             Ok(())
         }
         Transport::Http { addr, guard } => {

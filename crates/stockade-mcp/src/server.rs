@@ -24,7 +24,7 @@ use stockade_proto::rpc::{
     GrepParams, KillParams, ListParams, MAX_WAIT_MS, PtySize, ReadParams, RunParams, StateFilter,
     WriteParams, code, method,
 };
-use stockade_proto::{ReadMode, Stream};
+use stockade_proto::{ReadMode, RunResult, Stream};
 use tokio_util::sync::CancellationToken;
 
 use crate::backend::Backend;
@@ -37,6 +37,7 @@ use crate::tools::{
     KillSessionArgs, ListSessionsArgs, MAX_LIST_LIMIT, ModeArg, ReadOutputArgs, StateArg,
     StreamArg, WriteStdinArgs,
 };
+use crate::{liberal, retry};
 
 /// How often a waiting call with a `progressToken` sends `notifications/progress`: well inside
 /// the usual 60 s client timeout, so `resetTimeoutOnProgress` keeps a long wait alive.
@@ -63,6 +64,9 @@ pub struct StockadeMcp {
     defaults: Arc<crate::RunDefaults>,
     /// Session id → where this connection's last answer for it ended (`next_cursor`).
     cursors: Arc<Mutex<HashMap<String, u64>>>,
+    /// The name the client last gave (in `initialize` or a request's `_meta`): requests of
+    /// revisions without `initialize` may leave it out after the first.
+    client: Arc<Mutex<Option<String>>>,
 }
 
 impl Clone for StockadeMcp {
@@ -73,6 +77,7 @@ impl Clone for StockadeMcp {
             answers: self.answers,
             defaults: Arc::clone(&self.defaults),
             cursors: Arc::default(),
+            client: Arc::default(),
         }
     }
 }
@@ -97,6 +102,7 @@ impl StockadeMcp {
             answers,
             defaults: Arc::default(),
             cursors: Arc::default(),
+            client: Arc::default(),
         }
     }
 
@@ -114,6 +120,25 @@ impl StockadeMcp {
 
     fn remembered(&self, id: &str) -> Option<u64> {
         self.cursors.lock().ok().and_then(|c| c.get(id).copied())
+    }
+
+    /// Who is calling: the request's `_meta` (revisions without `initialize`), else
+    /// `initialize`'s `clientInfo`, else the last name this connection gave, else Claude Code
+    /// when this server runs in its environment (it sets `CLAUDECODE`).
+    fn client_name(&self, context: &RequestContext<RoleServer>) -> Option<String> {
+        let given = context.client_info().map(|info| info.name);
+        let mut last = self.client.lock().ok();
+        match (given, last.as_deref_mut()) {
+            (Some(name), Some(last)) => {
+                *last = Some(name.clone());
+                Some(name)
+            }
+            (Some(name), None) => Some(name),
+            (None, last) => last.and_then(|l| l.clone()).or_else(|| {
+                (std::env::var_os("CLAUDECODE").is_some_and(|v| v == "1"))
+                    .then(|| "claude-code".to_owned())
+            }),
+        }
     }
 
     /// Run one tool. `Err` is a tool-level error (shown to the model); unknown tools are caught
@@ -168,7 +193,10 @@ impl StockadeMcp {
             base_env: self.defaults.base_env.clone(),
             shell: a.shell.map(Into::into),
             login: a.login,
-            background: a.background,
+            // Always: a session outlives the call that started it. A cancelled, timed-out or
+            // abandoned call, or this server's end, closes the daemon connection, and a
+            // foreground run would be killed with it. The wait is the same either way.
+            background: true,
             timeout_ms: a.timeout_ms,
             yield_ms: Some(clamp_wait(a.yield_time_ms.unwrap_or(default_yield))),
             pty: a.tty.then(PtySize::default),
@@ -178,6 +206,14 @@ impl StockadeMcp {
             until: a.until,
             ..RunParams::default()
         };
+        if params.source.is_none()
+            && let Some(twin) = retry::running_twin(&self.backend, &params).await
+        {
+            let r = retry::follow(&self.backend, &twin, &params, cancel).await?;
+            self.remember(&r.id, r.view.next_cursor);
+            let shown = RunResult { deduplicated: false, ..r.clone() };
+            return ok(format!("{}\n{}", retry::note(&twin), text::run(&shown)), &r);
+        }
         let r = self.backend.call_until(cancel, move |c| c.call::<method::Run>(params)).await?;
         self.remember(&r.id, r.view.next_cursor);
         ok(text::run(&r), &r)
@@ -406,23 +442,32 @@ impl ServerHandler for StockadeMcp {
             ));
         }
         let mut args = Value::Object(request.arguments.unwrap_or_default());
-        let budget = context.peer.peer_info().and_then(|info| {
-            Budget::for_client(&info.client_info.name, text::claude_tokens_from_env())
-        });
-        let note = budget.and_then(|b| b.fit(name, &mut args));
+        let budget = self
+            .client_name(&context)
+            .and_then(|client| Budget::for_client(&client, text::claude_tokens_from_env()));
+        let ignored = match self.tools.iter().find(|t| t.name == name) {
+            Some(tool) => liberal::strip_unknown(tool, &mut args),
+            None => Vec::new(),
+        };
+        let notes: Vec<String> = liberal::ignored_note(name, &ignored)
+            .into_iter()
+            .chain(budget.and_then(|b| b.fit(name, &mut args)))
+            .collect();
+        let note = (!notes.is_empty()).then(|| notes.join("\n"));
         let session = args.get("session_id").and_then(Value::as_str).map(str::to_owned);
         let work = self.dispatch(name, args, &context.ct);
         let outcome = match context.meta.get_progress_token() {
             Some(token) => self.with_progress(work, token, session, &context.peer).await,
             None => work.await,
         };
-        let result = match outcome {
+        let mut result = match outcome {
             Ok(result) => result,
             Err(e) => {
                 tracing::debug!(tool = name, error = %e, "tool error");
                 CallToolResult::error(vec![ContentBlock::text(e.to_string())])
             }
         };
+        liberal::fit_listing(name, budget, &mut result);
         Ok(text::deliver(result, &self.answers, note).into())
     }
 }

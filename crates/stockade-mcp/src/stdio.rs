@@ -11,9 +11,13 @@ use tokio::io::{
     AsyncBufReadExt as _, AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _, BufReader,
 };
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 /// Longest line read from the client; a longer one is answered as a parse error and skipped.
 const MAX_LINE: usize = 16 * 1024 * 1024;
+/// How often, and how many times, to look for a new parent after the input ended.
+const ORPHAN_CHECK_EVERY: std::time::Duration = std::time::Duration::from_millis(10);
+const ORPHAN_CHECKS: usize = 50;
 /// Buffer of the in-memory pipes to rmcp.
 const PIPE: usize = 256 * 1024;
 
@@ -23,14 +27,30 @@ const PARSE_ERROR: i64 = -32700;
 const INVALID_PARAMS: i64 = -32602;
 
 /// The pipes rmcp reads and writes, with the filter running between them and `input`/`output`.
+/// `gone` fires when the input ends because the client died: this process has a new parent.
+/// rmcp would otherwise wait for the calls in flight, to answer nobody; a client that only
+/// closed its end of the input (a pipe of requests) still gets its answers.
 pub(crate) fn filtered(
     input: impl AsyncRead + Unpin + Send + 'static,
     output: impl AsyncWrite + Unpin + Send + 'static,
+    gone: CancellationToken,
 ) -> (tokio::io::DuplexStream, tokio::io::DuplexStream) {
     let (to_rmcp, rmcp_in) = tokio::io::duplex(PIPE);
     let (rmcp_out, from_rmcp) = tokio::io::duplex(PIPE);
     let (errors_tx, errors_rx) = mpsc::channel::<Vec<u8>>(64);
-    tokio::spawn(read_loop(input, to_rmcp, errors_tx));
+    let parent = std::os::unix::process::parent_id();
+    tokio::spawn(async move {
+        read_loop(input, to_rmcp, errors_tx).await;
+        // A dying parent closes its files before it is gone: its pipe can end a little before
+        // this process is handed to a new parent.
+        for _ in 0..ORPHAN_CHECKS {
+            if std::os::unix::process::parent_id() != parent {
+                gone.cancel();
+                return;
+            }
+            tokio::time::sleep(ORPHAN_CHECK_EVERY).await;
+        }
+    });
     tokio::spawn(write_loop(from_rmcp, errors_rx, output));
     (rmcp_in, rmcp_out)
 }

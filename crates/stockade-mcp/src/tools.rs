@@ -24,8 +24,10 @@ pub const KILL_SESSION: &str = "kill_session";
 /// `list_sessions`.
 pub const LIST_SESSIONS: &str = "list_sessions";
 
-/// How long `exec_command` waits for the command to finish before answering (foreground).
-pub const DEFAULT_EXEC_YIELD_MS: u64 = 10_000;
+/// How long `exec_command` waits for the command to finish before answering (foreground):
+/// under the shortest common client tool timeout (the OpenAI Agents SDK's 5 s), so a default
+/// call is answered, with the session id, before its client gives up on it.
+pub const DEFAULT_EXEC_YIELD_MS: u64 = 4_000;
 /// How long `exec_command` with `background: true` waits for first output before answering.
 pub const DEFAULT_BACKGROUND_YIELD_MS: u64 = 1_000;
 /// How long `write_stdin` collects output after writing.
@@ -38,13 +40,14 @@ pub const BYTES_PER_TOKEN: u64 = 4;
 pub const MAX_OUTPUT_TOKENS: u64 = stockade_log::limits::MAX_VIEW_BYTES as u64 / BYTES_PER_TOKEN;
 
 const EXEC_COMMAND_DESCRIPTION: &str = "\
-Run a shell command (`/bin/sh -c CMD`); answer with its exit code and output.
+Run a shell command (bash/sh, like a terminal: builds, tests, scripts, servers) with \
+`/bin/sh -c CMD`; answer with its exit code and output.
 
 Every byte is kept on disk: do NOT pipe into `head`/`tail`/`grep` or redirect to shorten it. The \
 answer shows a bounded view (the end) and says what was left out; `read_output` and \
 `grep_output` reach the rest.
 
-Waits up to `yield_time_ms` (default 10000) for the command to end. Still running then: the \
+Waits up to `yield_time_ms` (default 4000) for the command to end. Still running then: the \
 answer says `Process running with session ID sh-N` and it keeps running; follow it with \
 `read_output`, type into it with `write_stdin`, stop it with `kill_session`. For servers and \
 watchers set `background: true` (default wait 1000) and `until` to a regex such as `Listening`: \
@@ -52,7 +55,7 @@ the answer comes as soon as a new line matches. `tty: true` for interactive prog
 `timeout_ms` ends the whole process tree.";
 
 const WRITE_STDIN_DESCRIPTION: &str = "\
-Send keys to a running session (started with `tty: true`) and collect what it prints for \
+Send input (keys, stdin) to a running shell command (started with `tty: true`) and collect what it prints for \
 `yield_time_ms` (default 1000). The wait ends early when the session ends, the answer is full, \
 or a new line matches `until`.
 
@@ -60,7 +63,7 @@ or a new line matches `until`.
 `chars` only waits and shows the newest output, as `read_output` without `after` does.";
 
 const READ_OUTPUT_DESCRIPTION: &str = "\
-Read a session's output (kept on disk, never lost).
+Read a shell command's output (logs of a session, kept on disk, never lost).
 
 Without `after` you get the newest output: of a session you have read before, what is new \
 since your last answer (its end, if more came than fits; the notice says what was skipped); \
@@ -71,17 +74,17 @@ with `after`, the answer is full. Use it instead of sleeping: one call per wait,
 Waits over 50000 need a client that resets its timeout on progress notifications.";
 
 const GREP_OUTPUT_DESCRIPTION: &str = "\
-Search a session's full output with a regex (Rust syntax, as ripgrep); matching lines come as \
+Search (grep) a shell command's full output with a regex (Rust syntax, as ripgrep); matching lines come as \
 `line_number:byte_offset:text` (context lines with `-`). Far cheaper than paging a large log. \
 Read on from a match with `read_output` `after` = its byte offset.";
 
 const KILL_SESSION_DESCRIPTION: &str = "\
-Stop a session and every process it started (the whole tree, daemonized children too), then \
+Stop (kill) a running shell command and every process it started (the whole tree, daemonized children too), then \
 verify they are gone. `signal` first (default SIGTERM), SIGKILL after a 2 s grace. The output \
 stays readable.";
 
 const LIST_SESSIONS_DESCRIPTION: &str = "\
-List sessions (they outlive restarts of the agent): running first, then the newest finished, \
+List shell sessions: running and finished commands (they outlive restarts of the agent): running first, then the newest finished, \
 at most `limit` (default 50); filter by `state` or `source`. Each line: id, state, pid, bytes, \
 wall time, command.";
 
@@ -89,8 +92,9 @@ wall time, command.";
 pub const DEFAULT_LIST_LIMIT: usize = 50;
 /// Most sessions one `list_sessions` answer may show.
 pub const MAX_LIST_LIMIT: usize = 500;
-/// How long `read_output` with `until` (and no `yield_time_ms`) waits.
-pub const DEFAULT_UNTIL_YIELD_MS: u64 = 30_000;
+/// How long `read_output` with `until` (and no `yield_time_ms`) waits: under the Agents SDK's
+/// 5 s tool timeout, as [`DEFAULT_EXEC_YIELD_MS`].
+pub const DEFAULT_UNTIL_YIELD_MS: u64 = 4_000;
 
 /// `exec_command` arguments.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
@@ -103,7 +107,7 @@ pub struct ExecCommandArgs {
     #[serde(default)]
     pub workdir: Option<String>,
     /// Wait this long (ms) for the command to end; ends early at an `until` line. Default
-    /// 10000 (background 1000).
+    /// 4000 (background 1000).
     #[serde(default)]
     #[schemars(range(min = 0, max = 300000))]
     pub yield_time_ms: Option<u64>,
@@ -208,7 +212,7 @@ pub struct ReadOutputArgs {
     #[serde(default)]
     #[schemars(range(min = 1, max = 1000000))]
     pub max_lines: Option<usize>,
-    /// Collect new output for up to this long (ms) before answering. Default 0 (30000 with
+    /// Collect new output for up to this long (ms) before answering. Default 0 (4000 with
     /// `until`).
     #[serde(default, alias = "wait_ms")]
     #[schemars(range(min = 0, max = 300000))]

@@ -52,6 +52,11 @@ pub struct McpArgs {
     /// their model the JSON instead of the text when it is there.
     #[arg(long)]
     pub structured: bool,
+    /// Serve --http on a non-loopback address without TLS: the token and every command's output
+    /// cross the network in clear (only inside a network you trust). Without it such an address
+    /// is refused; put a TLS proxy in front of a loopback address instead.
+    #[arg(long)]
+    pub insecure_plaintext: bool,
 }
 
 pub fn mcp(global: &Global, mut args: McpArgs) -> anyhow::Result<ExitCode> {
@@ -65,9 +70,14 @@ pub fn mcp(global: &Global, mut args: McpArgs) -> anyhow::Result<ExitCode> {
     }
     let global = &global;
     if args.http.is_none()
-        && (args.token.is_some() || args.token_file.is_some() || !args.allow_origin.is_empty())
+        && (args.token.is_some()
+            || args.token_file.is_some()
+            || !args.allow_origin.is_empty()
+            || args.insecure_plaintext)
     {
-        anyhow::bail!("--token, --token-file and --allow-origin only apply with --http ADDR");
+        anyhow::bail!(
+            "--token, --token-file, --allow-origin and --insecure-plaintext only apply with --http ADDR"
+        );
     }
     let transport = match args.http {
         Some(addr) => {
@@ -80,6 +90,21 @@ pub fn mcp(global: &Global, mut args: McpArgs) -> anyhow::Result<ExitCode> {
         }
         None => Transport::Stdio,
     };
+    if let Transport::Http { addr, guard } = &transport
+        && !addr.ip().is_loopback()
+    {
+        // A weak token is the first thing to fix, wherever the server listens.
+        stockade_mcp::http::check_guard(guard)?;
+        if !args.insecure_plaintext {
+            anyhow::bail!(
+                "--http {addr} is not loopback and stockade mcp serves no TLS: serve on 127.0.0.1 behind a TLS proxy, or add --insecure-plaintext if this network is private to you"
+            );
+        }
+        let _ = writeln!(
+            std::io::stderr(),
+            "stockade mcp: warning: http://{addr} is not loopback and has no TLS (--insecure-plaintext): the token and all output cross the network in clear"
+        );
+    }
     let daemon =
         if args.embedded { Daemon::Embedded } else { Daemon::Shared(global.connect_options()?) };
     // The agent started this server in its project: every call runs there with this

@@ -37,6 +37,7 @@ mod list_cost;
 mod mcp_agents;
 mod mcp_http;
 mod mcp_inspector;
+mod mcp_liberal;
 mod mcp_python;
 mod memory;
 mod memory_trim;

@@ -150,3 +150,103 @@ fn browser_origins_are_refused_unless_allowed() {
     let s = status(&server, &[bearer(TOKEN), "Origin: http://127.0.0.1:1234".into()]);
     assert!(s.contains(" 403 "), "{s}");
 }
+
+#[test]
+fn an_address_off_loopback_needs_insecure_plaintext_and_gets_a_warning() {
+    let home = Home::new();
+    let stderr = refused(&home, &["mcp", "--http", "0.0.0.0:0", "--token", TOKEN]);
+    assert!(stderr.contains("not loopback") && stderr.contains("--insecure-plaintext"), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "one sentence: {stderr}");
+
+    let args = ["mcp", "--http", "0.0.0.0:0", "--token", TOKEN, "--insecure-plaintext"];
+    let mut child = home
+        .stockade(&args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead as _;
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut seen = Vec::new();
+    while !seen.iter().any(|l: &String| l.contains("listening on")) {
+        match rx.recv_timeout(STOP_TIMEOUT) {
+            Ok(line) => seen.push(line),
+            Err(_) => break,
+        }
+    }
+    // SAFETY: kill(2) on the server this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let stopped = stockade_testkit::child::wait_bounded(&mut child, STOP_TIMEOUT);
+    if stopped.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    assert!(seen.iter().any(|l| l.contains("listening on")), "it serves: {seen:?}");
+    assert!(seen.iter().any(|l| l.contains("warning") && l.contains("in clear")), "{seen:?}");
+}
+
+/// One raw HTTP exchange on `addr`: the head and what of the body came until `done` held (or
+/// the connection closed).
+fn exchange(addr: &str, head: &str, body: &str, done: impl Fn(&str) -> bool) -> (String, String) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(STOP_TIMEOUT)).unwrap();
+    let request = format!(
+        "{head}\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut response = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let text = String::from_utf8_lossy(&response).into_owned();
+        if let Some((head, body)) = text.split_once("\r\n\r\n")
+            && done(body)
+        {
+            return (head.to_owned(), body.to_owned());
+        }
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => {
+                let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+                return (head.to_owned(), body.to_owned());
+            }
+            Ok(n) => response.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+#[test]
+fn answers_carry_no_empty_event_and_closing_a_session_is_200() {
+    let home = Home::new();
+    let server = HttpServer::start(&home, &["--token", TOKEN]);
+    let auth = bearer(TOKEN);
+    let (head, body) =
+        exchange(&server.addr, &format!("POST /mcp HTTP/1.1\r\n{auth}"), INITIALIZE, |body| {
+            body.contains("\"result\"")
+        });
+    assert!(head.contains(" 200 "), "{head}");
+    // Gemini CLI's client parses every event's data as JSON: an empty one fails it.
+    for line in body.lines().filter(|l| l.starts_with("data:")) {
+        assert!(!line.trim_start_matches("data:").trim().is_empty(), "an empty event: {body:?}");
+    }
+    let session = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase().starts_with("mcp-session-id:").then(|| l[15..].trim().to_owned())
+        })
+        .unwrap_or_else(|| panic!("no session id in {head}"));
+    let (head, _) = exchange(
+        &server.addr,
+        &format!("DELETE /mcp HTTP/1.1\r\n{auth}\r\nMcp-Session-Id: {session}"),
+        "",
+        |_| false,
+    );
+    // The Python SDK logs anything but 200 or 204 as a failed termination.
+    assert!(head.contains(" 200 "), "{head}");
+}
