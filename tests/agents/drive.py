@@ -106,7 +106,7 @@ def setup_gemini(out, port, env, servers=None):
     write_settings(out, ".gemini", gemini_settings(out, servers, "gemini-api-key"))
     env.update(GEMINI_API_KEY="stand-in-no-key", GOOGLE_GEMINI_BASE_URL=f"http://127.0.0.1:{port}",
                GEMINI_CLI_NO_RELAUNCH="1", GEMINI_CLI_TRUST_WORKSPACE="true")
-    return [os.path.join(BIN_NEW, "gemini"), "-p", PROMPT, "--yolo", "-m", "gemini-2.5-flash"]
+    return [os.path.join(BIN_NEW, "gemini"), "-p", PROMPT, "--yolo", "-m", "gemini-2.5-flash"] + (["--debug"] if os.environ.get("STANDIN_DEBUG") else [])
 
 
 def setup_gemini_http(out, port, env):

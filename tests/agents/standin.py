@@ -294,6 +294,14 @@ SEARCHES = {}
 FOUND = {}
 
 
+def search_key(call_id):
+    """A call id as the script made it, without the prefix an API adds."""
+    for prefix in ("toolu_", "fc_"):
+        if isinstance(call_id, str) and call_id.startswith(prefix):
+            return call_id[len(prefix):]
+    return call_id
+
+
 def search_tool(names):
     for name in names:
         if name.lower().replace("_", "") == "toolsearch":
@@ -304,15 +312,19 @@ def search_tool(names):
 def next_action(api, body, results):
     names = tool_names(body.get("tools"))
     for call_id, payload in results:
-        short = SEARCHES.get(call_id)
+        short = SEARCHES.get(search_key(call_id))
         if short and short not in FOUND:
             text = text_of(payload)
-            # The tools the search returned, best first (declarations as JSON, or bare names).
-            ranked = re.findall(r'"name"\s*:\s*"([^"]+)"', text) or re.findall(r"\b(\S*" + short + r")\b", text)
+            # The tools the search returned, best first: Claude Code's tool references,
+            # declarations as JSON (Qwen Code), or bare names.
+            refs = [p.get("tool_name") for p in payload if isinstance(p, dict) and p.get("tool_name")] \
+                if isinstance(payload, list) else []
+            ranked = refs or re.findall(r'"name"\s*:\s*"([^"]+)"', text) \
+                or re.findall(r"\b(\S*" + short + r")\b", text)
             FOUND[short] = next((n for n in ranked if n.endswith(short)), None)
             record({"kind": "search", "wanted": short, "query": SEARCH_WORDS[short], "ranked": ranked,
                     "found": FOUND[short], "first_try": bool(ranked) and ranked[0].endswith(short)})
-    results = [(c, p) for c, p in results if c not in SEARCHES]
+    results = [(c, p) for c, p in results if search_key(c) not in SEARCHES]
     texts = [text_of(p) for _, p in results]
     for i, (call_id, payload) in enumerate(results):
         key = (api, call_id)

@@ -68,8 +68,11 @@ pub async fn serve(
         // under names we cannot know, and the bearer token guards it instead.
         config = config.disable_allowed_hosts();
     }
+    let mut sessions = LocalSessionManager::default();
+    // Nor at the start or end of a session's streams (the same empty event).
+    sessions.session_config.sse_retry = None;
     let service: StreamableHttpService<StockadeMcp, LocalSessionManager> =
-        StreamableHttpService::new(move || Ok(server.clone()), Default::default(), config);
+        StreamableHttpService::new(move || Ok(server.clone()), Arc::new(sessions), config);
     let expected: Arc<[u8]> = Arc::from(guard.token.into_bytes());
     let router = axum::Router::new()
         .nest_service(MCP_PATH, service)

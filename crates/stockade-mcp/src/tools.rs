@@ -48,14 +48,14 @@ answer shows a bounded view (the end) and says what was left out; `read_output` 
 `grep_output` reach the rest.
 
 Waits up to `yield_time_ms` (default 4000) for the command to end. Still running then: the \
-answer says `Process running with session ID sh-N` and it keeps running; follow it with \
-`read_output`, type into it with `write_stdin`, stop it with `kill_session`. For servers and \
+answer says `Process running with session ID sh-N` and it goes on; follow it with \
+`read_output` (also `write_stdin`, `kill_session`). For servers and \
 watchers set `background: true` (default wait 1000) and `until` to a regex such as `Listening`: \
-the answer comes as soon as a new line matches. `tty: true` for interactive programs. A kill or \
+the answer comes as soon as a new line matches. `tty: true` for interactive programs. \
 `timeout_ms` ends the whole process tree.";
 
 const WRITE_STDIN_DESCRIPTION: &str = "\
-Send input (keys, stdin) to a running shell command (started with `tty: true`) and collect what it prints for \
+Send input to a running command: type keys into its stdin (a session started with `tty: true`) and collect what it prints for \
 `yield_time_ms` (default 1000). The wait ends early when the session ends, the answer is full, \
 or a new line matches `until`.
 
@@ -79,7 +79,7 @@ Search (grep) a shell command's full output with a regex (Rust syntax, as ripgre
 Read on from a match with `read_output` `after` = its byte offset.";
 
 const KILL_SESSION_DESCRIPTION: &str = "\
-Stop (kill) a running shell command and every process it started (the whole tree, daemonized children too), then \
+Kill a running command: stop a session and every process it started (the whole tree, daemonized children too), then \
 verify they are gone. `signal` first (default SIGTERM), SIGKILL after a 2 s grace. The output \
 stays readable.";
 

@@ -19,13 +19,13 @@ use stockade_testkit::{Home, cannot_run, procs, stockade_bin};
 const RUN_TIMEOUT: Duration = Duration::from_secs(240);
 
 /// What one run recorded.
-struct Run {
+pub(crate) struct Run {
     /// The state directory the agent's `stockade mcp` used, cleaned up on drop.
-    home: Home,
+    pub(crate) home: Home,
     /// The stand-in's calls, in order (`tool`, `arguments`).
-    calls: Vec<Value>,
+    pub(crate) calls: Vec<Value>,
     /// What the agent handed back for each call, in order: `payload` as sent, `text` as read.
-    texts: Vec<String>,
+    pub(crate) texts: Vec<String>,
     /// Claude Code's token-count requests.
     counted: Vec<Value>,
     /// Every tool name the agent offered its model.
@@ -42,8 +42,12 @@ fn drive(agent: &str, bin: &str) -> Option<Run> {
 }
 
 /// Runs `agent` through the stand-in's `scenario`, with `extra` arguments to `drive.py`.
-fn drive_with(agent: &str, bin: &str, scenario: &str, extra: &[&str]) -> Option<Run> {
-    let exe = repo().join("target/agents-node/node_modules/.bin").join(bin);
+pub(crate) fn drive_with(agent: &str, bin: &str, scenario: &str, extra: &[&str]) -> Option<Run> {
+    // A bare name is in the first install; a path (`target/…`) names its own.
+    let exe = match bin.starts_with("target/") {
+        true => repo().join(bin),
+        false => repo().join("target/agents-node/node_modules/.bin").join(bin),
+    };
     if !exe.exists() {
         cannot_run(&format!(
             "{} is not installed; run tests/agents/install-deps.sh",
@@ -130,7 +134,7 @@ fn assert_notice_both_ends(what: &str, text: &str, id: &str) {
 }
 
 /// Nothing the agent itself cut or replaced: no agent's marker of a cut.
-fn assert_not_cut_by_agent(what: &str, text: &str) {
+pub(crate) fn assert_not_cut_by_agent(what: &str, text: &str) {
     for marker in ["tokens truncated", "lines truncated", "output was truncated", "MAX_MCP_OUTPUT"]
     {
         assert!(!text.contains(marker), "{what}: the agent cut the answer ({marker}):\n{text}");
@@ -139,7 +143,7 @@ fn assert_not_cut_by_agent(what: &str, text: &str) {
 
 /// The round trip every agent must pass; `budget` checks the exec answer against the agent's
 /// own limit.
-fn assert_round_trip(agent: &str, run: &Run, budget: impl Fn(&str)) {
+pub(crate) fn assert_round_trip(agent: &str, run: &Run, budget: impl Fn(&str)) {
     let tools: Vec<&str> = run.calls.iter().map(|c| c["tool"].as_str().unwrap()).collect();
     assert_eq!(run.texts.len(), 7, "{agent}: calls {tools:?}, answers {:#?}", run.texts);
     let t = &run.texts;

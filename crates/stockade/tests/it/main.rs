@@ -6,6 +6,7 @@
 
 mod agent_exit;
 mod agents;
+mod agents_new;
 mod architecture;
 mod bench_edges;
 mod bench_growth;

@@ -1,0 +1,172 @@
+//! The agents that came after the first three, through the same harness (`tests/agents/`):
+//! Claude Code's newest release (MCP 2026-07-28, deferred tools found with ToolSearch), Gemini
+//! CLI over stdio and `--http`, Qwen Code (deferred tools behind `tool_search`/`tool_call`) and
+//! the OpenAI Agents SDK (a 5 s tool timeout). Each is driven by the scripted stand-in model; the
+//! tests assert on what the agent handed its model.
+
+use std::collections::BTreeSet;
+
+use crate::agents::{Run, assert_not_cut_by_agent, assert_round_trip, drive_with};
+
+const CLAUDE_NEW: &str = "target/agents-node-claude-new/node_modules/.bin/claude";
+const GEMINI: &str = "target/agents-node-claude-new/node_modules/.bin/gemini";
+const QWEN: &str = "target/agents-node-claude-new/node_modules/.bin/qwen";
+const AGENTS_SDK: &str = "target/agents-venv/bin/python";
+
+/// Every agent of the harness: (name for drive.py, its executable).
+const ALL: &[(&str, &str)] = &[
+    ("codex", "codex"),
+    ("claude", "claude"),
+    ("claude-new", CLAUDE_NEW),
+    ("opencode", "opencode"),
+    ("gemini", GEMINI),
+    ("qwen", QWEN),
+    ("agents-sdk", AGENTS_SDK),
+];
+
+/// What the stand-in recorded of kind `kind`.
+fn recorded(run: &Run, kind: &str) -> Vec<serde_json::Value> {
+    let record = std::fs::read_to_string(run.home.root().join("record.jsonl")).unwrap();
+    record
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|e| e["kind"] == kind)
+        .collect()
+}
+
+/// The deferred-tool searches the stand-in made found these tools first, on the first try.
+fn assert_found_first(agent: &str, run: &Run, tools: &[&str]) {
+    let searches = recorded(run, "search");
+    for tool in tools {
+        let s = searches.iter().find(|s| s["wanted"] == *tool);
+        let s = s.unwrap_or_else(|| panic!("{agent}: no search for {tool}: {searches:?}"));
+        assert_eq!(s["first_try"], true, "{agent}: {tool} was not the first result: {s}");
+    }
+}
+
+#[test]
+fn claude_code_newest_reads_lines_once_within_its_limit_and_finds_the_tools() {
+    let Some(run) = drive_with("claude-new", CLAUDE_NEW, "basic", &[]) else { return };
+    assert_round_trip("claude-new", &run, |text| {
+        // Its limit is ~50 KB (bytes / 4 over half of 25,000 tokens is counted and replaced).
+        assert!(text.len() / 4 <= 12_500, "claude-new: {} bytes reached the model", text.len());
+    });
+    assert_found_first("claude-new", &run, &["exec_command", "read_output", "kill_session"]);
+    // It asked the server to stop with SIGINT and never had to SIGKILL it.
+    let log = std::fs::read_to_string(run.home.root().join("claude-debug.log")).unwrap();
+    assert!(log.contains("exited cleanly") && !log.contains("SIGKILL"), "{log}");
+}
+
+#[test]
+fn claude_code_newest_never_sigkills_the_server_over_ten_runs() {
+    for i in 0..10 {
+        let Some(run) = drive_with("claude-new", CLAUDE_NEW, "seqhttp", &[]) else { return };
+        let log = std::fs::read_to_string(run.home.root().join("claude-debug.log")).unwrap();
+        let tail: String = log.lines().filter(|l| l.contains("stockade")).collect();
+        assert!(log.contains("MCP server process exited cleanly"), "run {i}: {tail}");
+        assert!(!log.contains("SIGKILL"), "run {i}: {tail}");
+    }
+}
+
+#[test]
+fn claude_code_newest_reads_a_3000_line_build_uncut_with_the_id_and_how_to_read_more() {
+    let Some(run) = drive_with("claude-new", CLAUDE_NEW, "build", &[]) else { return };
+    assert_eq!(run.texts.len(), 2, "{:?}", run.calls);
+    let exec = &run.texts[0];
+    assert!(exec.contains("Exit code: 1"), "{exec}");
+    assert!(exec.contains("Read more: read_output session_id=sh-1 after="), "{exec}");
+    assert!(exec.len() <= 50_000, "{} bytes", exec.len());
+    assert_not_cut_by_agent("claude-new build", exec);
+    let last = exec.lines().rfind(|l| !l.trim().is_empty() && !l.starts_with('[')).unwrap();
+    assert!(last.contains("error: build failed"), "the error is the last output line: {exec}");
+    // Whole lines only: every "Compiling" line is complete.
+    for line in exec.lines().filter(|l| l.contains("Compiling unit")) {
+        assert!(line.ends_with(".rs)"), "a cut line: {line:?}");
+    }
+    let read = &run.texts[1];
+    assert!(read.contains("   Compiling unit 1 of the workspace (src/unit_1.rs)"), "{read}");
+}
+
+/// Every warning line (the unit numbers) an answer shows.
+fn warnings(text: &str) -> BTreeSet<u64> {
+    text.lines()
+        .filter_map(|l| l.split("warning: unit ").nth(1))
+        .filter_map(|rest| rest.split(':').next()?.parse().ok())
+        .collect()
+}
+
+#[test]
+fn grep_output_of_200_matches_reaches_every_agent_with_nothing_dropped() {
+    for (agent, bin) in ALL {
+        let Some(run) = drive_with(agent, bin, "grep", &[]) else { continue };
+        assert!(run.texts.len() >= 2, "{agent}: {:?}", run.calls);
+        let grep = &run.texts[1];
+        assert_not_cut_by_agent(&format!("{agent} grep"), grep);
+        // The grep answer, and the pages it said to read on with, hold all 200, each once.
+        let mut seen = warnings(grep);
+        for page in &run.texts[2..] {
+            assert_not_cut_by_agent(&format!("{agent} page"), page);
+            seen.extend(warnings(page));
+        }
+        let want: BTreeSet<u64> = (1..=200).map(|i| i * 15).collect();
+        let missing: Vec<_> = want.difference(&seen).collect();
+        assert!(
+            missing.is_empty(),
+            "{agent}: warnings of units {missing:?} never reached the model"
+        );
+        eprintln!(
+            "{agent}: grep answer {} bytes, {} page(s) more",
+            grep.len(),
+            run.texts.len() - 2
+        );
+    }
+}
+
+#[test]
+fn gemini_cli_and_qwen_code_read_lines_once_within_their_limits() {
+    for (agent, bin) in [("gemini", GEMINI), ("qwen", QWEN)] {
+        let Some(run) = drive_with(agent, bin, "basic", &[]) else { return };
+        assert_round_trip(agent, &run, |text| {
+            // Gemini CLI cuts a result over 40,000 characters; Qwen Code is built from it.
+            assert!(text.len() <= 40_000, "{agent}: {} bytes", text.len());
+        });
+    }
+}
+
+#[test]
+fn gemini_cli_over_http_lists_the_tools_and_runs_seq_with_wait_for_previous() {
+    let Some(run) = drive_with("gemini-http", GEMINI, "seqhttp", &[]) else { return };
+    assert!(
+        run.calls.iter().any(|c| c["arguments"]["wait_for_previous"] == true),
+        "{:?}",
+        run.calls
+    );
+    assert_eq!(run.texts.len(), 1, "{:?}", run.calls);
+    let text = &run.texts[0];
+    assert!(text.contains("Exit code: 0") && text.contains("\n100000\n"), "{text}");
+    assert!(text.contains("does not take wait_for_previous; ignored"), "{text}");
+    assert!(text.len() <= 40_000, "{} bytes", text.len());
+}
+
+#[test]
+fn a_build_retried_after_the_agents_sdk_timeout_runs_once_and_is_read_to_its_end() {
+    let Some(run) = drive_with("agents-sdk", AGENTS_SDK, "retry", &[]) else { return };
+    let t = &run.texts;
+    assert!(t.len() >= 2, "{:?}", run.calls);
+    // The SDK gave up after its 5 s; the model asked again and got the running session.
+    assert!(!t[0].contains("sh-"), "the first call did not time out: {}", t[0]);
+    assert!(t[1].contains("instead of starting a second copy"), "{}", t[1]);
+    assert!(t.last().unwrap().contains("RETRY-BUILD-DONE"), "{t:?}");
+    let all = run.home.json(&["ps", "--all"]);
+    let builds: Vec<_> = all["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["command"].as_str().unwrap_or_default().contains("RETRY-BUILD-DONE"))
+        .collect();
+    assert_eq!(builds.len(), 1, "one build: {all}");
+    assert_eq!(builds[0]["state"], "exited", "{all}");
+    let id = builds[0]["id"].as_str().unwrap();
+    let log = run.home.ok(&["logs", id]);
+    assert_eq!(log.matches("RETRY-BUILD-DONE").count(), 1, "{log}");
+}
