@@ -154,7 +154,11 @@ def grep_step(results):
         return ("grep_output", {"session_id": last_id(results[0]), "pattern": "^warning"})
     prev = results[-1]
     m = re.search(r"not shown: .*?read_output after=(\d+)", prev)
-    if m and n < 10:
+    if m and n == 2:
+        return ("grep_output_after", int(m.group(1)))
+    # Paging the log on from there, as each page's cursor line says, to its end.
+    m = re.search(r"Cursor: next_cursor=(\d+) of total_bytes=(\d+)", prev)
+    if n > 2 and m and int(m.group(1)) < int(m.group(2)) and n < 40:
         return ("grep_output_after", int(m.group(1)))
     return None
 
