@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use stockade_proc::pty;
 use stockade_proto::rpc::{PtySize, RunParams, ScheduleRunTemplate, StdinMode};
-use stockade_proto::{Capture, DiskPolicy};
+use stockade_proto::{Capture, DiskPolicy, Sandbox};
 
 use crate::error::EngineError;
 
@@ -47,6 +47,12 @@ pub struct RunSpec {
     /// stdin of a non-PTY session read from this descriptor instead (a foreground run hands on
     /// its own piped stdin, as a shell does); the child gets a duplicate. Not kept for restart.
     pub stdin_from: Option<Arc<OwnedFd>>,
+    /// The sandbox asked for (default: the engine's); once started, the one in force, its
+    /// writable roots all listed.
+    pub sandbox: Option<Sandbox>,
+    /// The most this run may ask for besides the engine's own ceiling: the policy of the
+    /// sandboxed session the request comes from. Not on the wire.
+    pub sandbox_ceiling: Option<Sandbox>,
 }
 
 impl From<RunParams> for RunSpec {
@@ -68,6 +74,8 @@ impl From<RunParams> for RunSpec {
             pty: p.pty,
             stdin: p.stdin,
             stdin_from: None,
+            sandbox: p.sandbox,
+            sandbox_ceiling: None,
         }
     }
 }
@@ -87,6 +95,7 @@ impl RunSpec {
             disk_cap: t.disk_cap,
             disk_policy: t.disk_policy,
             source: Some(source.to_owned()),
+            sandbox: t.sandbox.clone(),
             ..RunSpec::default()
         }
     }

@@ -74,6 +74,18 @@ pub fn run(r: &RunResult) -> String {
         ));
     }
     extra.extend(r.wait.as_ref().map(wait_line));
+    if let Some(policy) = &r.sandbox {
+        let denied = ["Permission denied", "Operation not permitted"]
+            .iter()
+            .any(|d| r.view.output.contains(d));
+        extra.push(if denied {
+            format!(
+                "Ran under {policy}: a `Permission denied` or `Operation not permitted` above comes from this sandbox, which allows writing only beneath its writable roots; do not retry it another way."
+            )
+        } else {
+            format!("Ran under {policy}.")
+        });
+    }
     codex(
         &r.id,
         &r.state,
@@ -303,6 +315,7 @@ mod tests {
             deduplicated: false,
             view: view("hi\n", 3, 3),
             wait: None,
+            sandbox: None,
         };
         assert_eq!(run(&r), "Exit code: 0\nWall time: 1.42 s\nOutput:\nhi\n");
     }

@@ -16,7 +16,16 @@ pub(super) async fn handle(ctx: &Ctx, p: RunParams) -> Result<RunResult, RpcErro
     let request = ReadRequest::for_run(&p);
     let until = p.until.as_deref().map(Until::new).transpose().map_err(from_engine)?;
     let (background, yield_ms) = (p.background, p.yield_ms);
-    let spec = RunSpec::from(p);
+    let mut spec = RunSpec::from(p);
+    if let super::Caller::Sandboxed(ceiling) = &*ctx.caller {
+        // A nested run inherits its session's sandbox (with its own working directory and
+        // temporary directory) and may ask for no more.
+        if spec.sandbox.is_none() {
+            spec.sandbox =
+                Some(stockade_proto::Sandbox { writable_roots: Vec::new(), ..ceiling.clone() });
+        }
+        spec.sandbox_ceiling = Some(ceiling.clone());
+    }
     // Spawning forks and touches the disk: blocking work, kept from stalling other tasks.
     let shared = Arc::clone(&ctx.shared);
     let asked = std::time::Instant::now();

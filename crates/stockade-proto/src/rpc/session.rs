@@ -111,6 +111,9 @@ pub struct RunParams {
     /// [`WaitReport`]).
     #[serde(default)]
     pub until: Option<String>,
+    /// The sandbox to run under (absent: the daemon's default; never looser than its ceiling).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<crate::Sandbox>,
 }
 
 /// `read` parameters.

@@ -53,6 +53,8 @@ pub struct RunArgs {
     pub direction: Direction,
     #[command(flatten)]
     pub limits: LimitArgs,
+    #[command(flatten)]
+    pub sandbox: crate::sandbox_args::SandboxArgs,
     /// `pipe`: Stockade reads the output; `file`: the command writes straight into the spool.
     #[arg(long, value_enum, default_value = "pipe")]
     pub capture: CaptureArg,
@@ -180,6 +182,7 @@ pub fn run(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
                 cleanup: session.end().and_then(|e| e.cleanup),
                 spool: session.log().spool_path().to_owned(),
                 ended_with_newline,
+                sandbox: session.spec().and_then(|s| s.sandbox.as_ref()).map(ToString::to_string),
             }));
         }
         anyhow::Ok((by_signal, Answer::Bounded(session.run_result(&request, false, None)?)))
@@ -199,7 +202,7 @@ pub fn run(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
 fn print_answer(result: Answer, json: bool) -> anyhow::Result<ExitCode> {
     match result {
         Answer::Bounded(result) => print_result(&result, json),
-        Answer::Streamed { id, state, wall_time, cleanup, spool, ended_with_newline } => {
+        Answer::Streamed { id, state, wall_time, cleanup, spool, ended_with_newline, sandbox } => {
             // The output is on the screen already: the summary and where all of it is kept.
             let mut text = String::new();
             if !ended_with_newline {
@@ -207,6 +210,9 @@ fn print_answer(result: Answer, json: bool) -> anyhow::Result<ExitCode> {
             }
             text.push_str(&answer::status_line(&id, &state));
             text.push_str(&format!("\nWall time: {:.2} s\n", wall_time.as_secs_f64()));
+            if let Some(policy) = &sandbox {
+                text.push_str(&format!("Ran under {policy}\n"));
+            }
             if let Some(report) = &cleanup {
                 text.push_str(&answer::cleanup_line(report));
                 text.push('\n');
@@ -233,6 +239,7 @@ enum Answer {
         cleanup: Option<stockade_proto::TerminateReport>,
         spool: PathBuf,
         ended_with_newline: bool,
+        sandbox: Option<String>,
     },
 }
 
@@ -350,6 +357,7 @@ fn params(args: &RunArgs, cwd: Option<PathBuf>) -> RunParams {
             _ => StdinMode::Null,
         },
         until: None,
+        sandbox: args.sandbox.policy(),
     }
 }
 
@@ -364,6 +372,11 @@ pub(crate) fn print_result(result: &RunResult, json: bool) -> anyhow::Result<Exi
             &out::view_text(&result.view, Some(&result.id)),
             result.cleanup.as_ref(),
         );
+        if let Some(policy) = &result.sandbox {
+            // After the status line: what the command could and could not touch.
+            let at = text.find('\n').map_or(text.len(), |i| i + 1);
+            text.insert_str(at, &format!("Ran under {policy}\n"));
+        }
         if result.deduplicated {
             // After the status line: no second copy was started.
             let at = text.find('\n').map_or(text.len(), |i| i + 1);
