@@ -83,12 +83,6 @@ pub(crate) fn resolve(
     if !policy.is_active() {
         return Ok(None);
     }
-    if policy.memory.is_some() || policy.pids.is_some() {
-        return Err(EngineError::NotSupported(
-            "memory and pids limits are not enforced by this build yet (no cgroup controller is set up for them); leave them out or use nofile"
-                .into(),
-        ));
-    }
     let mut roots = Vec::new();
     let mut tmpdir = None;
     if policy.mode == SandboxMode::WorkspaceWrite {

@@ -92,6 +92,8 @@ pub(crate) struct Prepared {
     filters: Vec<Vec<seccompiler::sock_filter>>,
     /// `RLIMIT_NOFILE` (soft = hard), when limited.
     pub(crate) nofile: Option<u64>,
+    /// `cgroup.procs` of the v1 cgroups the child joins (memory, pids limits).
+    pub(crate) procs: Vec<OwnedFd>,
 }
 
 /// `struct sock_fprog` (`linux/filter.h`).
@@ -151,7 +153,7 @@ pub(crate) fn prepare(spec: &SandboxSpec) -> Result<Prepared, SandboxError> {
     let policy = &spec.policy;
     let nofile = policy.nofile;
     if !policy.confines() {
-        return Ok(Prepared { ruleset: None, filters: Vec::new(), nofile });
+        return Ok(Prepared { ruleset: None, filters: Vec::new(), nofile, procs: Vec::new() });
     }
     let abi = landlock_abi();
     if abi == 0 {
@@ -167,7 +169,7 @@ pub(crate) fn prepare(spec: &SandboxSpec) -> Result<Prepared, SandboxError> {
     }
     let ruleset = ruleset(spec, abi_of(abi.min(MAX_LANDLOCK_ABI)))?;
     let filters = vec![seccomp_program(policy.network)?, enosys_program()];
-    Ok(Prepared { ruleset: Some(ruleset), filters, nofile })
+    Ok(Prepared { ruleset: Some(ruleset), filters, nofile, procs: Vec::new() })
 }
 
 fn abi_of(n: i32) -> ABI {
@@ -409,6 +411,7 @@ fn enosys_program() -> Vec<seccompiler::sock_filter> {
 /// What the child needs of a [`Prepared`], as plain values: read in the child without any
 /// allocation or lock.
 pub(crate) struct ChildSandbox {
+    procs: [RawFd; 2],
     ruleset: RawFd,
     programs: [(usize, *const seccompiler::sock_filter); 2],
     nofile: Option<u64>,
@@ -427,7 +430,12 @@ impl Prepared {
         for (slot, f) in programs.iter_mut().zip(&self.filters) {
             *slot = (f.len(), f.as_ptr());
         }
+        let mut procs = [-1; 2];
+        for (slot, fd) in procs.iter_mut().zip(&self.procs) {
+            *slot = fd.as_raw_fd();
+        }
         ChildSandbox {
+            procs,
             ruleset: self.ruleset.as_ref().map_or(-1, AsRawFd::as_raw_fd),
             programs,
             nofile: self.nofile,
@@ -444,6 +452,12 @@ pub(crate) unsafe fn apply_in_child(sb: &ChildSandbox) -> Result<(), i32> {
     let errno = || std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EPERM);
     // SAFETY: plain system calls on values prepared by the parent.
     unsafe {
+        // Into the limits' cgroups first ("0": the writing process), before anything can fork.
+        for &fd in &sb.procs {
+            if fd >= 0 && libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                return Err(errno());
+            }
+        }
         if let Some(n) = sb.nofile {
             let lim = libc::rlimit { rlim_cur: n, rlim_max: n };
             if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {

@@ -13,6 +13,7 @@ use super::MARKER_ENV;
 use super::cgroup;
 use super::clone3::{self, Outcome, Plan};
 use super::containment::Containment;
+use super::limits;
 use super::marker::SessionMarker;
 use super::pidfd::PidFd;
 use super::pty::{self, DEFAULT_TERM, PtyError};
@@ -220,7 +221,7 @@ fn spawn_with(
     }
 
     // Checked and built before anything is made: a policy the kernel cannot enforce is refused.
-    let prepared = spec.sandbox.as_ref().map(sandbox::prepare).transpose()?;
+    let mut prepared = spec.sandbox.as_ref().map(sandbox::prepare).transpose()?;
     let cgroup_dir = match &containment.inner.cgroup {
         Some(root) => Some(
             cgroup::create_session_dir(&root.instance_dir, &spec.marker.id).map_err(|source| {
@@ -229,13 +230,40 @@ fn spawn_with(
         ),
         None => None,
     };
+    let limits = match (&spec.sandbox, prepared.as_mut()) {
+        (Some(sb), Some(p)) if sb.policy.memory.is_some() || sb.policy.pids.is_some() => {
+            let name = format!("{}-{}", spec.marker.instance, spec.marker.id);
+            match limits::create(sb.policy.memory, sb.policy.pids, cgroup_dir.as_deref(), &name) {
+                Ok((group, procs)) => {
+                    p.procs = procs;
+                    Some(group)
+                }
+                Err(e) => {
+                    if let Some(dir) = &cgroup_dir {
+                        let _ = cgroup::remove(dir);
+                    }
+                    return Err(e.into());
+                }
+            }
+        }
+        _ => None,
+    };
     let result = spawn_in(spec, pty_size, containment, cgroup_dir.clone(), prepared.as_ref());
-    if result.is_err()
-        && let Some(dir) = &cgroup_dir
-    {
-        let _ = cgroup::remove(dir);
+    match result {
+        Ok(mut spawned) => {
+            spawned.tree.limits = limits;
+            Ok(spawned)
+        }
+        Err(e) => {
+            if let Some(dir) = &cgroup_dir {
+                let _ = cgroup::remove(dir);
+            }
+            if let Some(l) = &limits {
+                l.remove();
+            }
+            Err(e)
+        }
     }
-    result
 }
 
 fn spawn_in(

@@ -173,3 +173,17 @@ pub fn python() -> Option<&'static str> {
         None
     }
 }
+
+impl Sbx {
+    /// `run --bg --json --yield-ms 0` with `policy` of `script`: the answer of a started session.
+    pub fn run_started(&self, policy: &[&str], script: &str) -> Value {
+        let mut args = vec!["run", "--bg", "--json", "--yield-ms", "0"];
+        args.extend(policy);
+        args.extend(["--", "sh", "-c", script]);
+        let out = self.output(&args);
+        let answer: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{args:?} answered no JSON ({e}): {}", text(&out.stderr)));
+        assert_eq!(answer["state"], "running", "{answer}");
+        answer
+    }
+}

@@ -59,3 +59,53 @@ fn nofile_is_honoured_and_cannot_be_raised() {
         assert!(answer["sandbox"].as_str().unwrap().contains("nofile 64"), "{answer}");
     }
 }
+
+#[test]
+fn memory_and_pids_limits_hold_and_end_honestly() {
+    let Some(py) = crate::sandbox_common::python() else { return };
+    for user in users() {
+        let s = Sbx::new(user);
+        // 4 GiB in 64 MiB pieces, each written (so it is really used).
+        let hog = "l = []\nfor i in range(64): l.append(b'a' * (64 << 20))\nprint('survived')";
+        let mem = ["--sandbox", "workspace-write", "--memory", "256MiB"];
+        let mut args = vec!["run", "--bg", "--json", "--yield-ms", "120000"];
+        args.extend(mem);
+        args.extend(["--", py, "-c", hog]);
+        let out = s.output(&args);
+        if user == crate::sandbox_common::User::Nobody {
+            // v1 cgroups are root's here: the limit cannot be enforced, so the run is refused.
+            let err = text(&out.stderr);
+            assert!(
+                err.contains("need a cgroup controller this user may write"),
+                "as nobody: {err}{}",
+                text(&out.stdout)
+            );
+            continue;
+        }
+        let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(answer["state"], "killed", "{answer}");
+        assert_eq!(answer["reason"], "memory limit 256 MiB", "{answer}");
+        assert!(!answer["output"].as_str().unwrap().contains("survived"));
+
+        // A fork loop under pids 64: contained, counted, and ended by `kill` with none left.
+        let bomb = "while :; do sleep 300 & done 2>/dev/null";
+        let started = s.run_started(&["--sandbox", "workspace-write", "--pids", "64"], bomb);
+        let id = started["id"].as_str().unwrap().to_owned();
+        let info = stockade_testkit::eventually(
+            std::time::Duration::from_secs(20),
+            "the pids limit to be hit",
+            || {
+                let ps = s.output(&["ps", "--json"]);
+                let list: serde_json::Value = serde_json::from_slice(&ps.stdout).ok()?;
+                let me = list["sessions"].as_array()?.iter().find(|x| x["id"] == id)?.clone();
+                (me["pids_limit_hits"].as_u64()? > 0).then_some(me)
+            },
+        );
+        let processes = info["processes"].as_u64().unwrap();
+        assert!((1..=64).contains(&processes), "{processes} processes under pids 64: {info}");
+        let killed = s.output(&["kill", &id, "--json"]);
+        let killed: serde_json::Value = serde_json::from_slice(&killed.stdout).unwrap();
+        assert_eq!(killed["report"]["terminated"], true, "{killed}");
+        assert_eq!(killed["report"]["survivors"].as_array().map(Vec::len), Some(0), "{killed}");
+    }
+}
