@@ -364,19 +364,7 @@ fn spawn_forked(
     let pty_master = pair.map(|p| p.master);
     let mut child = match spawned {
         Ok(child) => child,
-        Err(source) => {
-            let mut stage = [0u8; 1];
-            let staged = rustix::io::read(&stage_read, &mut stage).unwrap_or(0) == 1;
-            return Err(match (staged, stage[0]) {
-                (true, STAGE_SETSID) => SpawnError::Setsid(source),
-                (true, STAGE_CTTY) => SpawnError::ControllingTerminal(source),
-                (true, STAGE_SANDBOX) => SpawnError::SandboxApply(source),
-                (true, STAGE_CGROUP) => {
-                    SpawnError::CgroupPlacement { path: cgroup_dir.unwrap_or_default(), source }
-                }
-                _ => SpawnError::Exec { program: spec.program, source },
-            });
-        }
+        Err(source) => return Err(staged_error(&stage_read, source, cgroup_dir, spec.program)),
     };
 
     let pid = child.id();
@@ -398,6 +386,26 @@ fn spawn_forked(
 
     let tree = ProcessTree::new_spawned(pidfd, spec.marker, cgroup_dir, containment.clone());
     Ok(SpawnedTree { tree, stdin, stdout, stderr, pty_master })
+}
+
+/// Why the fork path's child did not exec: the step it wrote to the stage pipe, else `exec`.
+fn staged_error(
+    stage_read: &OwnedFd,
+    source: io::Error,
+    cgroup_dir: Option<PathBuf>,
+    program: OsString,
+) -> SpawnError {
+    let mut stage = [0u8; 1];
+    let staged = rustix::io::read(stage_read, &mut stage).unwrap_or(0) == 1;
+    match (staged, stage[0]) {
+        (true, STAGE_SETSID) => SpawnError::Setsid(source),
+        (true, STAGE_CTTY) => SpawnError::ControllingTerminal(source),
+        (true, STAGE_SANDBOX) => SpawnError::SandboxApply(source),
+        (true, STAGE_CGROUP) => {
+            SpawnError::CgroupPlacement { path: cgroup_dir.unwrap_or_default(), source }
+        }
+        _ => SpawnError::Exec { program, source },
+    }
 }
 
 /// The command of the fork path: program, arguments, directory, environment with the marker,
