@@ -25,10 +25,13 @@ use stockade_proto::rpc::{GrepResultMsg, KillResult, ListResult, ReadResult, Wai
 use stockade_proto::{OutputView, RunResult, SessionState};
 
 /// What each answer carries besides its text.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Answers {
     /// Also send the daemon's result as `structuredContent` (and each tool's `outputSchema`).
     pub structured: bool,
+    /// The sandbox every command runs under unless it asks for a tighter one, and the most it
+    /// may ask for (set by whoever started the server; stated in `exec_command`'s description).
+    pub sandbox: Option<stockade_proto::Sandbox>,
 }
 
 /// The result as it goes out: without structured content unless asked for, with `note` (a

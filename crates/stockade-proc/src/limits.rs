@@ -178,3 +178,29 @@ impl LimitGroup {
         }
     }
 }
+
+/// Which controllers can enforce `memory` and `pids` limits for this user, in one line each,
+/// for `stockade doctor`.
+pub(crate) fn availability() -> Vec<String> {
+    ["memory", "pids"]
+        .iter()
+        .map(|c| {
+            let v1 = v1_mount(c).and_then(|m| {
+                let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+                let path = own.lines().find_map(|l| {
+                    let mut parts = l.splitn(3, ':');
+                    let (_, list, path) = (parts.next()?, parts.next()?, parts.next()?);
+                    list.split(',').any(|x| x == *c).then(|| path.to_owned())
+                })?;
+                let dir = m.join(path.trim_start_matches('/'));
+                rustix::fs::access(&dir, rustix::fs::Access::WRITE_OK).ok().map(|()| dir)
+            });
+            match v1 {
+                Some(dir) => format!("{c} limit: cgroup v1, a group per session under {}", dir.display()),
+                None => format!(
+                    "{c} limit: through the session's cgroup v2 where the controller is delegated, else refused (no writable v1 `{c}` hierarchy)"
+                ),
+            }
+        })
+        .collect()
+}

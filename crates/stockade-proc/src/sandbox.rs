@@ -145,7 +145,10 @@ pub fn capabilities() -> Vec<String> {
     } else {
         "seccomp: unavailable (sandboxed runs are refused)"
     };
-    vec![landlock, seccomp.to_owned(), "nofile: setrlimit in the child".to_owned()]
+    let mut lines =
+        vec![landlock, seccomp.to_owned(), "nofile limit: setrlimit in the child".to_owned()];
+    lines.extend(crate::limits::availability());
+    lines
 }
 
 /// Checks `spec` against the kernel and builds what the child applies.

@@ -25,6 +25,7 @@ pub fn doctor(home: Option<PathBuf>, args: DoctorArgs) -> anyhow::Result<ExitCod
         let value = serde_json::json!({
             "containment": info,
             "spawn": stockade_proc::spawn_method(),
+            "sandbox": stockade_proc::sandbox::capabilities(),
             "state_dir": state_dir.as_ref().map(|d| d.root().display().to_string()).ok(),
             "state_dir_error": state_dir.as_ref().err().map(out::error_text),
         });
@@ -51,6 +52,9 @@ pub fn doctor(home: Option<PathBuf>, args: DoctorArgs) -> anyhow::Result<ExitCod
             (false, None) => text.push_str("child subreaper: off\n"),
         }
         text.push_str(&format!("spawn: {}\n", stockade_proc::spawn_method()));
+        for line in stockade_proc::sandbox::capabilities() {
+            text.push_str(&format!("sandbox: {line}\n"));
+        }
         match &state_dir {
             Ok(d) => text.push_str(&format!("state directory: {} (ok)\n", d.root().display())),
             Err(e) => {

@@ -51,6 +51,10 @@ pub struct McpArgs {
     /// their model the JSON instead of the text when it is there.
     #[arg(long)]
     pub structured: bool,
+    /// The sandbox every command runs under and the most a tool call may ask for (a looser
+    /// `sandbox` argument is refused); stated in `exec_command`'s description.
+    #[command(flatten)]
+    pub sandbox: crate::sandbox_args::SandboxArgs,
 }
 
 pub fn mcp(global: &Global, mut args: McpArgs) -> anyhow::Result<ExitCode> {
@@ -96,7 +100,7 @@ pub fn mcp(global: &Global, mut args: McpArgs) -> anyhow::Result<ExitCode> {
             }
             on_signal.cancel();
         });
-        let answers = Answers { structured: args.structured };
+        let answers = Answers { structured: args.structured, sandbox: args.sandbox.policy() };
         stockade_mcp::serve(daemon, transport, answers, cancel, |addr| {
             if let Some(addr) = addr {
                 let _ = writeln!(
