@@ -3,7 +3,7 @@
 //! `stockade mcp --sandbox …` does the same for `exec_command`, whose description states the
 //! policy and whose answer to a denied write names the sandbox.
 
-use std::io::{BufRead as _, BufReader, Write as _};
+use std::io::{BufReader, Write as _};
 use std::process::Stdio;
 use std::time::Duration;
 
