@@ -171,7 +171,7 @@ pub(crate) fn prepare(spec: &SandboxSpec) -> Result<Prepared, SandboxError> {
         return Err(SandboxError::Unsupported("seccomp filters are not available".into()));
     }
     let ruleset = ruleset(spec, abi_of(abi.min(MAX_LANDLOCK_ABI)))?;
-    let filters = vec![seccomp_program(policy.network)?, enosys_program()];
+    let filters = vec![cached_program(policy.network)?, enosys_program()];
     Ok(Prepared { ruleset: Some(ruleset), filters, nofile, procs: Vec::new() })
 }
 
@@ -300,6 +300,18 @@ fn readable(hidden: &[PathBuf]) -> Result<Vec<PathBuf>, SandboxError> {
         }
     }
     Ok(out)
+}
+
+/// [`seccomp_program`], compiled once per network mode (it depends on nothing else).
+fn cached_program(network: NetworkMode) -> Result<Vec<seccompiler::sock_filter>, SandboxError> {
+    static NONE: std::sync::OnceLock<Vec<seccompiler::sock_filter>> = std::sync::OnceLock::new();
+    static ALLOW: std::sync::OnceLock<Vec<seccompiler::sock_filter>> = std::sync::OnceLock::new();
+    let cell = if network == NetworkMode::None { &NONE } else { &ALLOW };
+    if let Some(p) = cell.get() {
+        return Ok(p.clone());
+    }
+    let program = seccomp_program(network)?;
+    Ok(cell.get_or_init(|| program).clone())
 }
 
 /// The seccomp program: what Landlock does not cover, refused with `EPERM`.
