@@ -53,6 +53,9 @@ pub struct RunSpec {
     /// The most this run may ask for besides the engine's own ceiling: the policy of the
     /// sandboxed session the request comes from. Not on the wire.
     pub sandbox_ceiling: Option<Sandbox>,
+    /// The sandboxed session whose command asked for this run (it may reach this one, and
+    /// what this one starts). Not on the wire.
+    pub parent: Option<String>,
 }
 
 impl From<RunParams> for RunSpec {
@@ -76,6 +79,7 @@ impl From<RunParams> for RunSpec {
             stdin_from: None,
             sandbox: p.sandbox,
             sandbox_ceiling: None,
+            parent: None,
         }
     }
 }

@@ -118,7 +118,7 @@ impl crate::Engine {
     /// The sandbox of the running, sandboxed session process `pid` belongs to: found through
     /// the session's cgroup (which a sandboxed command cannot leave) where there is one, else
     /// through the session marker in its environment.
-    pub fn sandbox_of_process(&self, pid: u32) -> Option<Sandbox> {
+    pub fn sandbox_of_process(&self, pid: u32) -> Option<(String, Sandbox)> {
         let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
         for session in self.sessions() {
             if session.state().is_terminal() {
@@ -139,9 +139,27 @@ impl crate::Engine {
                 }
             };
             if member {
-                return Some(policy);
+                return Some((session.id().to_owned(), policy));
             }
         }
         None
+    }
+
+    /// Whether session `id` is `ancestor` or was started, directly or through others, by a
+    /// command of `ancestor` (see [`RunSpec::parent`]).
+    pub fn descends_from(&self, id: &str, ancestor: &str) -> bool {
+        let mut id = id.to_owned();
+        // Bounded: a chain cannot be longer than the sessions there are, nor loop.
+        for _ in 0..=self.sessions().len() {
+            if id == ancestor {
+                return true;
+            }
+            let Ok(session) = self.session(&id) else { return false };
+            match session.spec().and_then(|s| s.parent.clone()) {
+                Some(parent) => id = parent,
+                None => return false,
+            }
+        }
+        false
     }
 }

@@ -56,7 +56,7 @@ pub(crate) async fn dispatch(ctx: &Ctx, name: &str, params: Value) -> Result<Vec
             format!("no method {name:?}; the methods are {}", METHODS.join(", ")),
         ));
     };
-    ctx.caller.allows(called)?;
+    ctx.caller.allows(ctx.engine(), called, &params)?;
     use method as m;
     match called {
         MethodName::Run => answer::<m::Run>(run::handle(ctx, parse::<m::Run>(params)?).await),

@@ -17,7 +17,7 @@ pub(super) async fn handle(ctx: &Ctx, p: RunParams) -> Result<RunResult, RpcErro
     let until = p.until.as_deref().map(Until::new).transpose().map_err(from_engine)?;
     let (background, yield_ms) = (p.background, p.yield_ms);
     let mut spec = RunSpec::from(p);
-    if let super::ctx::Caller::Sandboxed(ceiling) = &*ctx.caller {
+    if let super::ctx::Caller::Sandboxed(parent, ceiling) = &*ctx.caller {
         // A nested run inherits its session's sandbox (with its own working directory and
         // temporary directory) and may ask for no more.
         if spec.sandbox.is_none() {
@@ -25,6 +25,7 @@ pub(super) async fn handle(ctx: &Ctx, p: RunParams) -> Result<RunResult, RpcErro
                 Some(stockade_proto::Sandbox { writable_roots: Vec::new(), ..ceiling.clone() });
         }
         spec.sandbox_ceiling = Some(ceiling.clone());
+        spec.parent = Some(parent.clone());
     }
     // Spawning forks and touches the disk: blocking work, kept from stalling other tasks.
     let shared = Arc::clone(&ctx.shared);

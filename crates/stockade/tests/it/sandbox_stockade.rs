@@ -111,6 +111,15 @@ fn against_the_daemon_and_other_sessions_everything_is_denied() {
             "import ctypes,sys; l=ctypes.CDLL(None); sys.exit(l.ptrace(16, {other_pid}, 0, 0) != 0)"
         );
         let (bin, h) = (stockade_bin(), s.home.path_str());
+        // A raw JSON-RPC call on the daemon's socket: exits 0 when answered with a result.
+        let rpc = format!(
+            r#"import json, socket, sys
+s = socket.socket(socket.AF_UNIX); s.connect("{h}/stockade.sock")
+req = {{"jsonrpc": "2.0", "id": 1, "method": sys.argv[1], "params": json.loads(sys.argv[2])}}
+s.sendall((json.dumps(req) + "\n").encode())
+sys.exit("result" not in json.loads(s.makefile().readline()))"#
+        );
+        std::fs::write(s.work.join("rpc.py"), rpc).unwrap();
         let script = format!(
             r#"
             t kill_daemon kill -9 {daemon}
@@ -122,6 +131,9 @@ fn against_the_daemon_and_other_sessions_everything_is_denied() {
             t io_uring {py} -c "{io_uring}"
             t setuid sh -c '[ "$({suid} -u)" = 0 ]'
             t kill_via_stockade {bin} --home {h} kill {other_id}
+            t read_other {py} rpc.py read '{{"id": "{other_id}"}}'
+            t list_all {py} rpc.py list '{{}}'
+            t read_own sh -c "{py} rpc.py read '{{\"id\": \"${{STOCKADE_SESSION#*:}}\"}}'"
             "#,
             suid = suid.display(),
             bin = bin.display(),
@@ -129,7 +141,7 @@ fn against_the_daemon_and_other_sessions_everything_is_denied() {
         let (v, _) = s.verdicts(WW, &script);
         let mut denied =
             vec!["kill_daemon", "kill_other", "stop_other", "strace", "ptrace", "unshare"];
-        denied.extend(["io_uring", "kill_via_stockade"]);
+        denied.extend(["io_uring", "kill_via_stockade", "read_other", "list_all"]);
         if user == User::Nobody {
             // Meaningful only where the bit would raise the uid: check it does without sandbox.
             let plain = s.cli(&[]).get_program().to_owned();
@@ -144,6 +156,7 @@ fn against_the_daemon_and_other_sessions_everything_is_denied() {
             denied.push("setuid");
         }
         v.expect("denied", &denied, user);
+        v.expect("allowed", &["read_own"], user);
         // The daemon serves on, the other session runs on, and ends by `kill` from outside.
         assert_eq!(s.daemon_pid(), daemon);
         let ps = s.output(&["ps", "--json"]);
