@@ -69,7 +69,7 @@ pub use containment::instance_cgroup_pid;
 pub use containment::{CgroupMode, Containment, ContainmentConfig, ContainmentInfo};
 pub use input::write_input_async;
 pub use input::{DEFAULT_INPUT_TIMEOUT, InputError, write_input};
-pub use limits::LimitGroup;
+pub use limits::{LimitGroup, availability as limit_capabilities};
 pub use marker::SessionMarker;
 pub use pidfd::{PidFd, PidFdError, RootExit};
 pub use pty::{PtyError, try_clone_master};

@@ -181,7 +181,7 @@ impl LimitGroup {
 
 /// Which controllers can enforce `memory` and `pids` limits for this user, in one line each,
 /// for `stockade doctor`.
-pub(crate) fn availability() -> Vec<String> {
+pub fn availability() -> Vec<String> {
     ["memory", "pids"]
         .iter()
         .map(|c| {

@@ -145,10 +145,7 @@ pub fn capabilities() -> Vec<String> {
     } else {
         "seccomp: unavailable (sandboxed runs are refused)"
     };
-    let mut lines =
-        vec![landlock, seccomp.to_owned(), "nofile limit: setrlimit in the child".to_owned()];
-    lines.extend(crate::limits::availability());
-    lines
+    vec![landlock, seccomp.to_owned(), "nofile limit: setrlimit in the child".to_owned()]
 }
 
 /// Checks `spec` against the kernel and builds what the child applies.
