@@ -449,7 +449,8 @@ impl Engine {
             )?;
             let (stdout, stderr) = crate::launch::child_stdio(&spec, &log)?;
             let mut spawn_spec = self.spawn_spec(&spec, &id, stdout, stderr)?;
-            kept.sandbox = sandbox.as_ref().map(|s| s.policy.clone());
+            kept.sandbox = sandbox.as_ref().map(|s| s.request.clone());
+            kept.sandbox_in_force = sandbox.as_ref().map(|s| s.policy.clone());
             if let Some(s) = sandbox {
                 if let Some(tmp) = s.tmpdir {
                     spawn_spec.env.push(("TMPDIR".into(), tmp.into()));

@@ -47,9 +47,12 @@ pub struct RunSpec {
     /// stdin of a non-PTY session read from this descriptor instead (a foreground run hands on
     /// its own piped stdin, as a shell does); the child gets a duplicate. Not kept for restart.
     pub stdin_from: Option<Arc<OwnedFd>>,
-    /// The sandbox asked for (default: the engine's); once started, the one in force, its
-    /// writable roots all listed.
+    /// The sandbox asked for (default: the engine's); once started, the one it resolved to
+    /// (its own writable roots, limits filled in), which a restart applies again.
     pub sandbox: Option<Sandbox>,
+    /// Once started: the sandbox in force, every writable root listed (the working directory
+    /// and the private temporary directory too). Not on the wire, not stored.
+    pub sandbox_in_force: Option<Sandbox>,
     /// The most this run may ask for besides the engine's own ceiling: the policy of the
     /// sandboxed session the request comes from. Not on the wire.
     pub sandbox_ceiling: Option<Sandbox>,
@@ -78,6 +81,7 @@ impl From<RunParams> for RunSpec {
             stdin: p.stdin,
             stdin_from: None,
             sandbox: p.sandbox,
+            sandbox_in_force: None,
             sandbox_ceiling: None,
             parent: None,
         }

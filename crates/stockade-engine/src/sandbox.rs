@@ -26,6 +26,8 @@ pub struct SandboxConfig {
 /// A run's resolved sandbox: the effective policy (its roots all listed), what the process
 /// layer enforces, and the private temporary directory (`TMPDIR`).
 pub(crate) struct Resolved {
+    /// The request as resolved: its own roots (canonical), limits filled in from the default.
+    pub request: Sandbox,
     pub policy: Sandbox,
     pub spec: SandboxSpec,
     pub tmpdir: Option<PathBuf>,
@@ -109,9 +111,9 @@ pub(crate) fn resolve(
     }
     let mut hidden = vec![home];
     hidden.extend(config.hidden.iter().cloned());
-    let effective = Sandbox { writable_roots: roots.clone(), ..policy };
+    let effective = Sandbox { writable_roots: roots.clone(), ..policy.clone() };
     let spec = SandboxSpec { policy: effective.clone(), writable_roots: roots, hidden };
-    Ok(Some(Resolved { policy: effective, spec, tmpdir }))
+    Ok(Some(Resolved { request: policy, policy: effective, spec, tmpdir }))
 }
 
 impl crate::Engine {
@@ -124,7 +126,9 @@ impl crate::Engine {
             if session.state().is_terminal() {
                 continue;
             }
-            let Some(policy) = session.spec().and_then(|s| s.sandbox.clone()) else { continue };
+            let Some(policy) = session.spec().and_then(|s| s.sandbox_in_force.clone()) else {
+                continue;
+            };
             if !policy.confines() {
                 continue;
             }

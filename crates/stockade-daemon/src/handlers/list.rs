@@ -78,7 +78,10 @@ pub(super) async fn handle(ctx: &Ctx, p: ListParams) -> Result<ListResult, RpcEr
                     stdin_open: s.stdin_open(),
                     source: record.source,
                     spool_path: record.spool_path,
-                    sandbox: s.spec().and_then(|x| x.sandbox.as_ref()).map(ToString::to_string),
+                    sandbox: s
+                        .spec()
+                        .and_then(|x| x.sandbox_in_force.as_ref())
+                        .map(ToString::to_string),
                     pids_limit_hits: s
                         .tree()
                         .limits()

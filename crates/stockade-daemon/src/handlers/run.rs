@@ -18,6 +18,14 @@ pub(super) async fn handle(ctx: &Ctx, p: RunParams) -> Result<RunResult, RpcErro
     let (background, yield_ms) = (p.background, p.yield_ms);
     let mut spec = RunSpec::from(p);
     if let super::ctx::Caller::Sandboxed(parent, ceiling) = &*ctx.caller {
+        // A `source` names a session across the daemon: answering with one outside the
+        // sandbox would show its output.
+        if spec.source.is_some() {
+            return Err(rpc_error(
+                code::INVALID_PARAMS,
+                "a command inside a sandboxed session cannot use `source` (it would find sessions outside the sandbox); leave it out",
+            ));
+        }
         // A nested run inherits its session's sandbox (with its own working directory and
         // temporary directory) and may ask for no more.
         if spec.sandbox.is_none() {

@@ -182,7 +182,10 @@ pub fn run(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
                 cleanup: session.end().and_then(|e| e.cleanup),
                 spool: session.log().spool_path().to_owned(),
                 ended_with_newline,
-                sandbox: session.spec().and_then(|s| s.sandbox.as_ref()).map(ToString::to_string),
+                sandbox: session
+                    .spec()
+                    .and_then(|s| s.sandbox_in_force.as_ref())
+                    .map(ToString::to_string),
             }));
         }
         anyhow::Ok((by_signal, Answer::Bounded(session.run_result(&request, false, None)?)))

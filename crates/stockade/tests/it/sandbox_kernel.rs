@@ -57,6 +57,12 @@ fn nofile_is_honoured_and_cannot_be_raised() {
         let out = answer["output"].as_str().unwrap();
         assert_eq!(out.lines().collect::<Vec<_>>(), ["64", "not-raised"], "as {user:?}: {answer}");
         assert!(answer["sandbox"].as_str().unwrap().contains("nofile 64"), "{answer}");
+        // A restart runs under the same sandbox.
+        let id = answer["id"].as_str().unwrap();
+        let again = s.output(&["restart", id, "--json"]);
+        let again: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+        let policy = again["sandbox"].as_str().unwrap_or_default();
+        assert!(policy.starts_with("sandbox workspace-write") && policy.contains("nofile 64"));
     }
 }
 
