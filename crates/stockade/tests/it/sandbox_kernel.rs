@@ -115,3 +115,36 @@ fn memory_and_pids_limits_hold_and_end_honestly() {
         assert_eq!(killed["report"]["survivors"].as_array().map(Vec::len), Some(0), "{killed}");
     }
 }
+
+#[test]
+fn where_clone3_is_refused_the_fork_path_confines_the_same() {
+    // The test build's hook (`stockade-proc`'s `FORCE_FORK_ENV`): every spawn forks.
+    const FORK: &str = "STOCKADE_TEST_SPAWN_FORK";
+    for user in users() {
+        let s = Sbx::new(user);
+        let (w, o) = (s.work.display().to_string(), s.outside.display().to_string());
+        let script = format!(
+            "{}\nt outside touch {o}/x\nt inside touch {w}/x\nt kill_daemon kill -9 {}\nt nofile sh -c '[ $(ulimit -n) = 32 ]'\nt unshare unshare -r true",
+            crate::sandbox_common::TRY,
+            std::process::id()
+        );
+        let out = s
+            .cli(&["run", "--bg", "--json", "--yield-ms", "60000", "--sandbox", "workspace-write"])
+            .args(["--nofile", "32", "--", "sh", "-c", &script])
+            .env(FORK, "1")
+            .output()
+            .unwrap();
+        let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let said = answer["output"].as_str().unwrap();
+        for (name, verdict) in [
+            ("outside", "denied"),
+            ("inside", "allowed"),
+            ("kill_daemon", "denied"),
+            ("nofile", "allowed"),
+            ("unshare", "denied"),
+        ] {
+            assert!(said.contains(&format!("{name}={verdict}")), "as {user:?}: {said}");
+        }
+        assert!(!s.outside.join("x").exists());
+    }
+}
