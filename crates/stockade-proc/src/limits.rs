@@ -1,6 +1,7 @@
-//! A sandboxed session's memory and pids limits, with the cgroup controllers the host has: the
-//! session's own cgroup v2 where the controllers are delegated to it, else a cgroup per session
-//! in the v1 `memory` and `pids` hierarchies (hybrid hosts mount them under `/sys/fs/cgroup/`),
+//! A sandboxed session's memory, pids and cpu limits, with the cgroup controllers the host has:
+//! the session's own cgroup v2 where the controllers are delegated to it, else a cgroup per
+//! session in the v1 `memory`, `pids` and `cpu` hierarchies (hybrid hosts mount them under
+//! `/sys/fs/cgroup/`),
 //! next to the daemon's own. The child joins the v1 groups by writing `0` to their
 //! `cgroup.procs` before `exec` (raw `write`s on descriptors opened here). Where neither can be
 //! written the run is refused: a limit is never silently dropped.
@@ -22,18 +23,37 @@ pub struct LimitGroup {
     pids: Option<PathBuf>,
     /// The memory limit, bytes.
     memory_limit: Option<u64>,
+    /// The counters as they were when the v1 cgroups were removed: (OOM kills, refused forks).
+    last: std::sync::Mutex<Option<(u64, u64)>>,
 }
 
-/// Sets up `memory`/`pids` limits for session `name`: in its v2 cgroup `v2_dir` when the
-/// controllers are there, else in new v1 cgroups. Returns the group and the `cgroup.procs`
+/// The limits a session asks for.
+pub(crate) struct Asked {
+    pub memory: Option<u64>,
+    pub pids: Option<u64>,
+    /// Percent of one CPU.
+    pub cpu: Option<u64>,
+}
+
+/// The CFS period the CPU quota is given in (100 ms, the kernel's default).
+const CPU_PERIOD_US: u64 = 100_000;
+
+/// Sets up the `memory`/`pids`/`cpu` limits of session `name`: in its v2 cgroup `v2_dir` when
+/// the controllers are there, else in new v1 cgroups. Returns the group and the `cgroup.procs`
 /// descriptors the child writes itself into.
 pub(crate) fn create(
-    memory: Option<u64>,
-    pids: Option<u64>,
+    asked: Asked,
     v2_dir: Option<&Path>,
     name: &str,
 ) -> Result<(LimitGroup, Vec<OwnedFd>), SandboxError> {
-    let mut group = LimitGroup { made: Vec::new(), memory: None, pids: None, memory_limit: memory };
+    let Asked { memory, pids, cpu } = asked;
+    let mut group = LimitGroup {
+        made: Vec::new(),
+        memory: None,
+        pids: None,
+        memory_limit: memory,
+        last: std::sync::Mutex::new(None),
+    };
     let mut procs = Vec::new();
     let result = (|| {
         let v2 = v2_dir.map(|d| (d, controllers(d)));
@@ -54,6 +74,21 @@ pub(crate) fn create(
                     }
                     procs.push(open_procs(&dir)?);
                     group.memory = Some((dir, false));
+                }
+            }
+        }
+        if let Some(percent) = cpu {
+            let quota = (percent * CPU_PERIOD_US / 100).max(1000);
+            match v2 {
+                Some((dir, ref c)) if c.iter().any(|x| x == "cpu") => {
+                    std::fs::write(dir.join("cpu.max"), format!("{quota} {CPU_PERIOD_US}"))?;
+                }
+                _ => {
+                    let dir = v1_group("cpu", name)?;
+                    group.made.push(dir.clone());
+                    write(&dir, "cpu.cfs_period_us", CPU_PERIOD_US)?;
+                    write(&dir, "cpu.cfs_quota_us", quota)?;
+                    procs.push(open_procs(&dir)?);
                 }
             }
         }
@@ -79,7 +114,7 @@ pub(crate) fn create(
         Err(e) => {
             group.remove();
             Err(SandboxError::Unsupported(format!(
-                "memory and pids limits need a cgroup controller this user may write (cgroup v2 delegated, or v1 under /sys/fs/cgroup): {e}"
+                "memory, pids and cpu limits need a cgroup controller this user may write (cgroup v2 delegated, or v1 under /sys/fs/cgroup): {e}"
             )))
         }
     }
@@ -154,9 +189,7 @@ fn keyed(path: &Path, key: &str) -> u64 {
 impl LimitGroup {
     /// The memory limit, when the kernel's OOM killer ended a process of the session for it.
     pub fn memory_limit_hit(&self) -> Option<u64> {
-        let (dir, v2) = self.memory.as_ref()?;
-        let file = if *v2 { "memory.events" } else { "memory.oom_control" };
-        (keyed(&dir.join(file), "oom_kill ") > 0).then_some(self.memory_limit).flatten()
+        (self.counters().0 > 0).then_some(self.memory_limit).flatten()
     }
 
     /// Whether it enforces a pids limit.
@@ -166,11 +199,27 @@ impl LimitGroup {
 
     /// How many forks the pids limit refused.
     pub fn pids_limit_hits(&self) -> u64 {
-        self.pids.as_ref().map_or(0, |dir| keyed(&dir.join("pids.events"), "max "))
+        self.counters().1
     }
 
-    /// Removes the v1 cgroups made for the session (empty once its processes are gone).
+    /// (OOM kills, refused forks): read from the cgroups, or as kept when they were removed.
+    fn counters(&self) -> (u64, u64) {
+        if let Some(last) = *self.last.lock().unwrap_or_else(std::sync::PoisonError::into_inner) {
+            return last;
+        }
+        let oom = self.memory.as_ref().map_or(0, |(dir, v2)| {
+            let file = if *v2 { "memory.events" } else { "memory.oom_control" };
+            keyed(&dir.join(file), "oom_kill ")
+        });
+        let forks = self.pids.as_ref().map_or(0, |dir| keyed(&dir.join("pids.events"), "max "));
+        (oom, forks)
+    }
+
+    /// Removes the v1 cgroups made for the session (empty once its processes are gone), keeping
+    /// their counters for the session's record.
     pub fn remove(&self) {
+        let counters = self.counters();
+        *self.last.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(counters);
         for dir in &self.made {
             if let Err(e) = std::fs::remove_dir(dir) {
                 tracing::debug!(cgroup = %dir.display(), error = %e, "limit cgroup not removed yet");
@@ -182,7 +231,7 @@ impl LimitGroup {
 /// Which controllers can enforce `memory` and `pids` limits for this user, in one line each,
 /// for `stockade doctor`.
 pub fn availability() -> Vec<String> {
-    ["memory", "pids"]
+    ["memory", "pids", "cpu"]
         .iter()
         .map(|c| {
             let v1 = v1_mount(c).and_then(|m| {

@@ -423,7 +423,7 @@ fn enosys_program() -> Vec<seccompiler::sock_filter> {
 /// What the child needs of a [`Prepared`], as plain values: read in the child without any
 /// allocation or lock.
 pub(crate) struct ChildSandbox {
-    procs: [RawFd; 2],
+    procs: [RawFd; 3],
     ruleset: RawFd,
     programs: [(usize, *const seccompiler::sock_filter); 2],
     nofile: Option<u64>,
@@ -442,7 +442,7 @@ impl Prepared {
         for (slot, f) in programs.iter_mut().zip(&self.filters) {
             *slot = (f.len(), f.as_ptr());
         }
-        let mut procs = [-1; 2];
+        let mut procs = [-1; 3];
         for (slot, fd) in procs.iter_mut().zip(&self.procs) {
             *slot = fd.as_raw_fd();
         }

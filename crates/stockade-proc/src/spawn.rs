@@ -231,9 +231,18 @@ fn spawn_with(
         None => None,
     };
     let limits = match (&spec.sandbox, prepared.as_mut()) {
-        (Some(sb), Some(p)) if sb.policy.memory.is_some() || sb.policy.pids.is_some() => {
+        (Some(sb), Some(p))
+            if sb.policy.memory.is_some()
+                || sb.policy.pids.is_some()
+                || sb.policy.cpu.is_some() =>
+        {
             let name = format!("{}-{}", spec.marker.instance, spec.marker.id);
-            match limits::create(sb.policy.memory, sb.policy.pids, cgroup_dir.as_deref(), &name) {
+            let asked = limits::Asked {
+                memory: sb.policy.memory,
+                pids: sb.policy.pids,
+                cpu: sb.policy.cpu,
+            };
+            match limits::create(asked, cgroup_dir.as_deref(), &name) {
                 Ok((group, procs)) => {
                     p.procs = procs;
                     Some(group)

@@ -53,7 +53,7 @@ pub struct ProcessTree {
     pub(crate) seen: Mutex<BTreeSet<(u32, u64)>>,
     /// Keeps the per-daemon cgroup directory alive while this tree's cgroup is inside it.
     pub(crate) _containment: Containment,
-    /// The cgroups of a sandboxed session's memory and pids limits.
+    /// The cgroups of a sandboxed session's memory, pids and cpu limits.
     pub(crate) limits: Option<crate::limits::LimitGroup>,
 }
 
@@ -131,7 +131,7 @@ impl ProcessTree {
         }
     }
 
-    /// The cgroups enforcing a sandboxed session's memory and pids limits, if it has any.
+    /// The cgroups enforcing a sandboxed session's memory, pids and cpu limits, if any.
     pub fn limits(&self) -> Option<&crate::limits::LimitGroup> {
         self.limits.as_ref()
     }

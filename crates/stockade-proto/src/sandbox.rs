@@ -86,6 +86,10 @@ pub struct Sandbox {
     /// Most open files per process (`RLIMIT_NOFILE`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nofile: Option<u64>,
+    /// Most CPU time of the session's processes together, in percent of one CPU (150: one and
+    /// a half CPUs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<u64>,
 }
 
 impl Sandbox {
@@ -96,6 +100,7 @@ impl Sandbox {
             || self.memory.is_some()
             || self.pids.is_some()
             || self.nofile.is_some()
+            || self.cpu.is_some()
     }
 
     /// Whether this policy confines the command with the kernel's access control (Landlock and
@@ -133,6 +138,7 @@ impl Sandbox {
             ("memory", self.memory, ceiling.memory),
             ("pids", self.pids, ceiling.pids),
             ("nofile", self.nofile, ceiling.nofile),
+            ("cpu", self.cpu, ceiling.cpu),
         ] {
             match (asked, max) {
                 (_, None) => {}
@@ -156,6 +162,7 @@ impl Sandbox {
         self.memory = self.memory.or(default.memory);
         self.pids = self.pids.or(default.pids);
         self.nofile = self.nofile.or(default.nofile);
+        self.cpu = self.cpu.or(default.cpu);
         self
     }
 }
@@ -183,6 +190,9 @@ impl fmt::Display for Sandbox {
         }
         if let Some(n) = self.nofile {
             write!(f, ", nofile {n}")?;
+        }
+        if let Some(c) = self.cpu {
+            write!(f, ", cpu {c}%")?;
         }
         Ok(())
     }

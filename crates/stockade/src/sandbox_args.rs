@@ -32,6 +32,10 @@ pub struct SandboxArgs {
     /// With `--sandbox`: most open files per process (RLIMIT_NOFILE).
     #[arg(long, value_name = "N", requires = "sandbox")]
     pub nofile: Option<u64>,
+    /// With `--sandbox`: most CPU of the session's processes together, in percent of one CPU
+    /// (150: one and a half CPUs).
+    #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u64).range(1..), requires = "sandbox")]
+    pub cpu: Option<u64>,
 }
 
 /// `--sandbox`.
@@ -81,6 +85,7 @@ impl SandboxArgs {
             memory: self.memory,
             pids: self.pids,
             nofile: self.nofile,
+            cpu: self.cpu,
         })
     }
 }

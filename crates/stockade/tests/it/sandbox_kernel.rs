@@ -94,7 +94,8 @@ fn memory_and_pids_limits_hold_and_end_honestly() {
         assert!(!answer["output"].as_str().unwrap().contains("survived"));
 
         // A fork loop under pids 64: contained, counted, and ended by `kill` with none left.
-        let bomb = "while :; do sleep 300 & done 2>/dev/null";
+        // bash, which retries a refused fork and goes on (sh would give up and exit).
+        let bomb = "exec bash -c 'while :; do sleep 300 & done' 2>/dev/null";
         let started = s.run_started(&["--sandbox", "workspace-write", "--pids", "64"], bomb);
         let id = started["id"].as_str().unwrap().to_owned();
         let info = stockade_testkit::eventually(
@@ -146,5 +147,40 @@ fn where_clone3_is_refused_the_fork_path_confines_the_same() {
             assert!(said.contains(&format!("{name}={verdict}")), "as {user:?}: {said}");
         }
         assert!(!s.outside.join("x").exists());
+    }
+}
+
+#[test]
+fn a_cpu_limit_holds_the_session_to_its_share() {
+    let Some(py) = crate::sandbox_common::python() else { return };
+    for user in users() {
+        let s = Sbx::new(user);
+        // Two busy processes for 2 s of wall time under 20% of one CPU: at most 0.4 s of CPU
+        // between them, give or take a period; unconfined they would use up to 4 s.
+        let burn = "import time\nt = time.time()\nwhile time.time() - t < 2: pass";
+        let script = format!(
+            "{py} -c '{burn}' & {py} -c '{burn}'; wait; cat /proc/self/stat >/dev/null; times"
+        );
+        let mut args = vec!["run", "--bg", "--json", "--yield-ms", "60000"];
+        args.extend(["--sandbox", "workspace-write", "--cpu", "20", "--", "bash", "-c", &script]);
+        let out = s.output(&args);
+        if user == crate::sandbox_common::User::Nobody {
+            let err = text(&out.stderr);
+            assert!(err.contains("need a cgroup controller this user may write"), "{err}");
+            continue;
+        }
+        let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        // `times`, second line: the children's user and system time, e.g. `0m0.351s 0m0.012s`.
+        let said = answer["output"].as_str().unwrap();
+        let children = said.lines().nth(1).unwrap_or_default();
+        let secs: f64 = children
+            .split_whitespace()
+            .map(|t| {
+                let (m, s) = t.trim_end_matches('s').split_once('m').unwrap();
+                m.parse::<f64>().unwrap() * 60.0 + s.parse::<f64>().unwrap()
+            })
+            .sum();
+        assert!(secs < 1.0, "{secs} s of CPU under a 20% limit over 2 s: {said}");
+        assert!(answer["sandbox"].as_str().unwrap().contains("cpu 20%"), "{answer}");
     }
 }
