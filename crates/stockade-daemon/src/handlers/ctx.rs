@@ -34,6 +34,11 @@ impl Caller {
     /// Who the process `pid` (the peer of a Unix-socket connection) is to `engine`.
     pub(crate) fn of_pid(engine: &stockade_engine::Engine, pid: Option<u32>) -> Caller {
         let Some(pid) = pid else { return Caller::Unmatched };
+        // 0: the peer lives outside the daemon's pid namespace (the daemon runs as PID 1 of its
+        // own). No session's process can: a sandboxed one cannot make a pid namespace.
+        if pid == 0 {
+            return Caller::Free;
+        }
         match stockade_proc::sandbox::confined_below_us(pid) {
             Some(false) => Caller::Free,
             // Gone already, or confined: only a session it belongs to can vouch for it.
