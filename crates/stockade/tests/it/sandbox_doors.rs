@@ -131,3 +131,38 @@ fn read_answer(output: &mut impl std::io::BufRead, id: u64) -> Value {
         }
     }
 }
+
+#[test]
+fn a_schedules_runs_keep_its_sandbox() {
+    let s = Sbx::new(User::Root);
+    let outside = s.outside.join("scheduled");
+    let touch = format!("touch {} ; touch here", outside.display());
+    let add = s.output(&[
+        "schedule",
+        "add",
+        "boxed",
+        "--every",
+        "1s",
+        "--sandbox",
+        "workspace-write",
+        "--cwd",
+        s.work.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        &touch,
+    ]);
+    assert!(add.status.success(), "{}", text(&add.stderr));
+    // Its first run, as `ps` lists it: under the sandbox, the write outside denied.
+    let run = eventually(Duration::from_secs(20), "the schedule's first run to end", || {
+        let ps = s.output(&["ps", "--json", "-a"]);
+        let list: Value = serde_json::from_slice(&ps.stdout).ok()?;
+        list["sessions"].as_array()?.iter().find(|x| x["state"] == "exited").cloned()
+    });
+    let policy = run["sandbox"].as_str().unwrap_or_default();
+    assert!(policy.starts_with("sandbox workspace-write"), "{run}");
+    assert!(!exists(&outside), "a scheduled run wrote outside its sandbox");
+    assert!(s.work.join("here").exists(), "the scheduled run ran in its working directory");
+    let rm = s.output(&["schedule", "rm", "boxed"]);
+    assert!(rm.status.success(), "{}", text(&rm.stderr));
+}
