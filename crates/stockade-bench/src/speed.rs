@@ -24,6 +24,9 @@ pub struct Round {
     pub stockade_s: f64,
     /// Seconds for the direct equivalent.
     pub direct_s: f64,
+    /// Seconds through the daemon under `sandbox: workspace-write, network: none` (spawn only).
+    #[serde(default)]
+    pub sandboxed_s: f64,
 }
 
 /// The summary line of a speed bench.
@@ -51,6 +54,12 @@ pub struct SpeedSummary {
     /// 90th percentile seconds for the direct equivalent (spawn only).
     #[serde(default)]
     pub direct_p90_s: f64,
+    /// Median seconds of `run true` under `workspace-write` + `network none` (spawn only).
+    #[serde(default)]
+    pub sandboxed_s: f64,
+    /// sandboxed / unsandboxed `run true` (spawn only).
+    #[serde(default)]
+    pub sandbox_ratio: f64,
 }
 
 impl SpeedSummary {
@@ -69,14 +78,18 @@ impl SpeedSummary {
                 self.daemon_peak_rss_mib
             ),
             _ => format!(
-                "spawn: `run true` round trip p50 {:.2} ms (p90 {:.2}) vs fork+exec+wait of /bin/sh -c true p50 {:.2} ms (p90 {:.2}) over {} rounds → {:.2}× ({verdict} the ≤ {:.0}× goal)",
+                "spawn: `run true` round trip p50 {:.2} ms (p90 {:.2}) vs fork+exec+wait of /bin/sh -c true p50 {:.2} ms (p90 {:.2}) over {} rounds → {:.2}× ({verdict} the ≤ {:.0}× goal); sandboxed (workspace-write, network none) p50 {:.2} ms → {:.2}× unsandboxed ({} the ≤ {:.1}× goal)",
                 self.stockade_s * 1000.0,
                 self.stockade_p90_s * 1000.0,
                 self.direct_s * 1000.0,
                 self.direct_p90_s * 1000.0,
                 self.rounds,
                 self.ratio,
-                self.goal
+                self.goal,
+                self.sandboxed_s * 1000.0,
+                self.sandbox_ratio,
+                if self.sandbox_ratio <= SANDBOX_GOAL { "meets" } else { "misses" },
+                SANDBOX_GOAL
             ),
         }
     }
@@ -86,6 +99,8 @@ impl SpeedSummary {
 pub const DRAIN_GOAL: f64 = 1.25;
 /// Spawn goal: at most 2× a bare fork+exec+wait (README.md, "Results").
 pub const SPAWN_GOAL: f64 = 2.0;
+/// Sandbox goal: `run true` under `workspace-write` at most 1.2× unsandboxed.
+pub const SANDBOX_GOAL: f64 = 1.2;
 
 pub(crate) fn tmpdir(work: &Path) -> Result<tempfile::TempDir> {
     std::fs::create_dir_all(work).map_err(|e| BenchError::path("create", work, e))?;
@@ -161,6 +176,7 @@ pub fn drain(
             round,
             stockade_s: through.as_secs_f64(),
             direct_s: direct.as_secs_f64(),
+            sandboxed_s: 0.0,
         });
     }
     let peak = stockade_procfs::rss_and_peak(Some(daemon.pid())).map_or(0.0, |(_, p)| mib(p));
@@ -195,6 +211,17 @@ pub fn spawn(exe: &Path, out: &Path, work: &Path, rounds: usize) -> Result<Speed
     let _ = Command::new("/bin/sh").args(["-c", "true"]).status();
     let warm = RunParams { command: "true".into(), ..RunParams::default() };
     client.call::<method::Run>(warm.clone())?;
+    // The sandboxed run works in a directory of its own (a writable root must not contain the
+    // state directory).
+    let cwd = tmp.path().join("work");
+    std::fs::create_dir_all(&cwd).map_err(|e| BenchError::path("create", &cwd, e))?;
+    let policy = stockade_proto::Sandbox {
+        mode: stockade_proto::SandboxMode::WorkspaceWrite,
+        network: stockade_proto::NetworkMode::None,
+        ..stockade_proto::Sandbox::default()
+    };
+    let sandboxed = RunParams { cwd: Some(cwd), sandbox: Some(policy), ..warm.clone() };
+    client.call::<method::Run>(sandboxed.clone())?;
     let mut rows = Vec::new();
     for round in 0..rounds {
         let t = Instant::now();
@@ -212,11 +239,21 @@ pub fn spawn(exe: &Path, out: &Path, work: &Path, rounds: usize) -> Result<Speed
         if res.state != (SessionState::Exited { code: 0 }) {
             return Err(BenchError::msg(format!("`run true` ended {}", res.state.name())));
         }
+        let t = Instant::now();
+        let res = client.call::<method::Run>(sandboxed.clone())?;
+        let confined = t.elapsed();
+        if res.state != (SessionState::Exited { code: 0 }) {
+            return Err(BenchError::msg(format!(
+                "sandboxed `run true` ended {}",
+                res.state.name()
+            )));
+        }
         rows.push(Round {
             bench: "spawn".into(),
             round,
             stockade_s: through.as_secs_f64(),
             direct_s: direct.as_secs_f64(),
+            sandboxed_s: confined.as_secs_f64(),
         });
         if round % 50 == 49 {
             client.call::<method::Cleanup>(CleanupParams { all: false })?;
@@ -242,6 +279,8 @@ pub fn spawn(exe: &Path, out: &Path, work: &Path, rounds: usize) -> Result<Speed
         daemon_peak_rss_mib: peak,
         stockade_p90_s: pct(|r| r.stockade_s, 90),
         direct_p90_s: pct(|r| r.direct_s, 90),
+        sandboxed_s: pct(|r| r.sandboxed_s, 50),
+        sandbox_ratio: if s > 0.0 { pct(|r| r.sandboxed_s, 50) / s } else { 0.0 },
     };
     write_jsonl(&out.join("spawn.jsonl"), &rows)?;
     append_summary(out, &summary)?;

@@ -46,6 +46,8 @@ pub struct DaemonConfig {
     pub ws: Option<WsConfig>,
     /// A separate address for `GET /metrics` (and the probes), off by default.
     pub metrics: Option<MetricsConfig>,
+    /// The sandbox of runs that name none, and the most any run may ask for.
+    pub sandbox: stockade_engine::SandboxConfig,
 }
 
 /// A listener of its own for `GET /metrics`, `/healthz` and `/readyz` (no WebSocket), for a
@@ -101,6 +103,7 @@ impl DaemonConfig {
             sweep_interval: DEFAULT_SWEEP_INTERVAL,
             ws: None,
             metrics: None,
+            sandbox: stockade_engine::SandboxConfig::default(),
         }
     }
 

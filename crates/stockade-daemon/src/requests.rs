@@ -41,6 +41,7 @@ pub(crate) async fn read_requests(
     source: &mut impl FrameSource,
     tx: &mpsc::Sender<Vec<u8>>,
     conn: &CancellationToken,
+    caller: Arc<handlers::Caller>,
 ) -> JoinSet<()> {
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT_PER_CONNECTION));
     let mut tasks = JoinSet::new();
@@ -56,7 +57,11 @@ pub(crate) async fn read_requests(
         };
         match frame {
             Ok(Some(frame)) => {
-                let ctx = Ctx { shared: Arc::clone(shared), conn: conn.clone() };
+                let ctx = Ctx {
+                    shared: Arc::clone(shared),
+                    conn: conn.clone(),
+                    caller: Arc::clone(&caller),
+                };
                 let tx = tx.clone();
                 tasks.spawn(async move {
                     if let Some(line) = handle_frame(&ctx, frame).await {

@@ -83,6 +83,11 @@ impl Daemon {
         engine_config.retained_cap = config.retained_cap;
         engine_config.disk_cap = config.disk_cap;
         engine_config.limits = config.limits;
+        engine_config.sandbox = config.sandbox.clone();
+        // The doors' tokens are kept from sandboxed commands wherever they are.
+        let tokens = config.ws.iter().map(|w| w.token_file.clone());
+        let tokens = tokens.chain(config.metrics.iter().filter_map(|m| m.token_file.clone()));
+        engine_config.sandbox.hidden.extend(tokens);
         // A run takes a session directory made ahead of time (see stockade-engine's `slots.rs`).
         engine_config.prepared_dirs = PREPARED_DIRS;
         let engine = Engine::new(engine_config)?;
@@ -343,12 +348,14 @@ async fn refuse(mut stream: UnixStream) {
 /// One client connection on the Unix socket.
 async fn connection(shared: Arc<Shared>, stream: UnixStream, conn: CancellationToken) {
     let _open = shared.metrics.connection();
+    let pid = stream.peer_cred().ok().and_then(|c| c.pid()).and_then(|p| u32::try_from(p).ok());
+    let caller = Arc::new(crate::handlers::Caller::of_pid(&shared.engine, pid));
     let (read_half, write_half) = stream.into_split();
     let (tx, rx) = mpsc::channel::<Vec<u8>>(WRITE_QUEUE);
     let writer = tokio::spawn(write_loop(write_half, rx, conn.clone()));
     let mut lines =
         LineReader::new(BufReader::with_capacity(READ_BUFFER, read_half), MAX_REQUEST_BYTES);
-    let mut tasks = read_requests(&shared, &mut lines, &tx, &conn).await;
+    let mut tasks = read_requests(&shared, &mut lines, &tx, &conn, caller).await;
     // The client sends no more. Answer what is in flight, unless it hung up entirely: then its
     // long polls stop and a foreground run it waited on is terminated.
     let read_half = lines.into_inner().into_inner();

@@ -139,7 +139,9 @@ pub(crate) async fn connection(
     let (tx, rx) = mpsc::channel::<Vec<u8>>(WRITE_QUEUE);
     let writer = tokio::spawn(write_loop(sink, rx, conn.clone()));
     let mut source = Messages { stream, tx: tx.clone(), close: None };
-    let mut tasks = read_requests(&shared, &mut source, &tx, &conn).await;
+    // A network client holds the door's token, which no sandboxed command can read.
+    let caller = Arc::new(crate::handlers::Caller::Free);
+    let mut tasks = read_requests(&shared, &mut source, &tx, &conn, caller).await;
     // No more requests: the client closed (or vanished), the daemon stops, or a message was too
     // large. A WebSocket cannot half-close, so the client is gone or about to be: in-flight
     // requests are cancelled (long polls stop, a foreground run it waited on is terminated) and

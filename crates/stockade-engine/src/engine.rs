@@ -96,6 +96,8 @@ pub struct EngineConfig {
     pub prepared_dirs: usize,
     /// Limits on sessions, memory and disk.
     pub limits: EngineLimits,
+    /// The default sandbox, its ceiling, and what it hides.
+    pub sandbox: crate::SandboxConfig,
 }
 
 impl EngineConfig {
@@ -111,6 +113,7 @@ impl EngineConfig {
             disk_policy: DiskPolicy::default(),
             prepared_dirs: 0,
             limits: EngineLimits::default(),
+            sandbox: crate::SandboxConfig::default(),
         }
     }
 }
@@ -422,6 +425,7 @@ impl Engine {
             stdout,
             stderr,
             marker: SessionMarker { instance: self.config.instance.clone(), id: id.to_owned() },
+            sandbox: None,
         })
     }
 
@@ -431,7 +435,7 @@ impl Engine {
         if spec.cwd.is_none() {
             spec.cwd = std::env::current_dir().ok();
         }
-        let kept = spec.clone();
+        let mut kept = spec.clone();
         let output = self.checked_output(&spec)?;
         let admission = self.admit(output.retained_cap, output.disk_cap)?;
         let id = self.config.state_dir.allocate_id()?;
@@ -446,8 +450,22 @@ impl Engine {
             }
         };
         let started = (|| {
+            let sandbox = crate::sandbox::resolve(
+                &self.config.sandbox,
+                self.config.state_dir.root(),
+                &spec,
+                &dir,
+            )?;
             let (stdout, stderr) = crate::launch::child_stdio(&spec, &log)?;
-            let spawn_spec = self.spawn_spec(&spec, &id, stdout, stderr)?;
+            let mut spawn_spec = self.spawn_spec(&spec, &id, stdout, stderr)?;
+            kept.sandbox = sandbox.as_ref().map(|s| s.request.clone());
+            kept.sandbox_in_force = sandbox.as_ref().map(|s| s.policy.clone());
+            if let Some(s) = sandbox {
+                if let Some(tmp) = s.tmpdir {
+                    spawn_spec.env.push(("TMPDIR".into(), tmp.into()));
+                }
+                spawn_spec.sandbox = Some(s.spec);
+            }
             Ok::<_, EngineError>(match spec.pty {
                 Some(size) => spawn_pty(spawn_spec, size, &self.containment)?,
                 None => spawn(spawn_spec, &self.containment)?,

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use stockade_proc::pty;
 use stockade_proto::rpc::{MAX_GRACE_MS, PtySize, RunParams, ScheduleRunTemplate, StdinMode};
-use stockade_proto::{Capture, DiskPolicy};
+use stockade_proto::{Capture, DiskPolicy, Sandbox};
 
 use crate::error::EngineError;
 
@@ -52,6 +52,18 @@ pub struct RunSpec {
     /// stdin of a non-PTY session read from this descriptor instead (a foreground run hands on
     /// its own piped stdin, as a shell does); the child gets a duplicate. Not kept for restart.
     pub stdin_from: Option<Arc<OwnedFd>>,
+    /// The sandbox asked for (default: the engine's); once started, the one it resolved to
+    /// (its own writable roots, limits filled in), which a restart applies again.
+    pub sandbox: Option<Sandbox>,
+    /// Once started: the sandbox in force, every writable root listed (the working directory
+    /// and the private temporary directory too). Not on the wire, not stored.
+    pub sandbox_in_force: Option<Sandbox>,
+    /// The most this run may ask for besides the engine's own ceiling: the policy of the
+    /// sandboxed session the request comes from. Not on the wire.
+    pub sandbox_ceiling: Option<Sandbox>,
+    /// The sandboxed session whose command asked for this run (it may reach this one, and
+    /// what this one starts). Not on the wire.
+    pub parent: Option<String>,
 }
 
 impl From<RunParams> for RunSpec {
@@ -75,6 +87,10 @@ impl From<RunParams> for RunSpec {
             pty: p.pty,
             stdin: p.stdin,
             stdin_from: None,
+            sandbox: p.sandbox,
+            sandbox_in_force: None,
+            sandbox_ceiling: None,
+            parent: None,
         }
     }
 }
@@ -98,6 +114,7 @@ impl RunSpec {
             disk_cap: t.disk_cap,
             disk_policy: t.disk_policy,
             source: Some(source.to_owned()),
+            sandbox: t.sandbox.clone(),
             ..RunSpec::default()
         }
     }

@@ -507,6 +507,22 @@ pub(crate) fn unix_ms(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
+/// A session whose root died of `SIGKILL` (or whose shell reported it, 137) after the kernel's
+/// OOM killer acted on its memory limit ends `killed: memory limit 256 MiB`, not as if someone
+/// had killed it.
+fn memory_limit_end(session: &Session, state: SessionState) -> SessionState {
+    let hit = session.tree.limits().and_then(stockade_proc::LimitGroup::memory_limit_hit);
+    match (state, hit) {
+        (
+            SessionState::Signaled { signal: libc::SIGKILL } | SessionState::Exited { code: 137 },
+            Some(limit),
+        ) => SessionState::Killed {
+            reason: format!("memory limit {}", stockade_proto::sandbox::human_bytes(limit)),
+        },
+        (state, _) => state,
+    }
+}
+
 struct Supervisor {
     session: Arc<Session>,
     kill_rx: mpsc::Receiver<KillRequest>,
@@ -530,7 +546,7 @@ impl Supervisor {
                     (Some(code), None) => SessionState::Exited { code },
                     (None, None) => SessionState::Failed { reason: "exit status unknown".into() },
                 };
-                (state, report, None)
+                (memory_limit_end(&session, state), report, None)
             }
             Ending::Timeout => {
                 let report = session.tree.terminate(&default_opts).await;

@@ -30,6 +30,7 @@ fn params(spec: &RunSpec) -> RunParams {
         source: spec.source.clone(),
         pty: spec.pty,
         stdin: spec.stdin,
+        sandbox: spec.sandbox.clone(),
         ..RunParams::default()
     }
 }

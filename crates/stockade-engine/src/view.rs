@@ -195,6 +195,7 @@ impl Session {
             deduplicated,
             view,
             wait,
+            sandbox: self.spec().and_then(|s| s.sandbox_in_force.as_ref()).map(ToString::to_string),
         })
     }
 

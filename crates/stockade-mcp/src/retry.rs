@@ -36,6 +36,8 @@ pub async fn running_twin(backend: &Backend, run: &RunParams) -> Option<SessionI
             s.command == run.command
                 && s.cwd == run.cwd
                 && s.pty == run.pty.is_some()
+                // A sandboxed call never follows an unconfined session, nor the other way.
+                && s.sandbox.is_some() == run.sandbox.is_some()
                 && now.saturating_sub(s.started_at_ms) <= RETRY_WINDOW_MS
         })
         .max_by_key(|s| s.started_at_ms)
@@ -68,6 +70,7 @@ pub async fn follow(
         wall_time_ms: r.wall_time_ms,
         cleanup: None,
         deduplicated: true,
+        sandbox: twin.sandbox.clone(),
         view: r.view,
         wait: r.wait,
     })

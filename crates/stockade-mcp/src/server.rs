@@ -74,7 +74,7 @@ impl Clone for StockadeMcp {
         StockadeMcp {
             backend: self.backend.clone(),
             tools: Arc::clone(&self.tools),
-            answers: self.answers,
+            answers: self.answers.clone(),
             defaults: Arc::clone(&self.defaults),
             cursors: Arc::default(),
             client: Arc::default(),
@@ -96,6 +96,15 @@ impl StockadeMcp {
                 tool.output_schema = None;
             }
         }
+        if let Some(policy) = &answers.sandbox {
+            // The model learns the policy from the tool itself, not by trying.
+            for tool in all.iter_mut().filter(|t| t.name == tools::EXEC_COMMAND) {
+                let base = tool.description.clone().unwrap_or_default();
+                tool.description = Some(format!(
+                    "{base} Every command runs under {policy}: writes outside the writable roots and network access fail with `Permission denied`/`Operation not permitted`; a looser `sandbox` is refused."
+                ).into());
+            }
+        }
         StockadeMcp {
             backend,
             tools: Arc::new(all),
@@ -110,6 +119,24 @@ impl StockadeMcp {
     pub fn with_defaults(mut self, defaults: crate::RunDefaults) -> StockadeMcp {
         self.defaults = Arc::new(defaults);
         self
+    }
+
+    /// The sandbox of an `exec_command`: the one asked for, never looser than this server's
+    /// (which is the default).
+    fn sandbox_for(
+        &self,
+        asked: Option<stockade_proto::Sandbox>,
+    ) -> Result<Option<stockade_proto::Sandbox>, ToolError> {
+        let Some(ceiling) = &self.answers.sandbox else { return Ok(asked) };
+        let Some(asked) = asked else { return Ok(Some(ceiling.clone())) };
+        let asked = asked.with_limits_from(ceiling);
+        match asked.exceeds(ceiling) {
+            None => Ok(Some(asked)),
+            Some(why) => Err(ToolError::BadArguments {
+                tool: tools::EXEC_COMMAND.into(),
+                detail: format!("{why} (this server runs commands under {ceiling})"),
+            }),
+        }
     }
 
     fn remember(&self, id: &str, cursor: u64) {
@@ -204,6 +231,7 @@ impl StockadeMcp {
             max_bytes: a.max_output_tokens.map(tokens_to_bytes),
             max_lines: a.max_lines,
             until: a.until,
+            sandbox: self.sandbox_for(a.sandbox)?,
             ..RunParams::default()
         };
         if params.source.is_none()

@@ -25,10 +25,13 @@ use stockade_proto::rpc::{GrepResultMsg, KillResult, ListResult, ReadResult, Wai
 use stockade_proto::{OutputView, RunResult, SessionState};
 
 /// What each answer carries besides its text.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Answers {
     /// Also send the daemon's result as `structuredContent` (and each tool's `outputSchema`).
     pub structured: bool,
+    /// The sandbox every command runs under unless it asks for a tighter one, and the most it
+    /// may ask for (set by whoever started the server; stated in `exec_command`'s description).
+    pub sandbox: Option<stockade_proto::Sandbox>,
 }
 
 /// The result as it goes out: without structured content unless asked for, with `note` (a
@@ -74,6 +77,18 @@ pub fn run(r: &RunResult) -> String {
         ));
     }
     extra.extend(r.wait.as_ref().map(wait_line));
+    if let Some(policy) = &r.sandbox {
+        let denied = ["Permission denied", "Operation not permitted"]
+            .iter()
+            .any(|d| r.view.output.contains(d));
+        extra.push(if denied {
+            format!(
+                "Ran under {policy}: a `Permission denied` or `Operation not permitted` above comes from this sandbox, which allows writing only beneath its writable roots; do not retry it another way."
+            )
+        } else {
+            format!("Ran under {policy}.")
+        });
+    }
     codex(
         &r.id,
         &r.state,
@@ -304,6 +319,7 @@ mod tests {
             deduplicated: false,
             view: view("hi\n", 3, 3),
             wait: None,
+            sandbox: None,
         };
         assert_eq!(run(&r), "Exit code: 0\nWall time: 1.42 s\nOutput:\nhi\n");
     }

@@ -33,6 +33,7 @@ pub(super) const STEP_CTTY: u8 = 2;
 pub(super) const STEP_STDIO: u8 = 3;
 pub(super) const STEP_CWD: u8 = 4;
 pub(super) const STEP_EXEC: u8 = 5;
+pub(super) const STEP_SANDBOX: u8 = 6;
 
 /// `struct clone_args` (`linux/sched.h`, version 2: with `cgroup`).
 #[repr(C)]
@@ -111,6 +112,8 @@ pub(super) struct Plan {
     ctty: bool,
     /// `RLIMIT_NOFILE` to set (soft, hard).
     nofile: Option<(u64, u64)>,
+    /// The sandbox to enter last before `execve` (its `Prepared` outlives the spawn).
+    pub(super) sandbox: Option<crate::sandbox::ChildSandbox>,
 }
 
 impl Plan {
@@ -144,7 +147,7 @@ impl Plan {
             })
             .collect::<io::Result<Vec<_>>>()?;
         let cwd = cwd.map(|p| c(p.as_os_str())).transpose()?;
-        Ok(Plan { path: c(path.as_os_str())?, argv, envp, cwd, stdio, ctty, nofile })
+        Ok(Plan { path: c(path.as_os_str())?, argv, envp, cwd, stdio, ctty, nofile, sandbox: None })
     }
 }
 
@@ -407,6 +410,13 @@ extern "C" fn child_main(arg: *mut c_void) -> ! {
             && libc::chdir(cwd.as_ptr()) < 0
         {
             fail(STEP_CWD);
+        }
+        // Last: the sandbox's own calls (and nothing after them but exec) run confined.
+        if let Some(sb) = &plan.sandbox
+            && let Err(errno) = crate::sandbox::apply_in_child(sb)
+        {
+            *libc::__errno_location() = errno;
+            fail(STEP_SANDBOX);
         }
         let mut empty: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut empty);

@@ -13,9 +13,11 @@ use super::MARKER_ENV;
 use super::cgroup;
 use super::clone3::{self, Outcome, Plan};
 use super::containment::Containment;
+use super::limits;
 use super::marker::SessionMarker;
 use super::pidfd::PidFd;
 use super::pty::{self, DEFAULT_TERM, PtyError};
+use super::sandbox::{self, Prepared, SandboxError, SandboxSpec};
 use super::tree::ProcessTree;
 
 /// The shell every command string runs in.
@@ -26,6 +28,7 @@ const SHELL: &str = "/bin/sh";
 const STAGE_SETSID: u8 = 1;
 const STAGE_CGROUP: u8 = 2;
 const STAGE_CTTY: u8 = 3;
+const STAGE_SANDBOX: u8 = 4;
 
 /// Where one of the child's standard streams goes.
 #[derive(Debug, Default)]
@@ -71,6 +74,8 @@ pub struct SpawnSpec {
     pub stderr: StdioSpec,
     /// The session this process tree belongs to.
     pub marker: SessionMarker,
+    /// The sandbox to confine it to (none: the user's full rights).
+    pub sandbox: Option<SandboxSpec>,
 }
 
 impl SpawnSpec {
@@ -86,6 +91,7 @@ impl SpawnSpec {
             stdout: StdioSpec::Null,
             stderr: StdioSpec::Null,
             marker,
+            sandbox: None,
         }
     }
 }
@@ -163,6 +169,12 @@ pub enum SpawnError {
     /// The child could not make the terminal its controlling terminal (`TIOCSCTTY`).
     #[error("cannot make the pseudo-terminal the controlling terminal: {0}")]
     ControllingTerminal(io::Error),
+    /// The sandbox cannot be enforced or set up; nothing was started.
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+    /// The child could not enter its sandbox (it exited before `exec`).
+    #[error("the command could not enter its sandbox: {0}")]
+    SandboxApply(io::Error),
 }
 
 /// Spawns `spec` as the root of a new process tree: own session and process group, the session
@@ -211,6 +223,8 @@ fn spawn_with(
         }
     }
 
+    // Checked and built before anything is made: a policy the kernel cannot enforce is refused.
+    let mut prepared = spec.sandbox.as_ref().map(sandbox::prepare).transpose()?;
     let cgroup_dir = match &containment.inner.cgroup {
         Some(root) => Some(
             cgroup::create_session_dir(&root.instance_dir, &spec.marker.id).map_err(|source| {
@@ -219,13 +233,49 @@ fn spawn_with(
         ),
         None => None,
     };
-    let result = spawn_in(spec, pty_size, containment, cgroup_dir.clone());
-    if result.is_err()
-        && let Some(dir) = &cgroup_dir
-    {
-        let _ = cgroup::remove(dir);
+    let limits = match (&spec.sandbox, prepared.as_mut()) {
+        (Some(sb), Some(p))
+            if sb.policy.memory.is_some()
+                || sb.policy.pids.is_some()
+                || sb.policy.cpu.is_some() =>
+        {
+            let name = format!("{}-{}", spec.marker.instance, spec.marker.id);
+            let asked = limits::Asked {
+                memory: sb.policy.memory,
+                pids: sb.policy.pids,
+                cpu: sb.policy.cpu,
+            };
+            match limits::create(asked, cgroup_dir.as_deref(), &name) {
+                Ok((group, procs)) => {
+                    p.procs = procs;
+                    Some(group)
+                }
+                Err(e) => {
+                    if let Some(dir) = &cgroup_dir {
+                        let _ = cgroup::remove(dir);
+                    }
+                    return Err(e.into());
+                }
+            }
+        }
+        _ => None,
+    };
+    let result = spawn_in(spec, pty_size, containment, cgroup_dir.clone(), prepared.as_ref());
+    match result {
+        Ok(mut spawned) => {
+            spawned.tree.limits = limits;
+            Ok(spawned)
+        }
+        Err(e) => {
+            if let Some(dir) = &cgroup_dir {
+                let _ = cgroup::remove(dir);
+            }
+            if let Some(l) = &limits {
+                l.remove();
+            }
+            Err(e)
+        }
     }
-    result
 }
 
 fn spawn_in(
@@ -233,9 +283,10 @@ fn spawn_in(
     pty_size: Option<PtySize>,
     containment: &Containment,
     cgroup_dir: Option<PathBuf>,
+    prepared: Option<&Prepared>,
 ) -> Result<SpawnedTree, SpawnError> {
     let pair = pty_size.map(pty::open_pair).transpose()?;
-    if let Some(started) = spawn_fast(&spec, pair.as_ref(), cgroup_dir.as_deref())? {
+    if let Some(started) = spawn_fast(&spec, pair.as_ref(), cgroup_dir.as_deref(), prepared)? {
         let (pid, pidfd, stdin, stdout, stderr) = started;
         // The child holds the slave now; ours would keep the master from ever reading EOF.
         let pty_master = pair.map(|p| p.master);
@@ -243,7 +294,7 @@ fn spawn_in(
         let tree = ProcessTree::new_spawned(root, spec.marker, cgroup_dir, containment.clone());
         return Ok(SpawnedTree { tree, stdin, stdout, stderr, pty_master });
     }
-    spawn_forked(spec, pair, containment, cgroup_dir)
+    spawn_forked(spec, pair, containment, cgroup_dir, prepared)
 }
 
 /// The fork path, where `clone3` is unavailable: `std::process::Command` with a `pre_exec` that
@@ -254,6 +305,7 @@ fn spawn_forked(
     pair: Option<pty::PtyPair>,
     containment: &Containment,
     cgroup_dir: Option<PathBuf>,
+    prepared: Option<&Prepared>,
 ) -> Result<SpawnedTree, SpawnError> {
     let placement = match &cgroup_dir {
         Some(dir) => Some(
@@ -276,8 +328,10 @@ fn spawn_forked(
         maximum: (hard != libc::RLIM_INFINITY).then_some(hard),
     });
     let procs_fd = placement.as_ref().map(AsRawFd::as_raw_fd);
+    let child_sandbox = prepared.map(Prepared::for_child);
     // SAFETY: the closure runs between fork and exec and calls only async-signal-safe functions
-    // (setsid, ioctl, write) on descriptors that stay open in the parent until `spawn` returns.
+    // (setsid, ioctl, write, the sandbox's raw calls) on descriptors and memory that stay valid
+    // in the parent until `spawn` returns.
     // std has already dup'ed the stdio onto fds 0-2 when it runs, so fd 0 is the PTY slave.
     unsafe {
         cmd.pre_exec(move || {
@@ -303,6 +357,13 @@ fn spawn_forked(
                     return fail(STAGE_CGROUP);
                 }
             }
+            // Last: nothing after it but exec runs confined.
+            if let Some(sb) = &child_sandbox
+                && let Err(errno) = sandbox::apply_in_child(sb)
+            {
+                *libc::__errno_location() = errno;
+                return fail(STAGE_SANDBOX);
+            }
             Ok(())
         });
     }
@@ -315,18 +376,7 @@ fn spawn_forked(
     let pty_master = pair.map(|p| p.master);
     let mut child = match spawned {
         Ok(child) => child,
-        Err(source) => {
-            let mut stage = [0u8; 1];
-            let staged = rustix::io::read(&stage_read, &mut stage).unwrap_or(0) == 1;
-            return Err(match (staged, stage[0]) {
-                (true, STAGE_SETSID) => SpawnError::Setsid(source),
-                (true, STAGE_CTTY) => SpawnError::ControllingTerminal(source),
-                (true, STAGE_CGROUP) => {
-                    SpawnError::CgroupPlacement { path: cgroup_dir.unwrap_or_default(), source }
-                }
-                _ => SpawnError::Exec { program: spec.program, source },
-            });
-        }
+        Err(source) => return Err(staged_error(&stage_read, source, cgroup_dir, spec.program)),
     };
 
     let pid = child.id();
@@ -348,6 +398,26 @@ fn spawn_forked(
 
     let tree = ProcessTree::new_spawned(pidfd, spec.marker, cgroup_dir, containment.clone());
     Ok(SpawnedTree { tree, stdin, stdout, stderr, pty_master })
+}
+
+/// Why the fork path's child did not exec: the step it wrote to the stage pipe, else `exec`.
+fn staged_error(
+    stage_read: &OwnedFd,
+    source: io::Error,
+    cgroup_dir: Option<PathBuf>,
+    program: OsString,
+) -> SpawnError {
+    let mut stage = [0u8; 1];
+    let staged = rustix::io::read(stage_read, &mut stage).unwrap_or(0) == 1;
+    match (staged, stage[0]) {
+        (true, STAGE_SETSID) => SpawnError::Setsid(source),
+        (true, STAGE_CTTY) => SpawnError::ControllingTerminal(source),
+        (true, STAGE_SANDBOX) => SpawnError::SandboxApply(source),
+        (true, STAGE_CGROUP) => {
+            SpawnError::CgroupPlacement { path: cgroup_dir.unwrap_or_default(), source }
+        }
+        _ => SpawnError::Exec { program, source },
+    }
 }
 
 /// The command of the fork path: program, arguments, directory, environment with the marker,
@@ -476,6 +546,7 @@ fn spawn_fast(
     spec: &SpawnSpec,
     pair: Option<&pty::PtyPair>,
     cgroup_dir: Option<&std::path::Path>,
+    prepared: Option<&Prepared>,
 ) -> Result<Option<FastSpawn>, SpawnError> {
     if !clone3::may_work() {
         return Ok(None);
@@ -483,7 +554,7 @@ fn spawn_fast(
     let (child_ends, ours, raw) = fast_stdio(spec, pair)?;
     let env = child_env(spec, pair.is_some());
     let exec_error = |source| SpawnError::Exec { program: spec.program.clone(), source };
-    let plan = Plan::new(
+    let mut plan = Plan::new(
         &spec.program,
         &spec.args,
         env,
@@ -493,6 +564,7 @@ fn spawn_fast(
         child_nofile(),
     )
     .map_err(exec_error)?;
+    plan.sandbox = prepared.map(Prepared::for_child);
     let cgroup_fd = match cgroup_dir {
         Some(dir) => Some(
             std::fs::File::open(dir)
@@ -518,6 +590,7 @@ fn spawn_fast(
         Outcome::Failed { step, error } => Err(match step {
             clone3::STEP_SETSID => SpawnError::Setsid(error),
             clone3::STEP_CTTY => SpawnError::ControllingTerminal(error),
+            clone3::STEP_SANDBOX => SpawnError::SandboxApply(error),
             clone3::STEP_STDIO => SpawnError::Pipe(error),
             clone3::STEP_CWD => SpawnError::Cwd {
                 path: spec.cwd.clone().unwrap_or_default(),

@@ -53,6 +53,8 @@ pub struct ProcessTree {
     pub(crate) seen: Mutex<BTreeSet<(u32, u64)>>,
     /// Keeps the per-daemon cgroup directory alive while this tree's cgroup is inside it.
     pub(crate) _containment: Containment,
+    /// The cgroups of a sandboxed session's memory, pids and cpu limits.
+    pub(crate) limits: Option<crate::limits::LimitGroup>,
 }
 
 impl ProcessTree {
@@ -88,6 +90,7 @@ impl ProcessTree {
             root_exit: Mutex::new(None),
             seen: Mutex::new(seen),
             _containment: containment,
+            limits: None,
         }
     }
 
@@ -124,7 +127,13 @@ impl ProcessTree {
             root_exit: Mutex::new(None),
             seen: Mutex::new(seen),
             _containment: containment.clone(),
+            limits: None,
         }
+    }
+
+    /// The cgroups enforcing a sandboxed session's memory, pids and cpu limits, if any.
+    pub fn limits(&self) -> Option<&crate::limits::LimitGroup> {
+        self.limits.as_ref()
     }
 
     /// The root's pid.
@@ -239,6 +248,11 @@ impl ProcessTree {
     /// reaped; one still in use is left as it is. Blocking (a few
     /// `rmdir`s on the cgroup file system).
     pub fn remove_cgroup(&self) {
+        if let Some(limits) = &self.limits
+            && self.root_reaped()
+        {
+            limits.remove();
+        }
         if let Some(dir) = self.cgroup()
             && self.root_reaped()
             && let Err(e) = super::cgroup::remove_session(dir)

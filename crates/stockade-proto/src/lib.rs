@@ -15,9 +15,11 @@
 
 pub mod home;
 pub mod rpc;
+pub mod sandbox;
 mod signal;
 pub mod token;
 
+pub use sandbox::{NetworkMode, Sandbox, SandboxMode};
 pub use signal::{Signal, UnknownSignal};
 
 use serde::{Deserialize, Serialize};
@@ -321,4 +323,7 @@ pub struct RunResult {
     /// How the call's `yield_ms` wait went, when it waited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait: Option<rpc::WaitReport>,
+    /// The sandbox the command ran under, in one line (absent: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<String>,
 }

@@ -26,6 +26,7 @@ mod cmd;
 mod examples;
 mod global;
 mod out;
+mod sandbox_args;
 mod usage;
 
 use std::process::ExitCode;

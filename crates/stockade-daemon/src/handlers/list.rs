@@ -79,6 +79,15 @@ pub(super) async fn handle(ctx: &Ctx, p: ListParams) -> Result<ListResult, RpcEr
                     stdin_open: s.stdin_open(),
                     source: record.source,
                     spool_path: record.spool_path,
+                    sandbox: s
+                        .spec()
+                        .and_then(|x| x.sandbox_in_force.as_ref())
+                        .map(ToString::to_string),
+                    pids_limit_hits: s
+                        .tree()
+                        .limits()
+                        .filter(|l| l.has_pids_limit())
+                        .map(stockade_proc::LimitGroup::pids_limit_hits),
                 }
             })
             .collect()

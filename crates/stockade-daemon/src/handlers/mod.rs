@@ -32,7 +32,7 @@ use stockade_proto::rpc::{RpcError, code};
 
 use crate::error::rpc_error;
 
-pub(crate) use ctx::Ctx;
+pub(crate) use ctx::{Caller, Ctx};
 
 /// The start of every success line; the server appends `,"id":…}` and the newline.
 pub(crate) const RESULT_PREFIX: &[u8] = br#"{"jsonrpc":"2.0","result":"#;
@@ -56,6 +56,7 @@ pub(crate) async fn dispatch(ctx: &Ctx, name: &str, params: Value) -> Result<Vec
             format!("no method {name:?}; the methods are {}", METHODS.join(", ")),
         ));
     };
+    ctx.caller.allows(ctx.engine(), called, &params)?;
     use method as m;
     match called {
         MethodName::Run => answer::<m::Run>(run::handle(ctx, parse::<m::Run>(params)?).await),

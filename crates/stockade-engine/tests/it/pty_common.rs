@@ -69,6 +69,7 @@ impl Run {
             stdout: StdioSpec::Null,
             stderr: StdioSpec::Null,
             marker,
+            sandbox: None,
         };
         let spawned = spawn_pty(spec, size, &mode.containment()).unwrap();
         let master = spawned.pty_master.unwrap();

@@ -69,6 +69,9 @@ pub struct ScheduleRunTemplate {
     /// Disk-cap policy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk_policy: Option<DiskPolicy>,
+    /// The sandbox of each run (absent: the daemon's default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<crate::Sandbox>,
 }
 
 /// `schedule.add` parameters. Exactly one of `every` and `cron`.

@@ -122,6 +122,9 @@ pub struct RunParams {
     /// [`WaitReport`]).
     #[serde(default)]
     pub until: Option<String>,
+    /// The sandbox to run under (absent: the daemon's default; never looser than its ceiling).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<crate::Sandbox>,
 }
 
 /// `read` parameters.
@@ -394,6 +397,12 @@ pub struct SessionInfo {
     pub source: Option<String>,
     /// The spool file.
     pub spool_path: PathBuf,
+    /// The sandbox it runs under, in one line (absent: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<String>,
+    /// Forks its `pids` limit refused (absent: no such limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pids_limit_hits: Option<u64>,
 }
 
 /// Which sessions `list` shows, by state.

@@ -20,6 +20,10 @@ pub struct DaemonRunArgs {
     /// Socket path (default: $STOCKADE_HOME/stockade.sock).
     #[arg(long, value_name = "PATH", value_parser = path_parser())]
     pub socket: Option<PathBuf>,
+    /// The sandbox of every run that names none, and the most any run may ask for (a request
+    /// for more — a looser mode, network under `none`, a higher limit — is refused).
+    #[command(flatten)]
+    pub sandbox: crate::sandbox_args::SandboxArgs,
     /// Do not use a cgroup even where one is available.
     #[arg(long)]
     pub no_cgroup: bool,
@@ -192,6 +196,10 @@ fn config(home: PathBuf, args: &DaemonRunArgs) -> DaemonConfig {
             .map(|(cert, key)| TlsFiles { cert, key }),
         insecure_plaintext: args.insecure_plaintext,
     });
+    if let Some(policy) = args.sandbox.policy() {
+        config.sandbox.default = policy.clone();
+        config.sandbox.ceiling = policy;
+    }
     if args.no_cgroup {
         config.containment =
             ContainmentConfig { cgroup: CgroupMode::Off, ..ContainmentConfig::default() };

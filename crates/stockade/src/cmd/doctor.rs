@@ -25,6 +25,7 @@ pub fn doctor(home: Option<PathBuf>, args: DoctorArgs) -> anyhow::Result<ExitCod
         let value = serde_json::json!({
             "containment": info,
             "spawn": stockade_proc::spawn_method(),
+            "sandbox": sandbox_lines(),
             "state_dir": state_dir.as_ref().map(|d| d.root().display().to_string()).ok(),
             "state_dir_error": state_dir.as_ref().err().map(out::error_text),
         });
@@ -51,6 +52,9 @@ pub fn doctor(home: Option<PathBuf>, args: DoctorArgs) -> anyhow::Result<ExitCod
             (false, None) => text.push_str("child subreaper: off\n"),
         }
         text.push_str(&format!("spawn: {}\n", stockade_proc::spawn_method()));
+        for line in sandbox_lines() {
+            text.push_str(&format!("sandbox: {line}\n"));
+        }
         match &state_dir {
             Ok(d) => text.push_str(&format!("state directory: {} (ok)\n", d.root().display())),
             Err(e) => {
@@ -60,4 +64,11 @@ pub fn doctor(home: Option<PathBuf>, args: DoctorArgs) -> anyhow::Result<ExitCod
         out::print(&text)?;
     }
     Ok(if state_dir.is_ok() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// What this host can enforce of a sandbox: Landlock, seccomp, the limits.
+fn sandbox_lines() -> Vec<String> {
+    let mut lines = stockade_proc::sandbox::capabilities();
+    lines.extend(stockade_proc::limit_capabilities());
+    lines
 }

@@ -57,6 +57,10 @@ pub struct McpArgs {
     /// is refused; put a TLS proxy in front of a loopback address instead.
     #[arg(long)]
     pub insecure_plaintext: bool,
+    /// The sandbox every command runs under and the most a tool call may ask for (a looser
+    /// `sandbox` argument is refused); stated in `exec_command`'s description.
+    #[command(flatten)]
+    pub sandbox: crate::sandbox_args::SandboxArgs,
 }
 
 pub fn mcp(global: &Global, mut args: McpArgs) -> anyhow::Result<ExitCode> {
@@ -132,7 +136,7 @@ pub fn mcp(global: &Global, mut args: McpArgs) -> anyhow::Result<ExitCode> {
             }
             on_signal.cancel();
         });
-        let answers = Answers { structured: args.structured };
+        let answers = Answers { structured: args.structured, sandbox: args.sandbox.policy() };
         stockade_mcp::serve(daemon, transport, answers, defaults, cancel, |addr| {
             if let Some(addr) = addr {
                 let _ = writeln!(

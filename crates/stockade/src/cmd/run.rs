@@ -65,6 +65,8 @@ pub struct RunArgs {
     pub direction: Direction,
     #[command(flatten)]
     pub limits: LimitArgs,
+    #[command(flatten)]
+    pub sandbox: crate::sandbox_args::SandboxArgs,
     /// `pipe`: Stockade reads the output; `file`: the command writes straight into the spool.
     #[arg(long, value_enum, default_value = "pipe")]
     pub capture: CaptureArg,
@@ -251,7 +253,7 @@ fn foreground(
 fn print_answer(result: Answer, json: bool) -> anyhow::Result<ExitCode> {
     match result {
         Answer::Bounded(result) => print_result(&result, json, false),
-        Answer::Streamed { id, state, wall_time, cleanup, spool, ended_with_newline } => {
+        Answer::Streamed { id, state, wall_time, cleanup, spool, ended_with_newline, sandbox } => {
             // The output is on the screen already: the summary and where all of it is kept.
             let mut text = String::new();
             if !ended_with_newline {
@@ -260,6 +262,9 @@ fn print_answer(result: Answer, json: bool) -> anyhow::Result<ExitCode> {
             text.push_str(&answer::status_line(&id, &state));
             text.push_str(&format!("\nWall time: {:.2} s\n", wall_time.as_secs_f64()));
             text.push_str(&session_line(&id, &state));
+            if let Some(policy) = &sandbox {
+                text.push_str(&format!("Ran under {policy}\n"));
+            }
             if let Some(report) = &cleanup {
                 text.push_str(&answer::cleanup_line(report));
                 text.push('\n');
@@ -286,6 +291,7 @@ enum Answer {
         cleanup: Option<stockade_proto::TerminateReport>,
         spool: PathBuf,
         ended_with_newline: bool,
+        sandbox: Option<String>,
     },
 }
 
@@ -299,6 +305,10 @@ impl Answer {
             cleanup: session.end().and_then(|e| e.cleanup),
             spool: session.log().spool_path().to_owned(),
             ended_with_newline,
+            sandbox: session
+                .spec()
+                .and_then(|s| s.sandbox_in_force.as_ref())
+                .map(ToString::to_string),
         }
     }
 }
@@ -430,6 +440,7 @@ fn params(args: &RunArgs, cwd: Option<PathBuf>) -> RunParams {
             _ => StdinMode::Null,
         },
         until: None,
+        sandbox: args.sandbox.policy(),
     }
 }
 
@@ -452,6 +463,11 @@ pub(crate) fn print_result(
         // After the wall time, so the first lines read as they always did.
         let at = text.match_indices('\n').nth(1).map_or(text.len(), |(i, _)| i + 1);
         text.insert_str(at, &session_line(&result.id, &result.state));
+        if let Some(policy) = &result.sandbox {
+            // After the status line: what the command could and could not touch.
+            let at = text.find('\n').map_or(text.len(), |i| i + 1);
+            text.insert_str(at, &format!("Ran under {policy}\n"));
+        }
         if result.deduplicated {
             // After the status line: no second copy was started.
             let at = text.find('\n').map_or(text.len(), |i| i + 1);

@@ -64,6 +64,8 @@ pub enum ScheduleAction {
 pub struct AddArgs {
     /// The schedule's name (letters, digits, `.`, `_`, `-`).
     pub name: String,
+    #[command(flatten)]
+    pub sandbox: crate::sandbox_args::SandboxArgs,
     /// The command: one shell string, or words after `--` (quoted for the shell).
     #[arg(required = true, num_args = 1.., value_name = "COMMAND", trailing_var_arg = true)]
     pub command: Vec<String>,
@@ -305,6 +307,7 @@ fn add_params(a: AddArgs, remote: bool) -> anyhow::Result<ScheduleAddParams> {
             retained_cap,
             disk_cap: a.disk_cap,
             disk_policy: a.disk_policy.map(Into::into),
+            sandbox: a.sandbox.policy(),
         },
     })
 }

@@ -1,0 +1,169 @@
+//! A run's sandbox: the request's policy (or the default), checked against the ceilings (the
+//! operator's, and the session a request comes from), with its writable roots resolved — the
+//! working directory and a private temporary directory by default — and Stockade's home kept
+//! out of reach.
+
+use std::path::{Path, PathBuf};
+
+use stockade_proc::SandboxSpec;
+use stockade_proto::sandbox::root_covers;
+use stockade_proto::{Sandbox, SandboxMode};
+
+use crate::RunSpec;
+use crate::error::EngineError;
+
+/// The sandbox settings of an engine.
+#[derive(Debug, Clone, Default)]
+pub struct SandboxConfig {
+    /// The policy of a run that names none.
+    pub default: Sandbox,
+    /// The most any run may ask for (the default, [`Sandbox::default`], allows everything).
+    pub ceiling: Sandbox,
+    /// Paths besides the state directory no sandboxed command may read (the door's token).
+    pub hidden: Vec<PathBuf>,
+}
+
+/// A run's resolved sandbox: the effective policy (its roots all listed), what the process
+/// layer enforces, and the private temporary directory (`TMPDIR`).
+pub(crate) struct Resolved {
+    /// The request as resolved: its own roots (canonical), limits filled in from the default.
+    pub request: Sandbox,
+    pub policy: Sandbox,
+    pub spec: SandboxSpec,
+    pub tmpdir: Option<PathBuf>,
+}
+
+/// The policy of `spec` under `config`; `None` when it asks for nothing. Refuses in one sentence
+/// a policy beyond a ceiling or a writable root that would expose `home`.
+pub(crate) fn resolve(
+    config: &SandboxConfig,
+    home: &Path,
+    spec: &RunSpec,
+    session_dir: &Path,
+) -> Result<Option<Resolved>, EngineError> {
+    let mut policy = match &spec.sandbox {
+        None => config.default.clone(),
+        Some(asked) => asked.clone().with_limits_from(&config.default),
+    };
+    let invalid = |s: String| Err(EngineError::Invalid(s));
+    let home = std::fs::canonicalize(home).unwrap_or_else(|_| home.to_owned());
+    let mut explicit = Vec::new();
+    for root in &policy.writable_roots {
+        if !root.is_absolute() {
+            return invalid(format!(
+                "the writable root {} is not absolute; give a full path",
+                root.display()
+            ));
+        }
+        let real = match std::fs::canonicalize(root) {
+            Ok(p) if p.is_dir() => p,
+            _ => {
+                return invalid(format!(
+                    "the writable root {} is not an existing directory; create it or leave it out",
+                    root.display()
+                ));
+            }
+        };
+        explicit.push(real);
+    }
+    policy.writable_roots = explicit.clone();
+    let cwd = match &spec.cwd {
+        Some(c) => std::fs::canonicalize(c).unwrap_or_else(|_| c.clone()),
+        None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+    };
+    for ceiling in [Some(&config.ceiling), spec.sandbox_ceiling.as_ref()].into_iter().flatten() {
+        // A ceiling that lists roots bounds the working directory too; one that lists none
+        // allows only the defaults (working directory, private temporary directory).
+        let mut asked = policy.clone();
+        if !ceiling.writable_roots.is_empty() {
+            asked.writable_roots.push(cwd.clone());
+        }
+        if let Some(why) = asked.exceeds(ceiling) {
+            return invalid(format!("{why}, so the run is refused (allowed here: {ceiling})"));
+        }
+    }
+    if !policy.is_active() {
+        return Ok(None);
+    }
+    let mut roots = Vec::new();
+    let mut tmpdir = None;
+    if policy.mode == SandboxMode::WorkspaceWrite {
+        let tmp = session_dir.join("tmp");
+        if let Err(e) = std::fs::create_dir(&tmp) {
+            return Err(EngineError::Resource(format!(
+                "cannot make the session's private temporary directory {}: {e}",
+                tmp.display()
+            )));
+        }
+        roots.push(cwd);
+        roots.extend(explicit);
+        for root in &roots {
+            if root_covers(root, &home) {
+                return invalid(format!(
+                    "the writable root {} contains Stockade's home {}, where a command could rewrite its own records; choose a directory that does not contain it",
+                    root.display(),
+                    home.display()
+                ));
+            }
+        }
+        roots.push(tmp.clone());
+        tmpdir = Some(tmp);
+    }
+    let mut hidden = vec![home];
+    hidden.extend(config.hidden.iter().cloned());
+    let effective = Sandbox { writable_roots: roots.clone(), ..policy.clone() };
+    let spec = SandboxSpec { policy: effective.clone(), writable_roots: roots, hidden };
+    Ok(Some(Resolved { request: policy, policy: effective, spec, tmpdir }))
+}
+
+impl crate::Engine {
+    /// The sandbox of the running, sandboxed session process `pid` belongs to: found through
+    /// the session's cgroup (which a sandboxed command cannot leave) where there is one, else
+    /// through the session marker in its environment.
+    pub fn sandbox_of_process(&self, pid: u32) -> Option<(String, Sandbox)> {
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        for session in self.sessions() {
+            if session.state().is_terminal() {
+                continue;
+            }
+            let Some(policy) = session.spec().and_then(|s| s.sandbox_in_force.clone()) else {
+                continue;
+            };
+            if !policy.confines() {
+                continue;
+            }
+            let tree = session.tree();
+            let member = match tree.cgroup() {
+                Some(dir) => std::fs::read_to_string(dir.join("cgroup.procs"))
+                    .map(|procs| procs.lines().any(|l| l.trim() == pid.to_string()))
+                    .unwrap_or(false),
+                None => {
+                    let marker = format!("STOCKADE_SESSION={}", tree.marker().value());
+                    environ.split(|&b| b == 0).any(|kv| kv == marker.as_bytes())
+                }
+            };
+            if member {
+                return Some((session.id().to_owned(), policy));
+            }
+        }
+        None
+    }
+
+    /// Whether session `id` is `ancestor` or was started, directly or through others, by a
+    /// command of `ancestor` (see [`RunSpec::parent`]).
+    pub fn descends_from(&self, id: &str, ancestor: &str) -> bool {
+        let mut id = id.to_owned();
+        // Bounded: a chain cannot be longer than the sessions there are, nor loop.
+        for _ in 0..=self.sessions().len() {
+            if id == ancestor {
+                return true;
+            }
+            let Ok(session) = self.session(&id) else { return false };
+            match session.spec().and_then(|s| s.parent.clone()) {
+                Some(parent) => id = parent,
+                None => return false,
+            }
+        }
+        false
+    }
+}

@@ -1,0 +1,516 @@
+//! The sandbox of a session: Landlock for the filesystem, TCP and scoping, seccomp for what
+//! Landlock does not cover, `no_new_privs`, and `RLIMIT_NOFILE`.
+//!
+//! Everything is built here, in the parent (the daemon is multi-threaded: its child may neither
+//! allocate nor lock before `exec`): the Landlock ruleset as a descriptor, the seccomp programs
+//! as instruction arrays. The child then makes only raw system calls ([`apply_in_child`]):
+//! `setrlimit`, `prctl(PR_SET_NO_NEW_PRIVS)`, `landlock_restrict_self`, `seccomp`.
+//!
+//! Fail closed: a policy the kernel cannot enforce is refused ([`SandboxError::Unsupported`]),
+//! naming what is missing; it never runs unconfined.
+//!
+//! Stockade's home (spools, records, the door's token) is kept from the command: Landlock only
+//! grants, so read access is granted on every entry of `/` except the one leading to the home,
+//! then on every entry of that directory except the next one, and so on down to the home (which
+//! gets nothing). A directory on that path can be walked through but not listed, and an entry
+//! created in one of them after the spawn is not readable by the command.
+
+use std::collections::BTreeMap;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
+
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, Ruleset,
+    RulesetAttr, RulesetCreated, RulesetCreatedAttr, Scope,
+};
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule, TargetArch,
+};
+use stockade_proto::{NetworkMode, Sandbox, SandboxMode};
+
+/// The oldest Landlock ABI a sandbox runs on: 6 scopes signals and abstract Unix sockets (so a
+/// sandboxed command cannot signal the daemon or other sessions), and brings with it everything
+/// before (refer 2, truncate 3, TCP 4, device ioctl 5).
+pub const MIN_LANDLOCK_ABI: i32 = 6;
+
+/// The newest Landlock ABI whose rights this build knows how to grant (newer kernels are used at
+/// this level: rights added later are neither handled nor needed).
+const MAX_LANDLOCK_ABI: i32 = 7;
+
+/// Devices every sandboxed command may read and write (the terminal, the bit buckets).
+const DEVICES: &[&str] =
+    &["/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/pts", "/dev/ptmx"];
+
+/// Namespace flags of `clone`/`unshare`: a new user namespace gives back every capability inside
+/// it, the others need privileges a sandboxed root still has.
+const CLONE_NEW_FLAGS: [u64; 8] = [
+    libc::CLONE_NEWUSER as u64,
+    libc::CLONE_NEWNS as u64,
+    libc::CLONE_NEWNET as u64,
+    libc::CLONE_NEWPID as u64,
+    libc::CLONE_NEWIPC as u64,
+    libc::CLONE_NEWUTS as u64,
+    libc::CLONE_NEWCGROUP as u64,
+    0x80, // CLONE_NEWTIME
+];
+
+/// Why a sandbox could not be set up. Each message is one sentence saying what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// The kernel lacks what the policy needs.
+    #[error(
+        "the sandbox cannot be enforced on this host: {0}; run with `--sandbox off` or on a kernel that has it"
+    )]
+    Unsupported(String),
+    /// The policy is not usable as given (a writable root that does not exist, …).
+    #[error("{0}")]
+    Invalid(String),
+    /// Building the ruleset or the filter failed.
+    #[error("cannot set up the sandbox: {0}")]
+    Setup(String),
+}
+
+/// What to confine a command to: the policy, its writable roots resolved (absolute, existing),
+/// and the directory no sandboxed command may read or write (Stockade's home).
+#[derive(Debug, Clone)]
+pub struct SandboxSpec {
+    /// The policy.
+    pub policy: Sandbox,
+    /// Where a `workspace-write` command may write (already including the defaults).
+    pub writable_roots: Vec<PathBuf>,
+    /// Kept unreadable and unwritable (Stockade's home, the door's token file).
+    pub hidden: Vec<PathBuf>,
+}
+
+/// A sandbox prepared in the parent, applied by the child with raw system calls only.
+#[derive(Debug)]
+pub(crate) struct Prepared {
+    /// The Landlock ruleset (close-on-exec), when the policy confines.
+    ruleset: Option<OwnedFd>,
+    /// seccomp programs, installed in order.
+    filters: Vec<Vec<seccompiler::sock_filter>>,
+    /// `RLIMIT_NOFILE` (soft = hard), when limited.
+    pub(crate) nofile: Option<u64>,
+    /// `cgroup.procs` of the v1 cgroups the child joins (memory, pids limits).
+    pub(crate) procs: Vec<OwnedFd>,
+}
+
+/// `struct sock_fprog` (`linux/filter.h`).
+#[repr(C)]
+struct SockFprog {
+    len: libc::c_ushort,
+    filter: *const seccompiler::sock_filter,
+}
+
+/// The Landlock ABI of this kernel (0: none, or disabled at boot).
+pub fn landlock_abi() -> i32 {
+    #[cfg(feature = "test-hooks")]
+    if std::env::var_os(NO_LANDLOCK_ENV).is_some() {
+        return 0;
+    }
+    // LANDLOCK_CREATE_RULESET_VERSION: no ruleset, the ABI version as the answer.
+    // SAFETY: with this flag the kernel reads no argument.
+    let r = unsafe {
+        libc::syscall(libc::SYS_landlock_create_ruleset, std::ptr::null::<u8>(), 0usize, 1u32)
+    };
+    if r < 0 { 0 } else { r as i32 }
+}
+
+/// Test hook (feature `test-hooks` only): set, the kernel is taken to have no Landlock, as on
+/// a kernel built without it.
+#[cfg(feature = "test-hooks")]
+pub const NO_LANDLOCK_ENV: &str = "STOCKADE_TEST_NO_LANDLOCK";
+
+/// Whether seccomp filters can be installed here (`PR_GET_SECCOMP` answers).
+fn seccomp_available() -> bool {
+    // SAFETY: reads this thread's seccomp mode, no pointer.
+    unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) >= 0 }
+}
+
+/// What this host can enforce, one line per mechanism, for `stockade doctor`.
+pub fn capabilities() -> Vec<String> {
+    let abi = landlock_abi();
+    let landlock = match abi {
+        0 => "Landlock: unavailable (sandboxed runs are refused)".to_owned(),
+        a if a < MIN_LANDLOCK_ABI => format!(
+            "Landlock: ABI {a}, the sandbox needs {MIN_LANDLOCK_ABI} (signal and abstract-socket scoping): sandboxed runs are refused"
+        ),
+        a => format!(
+            "Landlock: ABI {a} (filesystem with refer, truncate and device ioctl; TCP bind/connect; signal and abstract-socket scoping)"
+        ),
+    };
+    let seccomp = if seccomp_available() && cfg!(target_arch = "x86_64") {
+        "seccomp: filters available (socket families, ptrace, io_uring, namespaces, mount, bpf, …)"
+    } else {
+        "seccomp: unavailable (sandboxed runs are refused)"
+    };
+    vec![landlock, seccomp.to_owned(), "nofile limit: setrlimit in the child".to_owned()]
+}
+
+/// Checks `spec` against the kernel and builds what the child applies.
+pub(crate) fn prepare(spec: &SandboxSpec) -> Result<Prepared, SandboxError> {
+    let policy = &spec.policy;
+    let nofile = policy.nofile;
+    if !policy.confines() {
+        return Ok(Prepared { ruleset: None, filters: Vec::new(), nofile, procs: Vec::new() });
+    }
+    let abi = landlock_abi();
+    if abi == 0 {
+        return Err(SandboxError::Unsupported("the kernel has no Landlock".into()));
+    }
+    if abi < MIN_LANDLOCK_ABI {
+        return Err(SandboxError::Unsupported(format!(
+            "the kernel's Landlock ABI is {abi}, signal and abstract-socket scoping need {MIN_LANDLOCK_ABI}"
+        )));
+    }
+    if !cfg!(target_arch = "x86_64") || !seccomp_available() {
+        return Err(SandboxError::Unsupported("seccomp filters are not available".into()));
+    }
+    let ruleset = ruleset(spec, abi_of(abi.min(MAX_LANDLOCK_ABI)))?;
+    let filters = vec![cached_program(policy.network)?, enosys_program()];
+    Ok(Prepared { ruleset: Some(ruleset), filters, nofile, procs: Vec::new() })
+}
+
+fn abi_of(n: i32) -> ABI {
+    match n {
+        ..=0 => ABI::Unsupported,
+        1 => ABI::V1,
+        2 => ABI::V2,
+        3 => ABI::V3,
+        4 => ABI::V4,
+        5 => ABI::V5,
+        6 => ABI::V6,
+        _ => ABI::V7,
+    }
+}
+
+fn setup<E: std::fmt::Display>(e: E) -> SandboxError {
+    SandboxError::Setup(e.to_string())
+}
+
+/// The Landlock ruleset of `spec`, as a descriptor.
+fn ruleset(spec: &SandboxSpec, abi: ABI) -> Result<OwnedFd, SandboxError> {
+    let mut attr = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(AccessFs::from_all(abi))
+        .map_err(setup)?
+        .scope(Scope::Signal)
+        .map_err(setup)?;
+    if spec.policy.network == NetworkMode::None {
+        attr = attr
+            .handle_access(AccessNet::from_all(abi))
+            .map_err(setup)?
+            .scope(Scope::AbstractUnixSocket)
+            .map_err(setup)?;
+    }
+    let mut created = attr.create().map_err(setup)?;
+    let read = AccessFs::from_read(abi);
+    for path in readable(&spec.hidden)? {
+        created = grant(created, &path, read)?;
+    }
+    let device = read | AccessFs::WriteFile | AccessFs::IoctlDev;
+    for dev in DEVICES {
+        if Path::new(dev).exists() {
+            created = grant(created, Path::new(dev), device)?;
+        }
+    }
+    if spec.policy.mode == SandboxMode::WorkspaceWrite {
+        for root in &spec.writable_roots {
+            created = grant(created, root, AccessFs::from_all(abi))?;
+        }
+    }
+    Option::<OwnedFd>::from(created)
+        .ok_or_else(|| SandboxError::Unsupported("the kernel refused a Landlock ruleset".into()))
+}
+
+/// Adds a rule granting `access` beneath `path` (only the file rights when it is not a
+/// directory). The path is opened without following a last symlink: a rule on a link's target
+/// would grant whatever it points to.
+fn grant(
+    created: RulesetCreated,
+    path: &Path,
+    access: BitFlags<AccessFs>,
+) -> Result<RulesetCreated, SandboxError> {
+    let fd = match open_path(path) {
+        Ok(Some(fd)) => fd,
+        Ok(None) => return Ok(created),
+        Err(e) => {
+            return Err(SandboxError::Invalid(format!(
+                "cannot open {} for the sandbox: {e}",
+                path.display()
+            )));
+        }
+    };
+    let is_dir = rustix::fs::fstat(&fd).map(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR);
+    let access = if is_dir.unwrap_or(false) { access } else { access & file_rights() };
+    created.add_rule(PathBeneath::new(fd, access)).map_err(setup)
+}
+
+fn file_rights() -> BitFlags<AccessFs> {
+    AccessFs::from_file(ABI::V7)
+}
+
+/// `O_PATH` descriptor of `path`, `None` for a symlink (its target, when readable, is covered
+/// by the rules on where it lives).
+fn open_path(path: &Path) -> std::io::Result<Option<OwnedFd>> {
+    use rustix::fs::{Mode, OFlags};
+    let fd =
+        rustix::fs::open(path, OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())?;
+    let st = rustix::fs::fstat(&fd)?;
+    if st.st_mode & libc::S_IFMT == libc::S_IFLNK {
+        return Ok(None);
+    }
+    Ok(Some(fd))
+}
+
+/// Where read access is granted: `/` whole, or — with paths to hide — every entry along the
+/// way from `/` down to each of them except the one leading on (the hidden paths get nothing).
+fn readable(hidden: &[PathBuf]) -> Result<Vec<PathBuf>, SandboxError> {
+    let hidden: Vec<PathBuf> = hidden
+        .iter()
+        .map(|h| std::fs::canonicalize(h).unwrap_or_else(|_| h.clone()))
+        .filter(|h| h.is_absolute() && h.parent().is_some())
+        .collect();
+    if hidden.is_empty() {
+        return Ok(vec![PathBuf::from("/")]);
+    }
+    let mut out = Vec::new();
+    let mut dirs = vec![PathBuf::from("/")];
+    while let Some(dir) = dirs.pop() {
+        let entries = std::fs::read_dir(&dir).map_err(|e| {
+            SandboxError::Setup(format!(
+                "cannot list {} to hide what is beneath: {e}",
+                dir.display()
+            ))
+        })?;
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if hidden.contains(&path) {
+                continue;
+            }
+            if hidden.iter().any(|h| h.starts_with(&path)) {
+                dirs.push(path);
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// [`seccomp_program`], compiled once per network mode (it depends on nothing else).
+fn cached_program(network: NetworkMode) -> Result<Vec<seccompiler::sock_filter>, SandboxError> {
+    static NONE: std::sync::OnceLock<Vec<seccompiler::sock_filter>> = std::sync::OnceLock::new();
+    static ALLOW: std::sync::OnceLock<Vec<seccompiler::sock_filter>> = std::sync::OnceLock::new();
+    let cell = if network == NetworkMode::None { &NONE } else { &ALLOW };
+    if let Some(p) = cell.get() {
+        return Ok(p.clone());
+    }
+    let program = seccomp_program(network)?;
+    Ok(cell.get_or_init(|| program).clone())
+}
+
+/// The seccomp program: what Landlock does not cover, refused with `EPERM`.
+fn seccomp_program(network: NetworkMode) -> Result<Vec<seccompiler::sock_filter>, SandboxError> {
+    let always = [
+        libc::SYS_ptrace,
+        libc::SYS_process_vm_readv,
+        libc::SYS_process_vm_writev,
+        libc::SYS_io_uring_setup,
+        libc::SYS_io_uring_enter,
+        libc::SYS_io_uring_register,
+        libc::SYS_kexec_load,
+        libc::SYS_kexec_file_load,
+        libc::SYS_bpf,
+        libc::SYS_perf_event_open,
+        libc::SYS_mount,
+        libc::SYS_umount2,
+        libc::SYS_pivot_root,
+        libc::SYS_move_mount,
+        libc::SYS_open_tree,
+        libc::SYS_fsopen,
+        libc::SYS_fsconfig,
+        libc::SYS_fsmount,
+        libc::SYS_fspick,
+        libc::SYS_mount_setattr,
+        libc::SYS_keyctl,
+        libc::SYS_add_key,
+        libc::SYS_request_key,
+        libc::SYS_unshare,
+        libc::SYS_setns,
+        libc::SYS_userfaultfd,
+        libc::SYS_init_module,
+        libc::SYS_finit_module,
+        libc::SYS_delete_module,
+        libc::SYS_swapon,
+        libc::SYS_swapoff,
+        libc::SYS_reboot,
+        libc::SYS_chroot,
+        libc::SYS_acct,
+    ];
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
+        always.iter().map(|&nr| (nr, Vec::new())).collect();
+    let cond = |arg: u8, len: SeccompCmpArgLen, op: SeccompCmpOp, v: u64| {
+        SeccompCondition::new(arg, len, op, v).map_err(setup)
+    };
+    let rule = |c: Vec<SeccompCondition>| SeccompRule::new(c).map_err(setup);
+    // A clone that makes a namespace (the flags are its first argument).
+    let clone_rules = CLONE_NEW_FLAGS
+        .iter()
+        .map(|&f| rule(vec![cond(0, SeccompCmpArgLen::Qword, SeccompCmpOp::MaskedEq(f), f)?]))
+        .collect::<Result<Vec<_>, _>>()?;
+    rules.insert(libc::SYS_clone, clone_rules);
+    // Typing into the terminal's input queue would run commands outside the sandbox.
+    let tiocsti = libc::TIOCSTI;
+    let tioclinux = 0x541C;
+    rules.insert(
+        libc::SYS_ioctl,
+        vec![
+            rule(vec![cond(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, tiocsti)?])?,
+            rule(vec![cond(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, tioclinux)?])?,
+        ],
+    );
+    if network == NetworkMode::None {
+        // Landlock covers TCP only: UDP, raw and every other family but AF_UNIX are refused here.
+        let unix = libc::AF_UNIX as u64;
+        rules.insert(
+            libc::SYS_socket,
+            vec![rule(vec![cond(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, unix)?])?],
+        );
+        rules.insert(
+            libc::SYS_socketpair,
+            vec![rule(vec![cond(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, unix)?])?],
+        );
+    }
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        TargetArch::x86_64,
+    )
+    .map_err(setup)?;
+    let program: BpfProgram = filter.try_into().map_err(setup)?;
+    Ok(program)
+}
+
+/// The second program: `clone3` answers `ENOSYS` (its flags are behind a pointer seccomp cannot
+/// read, and the C library falls back to `clone`, whose flags the first program checks), and
+/// so does every x32 system call (another numbering the first program would not match).
+fn enosys_program() -> Vec<seccompiler::sock_filter> {
+    const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
+    const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
+    const JGE_K: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
+    const RET_K: u16 = 0x06; // BPF_RET | BPF_K
+    const AUDIT_ARCH_X86_64: u32 = 0xC000_003E;
+    const RET_ALLOW: u32 = 0x7fff_0000;
+    const RET_KILL_PROCESS: u32 = 0x8000_0000;
+    const RET_ERRNO: u32 = 0x0005_0000;
+    const X32_BIT: u32 = 0x4000_0000;
+    let ins = |code, jt, jf, k| seccompiler::sock_filter { code, jt, jf, k };
+    vec![
+        ins(LD_W_ABS, 0, 0, 4), // seccomp_data.arch
+        ins(JEQ_K, 1, 0, AUDIT_ARCH_X86_64),
+        ins(RET_K, 0, 0, RET_KILL_PROCESS),
+        ins(LD_W_ABS, 0, 0, 0), // seccomp_data.nr
+        ins(JGE_K, 2, 0, X32_BIT),
+        ins(JEQ_K, 1, 0, libc::SYS_clone3 as u32),
+        ins(RET_K, 0, 0, RET_ALLOW),
+        ins(RET_K, 0, 0, RET_ERRNO | libc::ENOSYS as u32),
+    ]
+}
+
+/// What the child needs of a [`Prepared`], as plain values: read in the child without any
+/// allocation or lock.
+pub(crate) struct ChildSandbox {
+    procs: [RawFd; 3],
+    ruleset: RawFd,
+    programs: [(usize, *const seccompiler::sock_filter); 2],
+    nofile: Option<u64>,
+}
+
+// SAFETY: the pointers are into a `Prepared` the spawning frame keeps alive until the child has
+// exec'd; they are only read.
+unsafe impl Send for ChildSandbox {}
+// SAFETY: as above: read-only.
+unsafe impl Sync for ChildSandbox {}
+
+impl Prepared {
+    /// The plain values the child reads; `self` must outlive the child's use of them.
+    pub(crate) fn for_child(&self) -> ChildSandbox {
+        let mut programs = [(0, std::ptr::null()); 2];
+        for (slot, f) in programs.iter_mut().zip(&self.filters) {
+            *slot = (f.len(), f.as_ptr());
+        }
+        let mut procs = [-1; 3];
+        for (slot, fd) in procs.iter_mut().zip(&self.procs) {
+            *slot = fd.as_raw_fd();
+        }
+        ChildSandbox {
+            procs,
+            ruleset: self.ruleset.as_ref().map_or(-1, AsRawFd::as_raw_fd),
+            programs,
+            nofile: self.nofile,
+        }
+    }
+}
+
+/// Applies the sandbox to the calling process. Between fork/clone and exec only: raw system
+/// calls, no allocation, no lock. The error is the failing call's errno.
+///
+/// # Safety
+/// The pointers in `sb` must be valid (their [`Prepared`] alive).
+pub(crate) unsafe fn apply_in_child(sb: &ChildSandbox) -> Result<(), i32> {
+    let errno = || std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EPERM);
+    // SAFETY: plain system calls on values prepared by the parent.
+    unsafe {
+        // Into the limits' cgroups first ("0": the writing process), before anything can fork.
+        for &fd in &sb.procs {
+            if fd >= 0 && libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                return Err(errno());
+            }
+        }
+        if let Some(n) = sb.nofile {
+            let lim = libc::rlimit { rlim_cur: n, rlim_max: n };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                return Err(errno());
+            }
+        }
+        if sb.ruleset < 0 && sb.programs[0].0 == 0 {
+            return Ok(());
+        }
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+            return Err(errno());
+        }
+        if sb.ruleset >= 0 && libc::syscall(libc::SYS_landlock_restrict_self, sb.ruleset, 0u32) != 0
+        {
+            return Err(errno());
+        }
+        for &(len, ptr) in &sb.programs {
+            if len == 0 {
+                continue;
+            }
+            let prog = SockFprog { len: len as libc::c_ushort, filter: ptr };
+            if libc::syscall(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, 0u32, &prog) != 0 {
+                return Err(errno());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether process `pid` runs under seccomp filters this process does not have: a command of a
+/// sandboxed session (or something it started) talking to the daemon. Filters are inherited and
+/// can never be removed, so no process below a sandbox can pass for free. `None` when `pid` is
+/// gone or unreadable.
+pub fn confined_below_us(pid: u32) -> Option<bool> {
+    let filters = |status: &str| -> Option<u64> {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("Seccomp_filters:"))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    let theirs = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let ours = std::fs::read_to_string("/proc/self/status").ok()?;
+    Some(filters(&theirs)? > filters(&ours).unwrap_or(0))
+}
