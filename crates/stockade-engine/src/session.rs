@@ -64,7 +64,7 @@ pub struct Session {
     command: String,
     cwd: Option<PathBuf>,
     source: Option<String>,
-    capture: Capture,
+    pub(crate) capture: Capture,
     started_at: SystemTime,
     started: Instant,
     log: Arc<OutputLog>,

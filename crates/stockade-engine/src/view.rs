@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use stockade_proto::rpc::{ReadParams, Render, WaitReport};
-use stockade_proto::{Omission, OutputView, ReadMode, RunResult, SessionState};
+use stockade_proto::{Capture, Omission, OutputView, ReadMode, RunResult, SessionState, Stream};
 
 use crate::EngineError;
 use crate::session::Session;
@@ -71,18 +71,28 @@ impl Session {
         if render == Render::Screen && self.pty_size().is_none() {
             return Err(self.no_terminal());
         }
+        // One pipe carried both streams: they are one stream in write order, so a read of
+        // either shows that stream (both). Only `split` capture keeps them apart.
+        let stream = match p.stream {
+            Some(Stream::Stdout | Stream::Stderr)
+                if self.capture != Capture::Split && self.pty_size().is_none() =>
+            {
+                Some(Stream::Combined)
+            }
+            s => s,
+        };
         let request = ReadRequest {
             mode,
             after,
             limits: limits::view_limits(p.max_bytes, p.max_lines),
-            stream: p.stream,
+            stream,
         };
         Ok(ReadPlan::View { request, render })
     }
 
     /// The view of `request` as `render` shapes it: for a PTY session, escape codes stripped
     /// (`text`, the default), left in (`raw`), or the current screen (`screen`); other sessions'
-    /// text as it is. A `tail` with a cursor (`after` > 0) is the tail of what follows the
+    /// text as it is (the MCP door renders it for the model with the same [`strip_ansi`]). A `tail` with a cursor (`after` > 0) is the tail of what follows the
     /// cursor ([`Session::tail_since`]). Reads the spool: call it where blocking is fine.
     pub fn view(&self, request: &ReadRequest, render: Render) -> Result<OutputView, EngineError> {
         if request.mode == ReadMode::Tail
