@@ -64,7 +64,7 @@ pub struct Session {
     command: String,
     cwd: Option<PathBuf>,
     source: Option<String>,
-    pub(crate) capture: Capture,
+    capture: Capture,
     started_at: SystemTime,
     started: Instant,
     log: Arc<OutputLog>,

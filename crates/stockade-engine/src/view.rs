@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use stockade_proto::rpc::{ReadParams, Render, WaitReport};
-use stockade_proto::{Capture, Omission, OutputView, ReadMode, RunResult, SessionState, Stream};
+use stockade_proto::{Omission, OutputView, ReadMode, RunResult, SessionState};
 
 use crate::EngineError;
 use crate::session::Session;
@@ -71,21 +71,11 @@ impl Session {
         if render == Render::Screen && self.pty_size().is_none() {
             return Err(self.no_terminal());
         }
-        // One pipe carried both streams: they are one stream in write order, so a read of
-        // either shows that stream (both). Only `split` capture keeps them apart.
-        let stream = match p.stream {
-            Some(Stream::Stdout | Stream::Stderr)
-                if self.capture != Capture::Split && self.pty_size().is_none() =>
-            {
-                Some(Stream::Combined)
-            }
-            s => s,
-        };
         let request = ReadRequest {
             mode,
             after,
             limits: limits::view_limits(p.max_bytes, p.max_lines),
-            stream,
+            stream: p.stream,
         };
         Ok(ReadPlan::View { request, render })
     }

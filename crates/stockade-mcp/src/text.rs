@@ -23,7 +23,7 @@ use rmcp::model::{CallToolResult, ContentBlock};
 use stockade_log::answer::{cleanup_line, notice, status_line, view_text};
 use stockade_log::strip_ansi;
 use stockade_proto::rpc::{GrepResultMsg, KillResult, ListResult, ReadResult, WaitEnd, WaitReport};
-use stockade_proto::{OutputView, RunResult, SessionState};
+use stockade_proto::{OutputView, RunResult, SessionState, Stream};
 
 /// What each answer carries besides its text.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -177,8 +177,16 @@ fn cursor_line(id: &str, state: &SessionState, view: &OutputView) -> Option<Stri
     let mut line =
         format!("Cursor: next_cursor={} of total_bytes={}", view.next_cursor, view.total_bytes);
     if more || matches!(state, SessionState::Running) {
-        let _ =
-            write!(line, " (read on with read_output session_id={id} after={})", view.next_cursor);
+        // A stream's cursor is its own: reading on names the stream again.
+        let stream = match view.stream {
+            Some(s @ (Stream::Stdout | Stream::Stderr)) => format!(" stream={}", s.as_str()),
+            _ => String::new(),
+        };
+        let _ = write!(
+            line,
+            " (read on with read_output session_id={id} after={}{stream})",
+            view.next_cursor
+        );
     }
     if view.dropped_bytes > 0 {
         let _ = write!(line, "; {} bytes were not kept (disk cap)", view.dropped_bytes);

@@ -243,3 +243,23 @@ fn a_repl_step_ends_when_the_prompt_is_back() {
     mcp.call("kill_session", json!({"session_id": id}));
     let _ = PATIENCE;
 }
+
+#[test]
+fn a_stream_read_right_after_exec_has_its_own_cursor() {
+    let home = Home::new();
+    let mut mcp = Mcp::start(&home);
+    let answer = mcp.call(
+        "exec_command",
+        json!({"cmd": "echo out1; echo ERR-LINE >&2; echo out2; sleep 30", "yield_time_ms": 1000, "until": "out2"}),
+    );
+    assert!(answer.contains("out1\nERR-LINE\nout2\n"), "in write order: {answer}");
+    let id = session_id(&answer);
+    // The merged answer's cursor is not stderr's: the first stderr read shows it so far.
+    let stderr = mcp.call("read_output", json!({"session_id": id, "stream": "stderr"}));
+    // One pipe: the stream read shows both streams, in write order.
+    assert!(stderr.contains("out1\nERR-LINE\nout2\n"), "{stderr}");
+    // Read again without a cursor: it continues after what it showed, so nothing repeats.
+    let again = mcp.call("read_output", json!({"session_id": id, "stream": "stderr"}));
+    assert!(!again.contains("ERR-LINE"), "{again}");
+    mcp.call("kill_session", json!({"session_id": id}));
+}
