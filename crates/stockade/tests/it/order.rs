@@ -16,7 +16,7 @@ fn alternating(n: u32) -> (String, String) {
         "i=0; while [ $i -lt {n} ]; do echo \"out $i\"; i=$((i+1)); echo \"err $i\" >&2; i=$((i+1)); done"
     );
     let want = (0..n)
-        .map(|i| if i % 2 == 0 { format!("out {i}\n") } else { format!("err {i}\n") })
+        .map(|i| if i.is_multiple_of(2) { format!("out {i}\n") } else { format!("err {i}\n") })
         .collect();
     (cmd, want)
 }
