@@ -235,7 +235,9 @@ pub fn grep(r: &GrepResultMsg) -> String {
     }
     for line in &r.lines {
         let sep = if line.is_match { ':' } else { '-' };
-        let _ = writeln!(text, "{}{sep}{}{sep}{}", line.line_number, line.offset, line.text);
+        // A matched line is rendered as the output is (no escape sequence or control byte).
+        let shown = strip_ansi(line.text.as_bytes());
+        let _ = writeln!(text, "{}{sep}{}{sep}{shown}", line.line_number, line.offset);
     }
     text
 }

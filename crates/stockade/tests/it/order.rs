@@ -69,7 +69,7 @@ fn a_daemon_stopped_for_2_s_splits_and_reorders_nothing() {
     let mut want: String =
         (1..=3000).map(|i| format!("compiling unit {i} of the build\n")).collect();
     want.push_str("error: build failed\n");
-    for run in 0..6 {
+    for run in 0..20 {
         let id = home.json_bg(&[cmd])["id"].as_str().unwrap().to_owned();
         let pid = home.daemon_pid().expect("the daemon's pid");
         {
@@ -189,6 +189,10 @@ fn hostile_output_reaches_the_model_rendered_and_counted() {
     assert!(raw.windows(2).any(|w| w == b"\x1b["), "the spool keeps the escapes");
     let total = home.session(&id)["total_bytes"].as_u64().unwrap();
     assert_eq!(raw.len() as u64, total);
+
+    // grep_output shows a matched line rendered too.
+    let grep = mcp.call("grep_output", json!({"session_id": id, "pattern": "red"}));
+    assert!(grep.contains(":red plain\n"), "{grep}");
 
     // A 1 MiB line: bounded, cut, counted against the spool.
     let answer = mcp.call(
