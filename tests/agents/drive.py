@@ -11,7 +11,7 @@ the network and no credential is used.
 Writes --out/record.jsonl (standin.py's record) and prints one JSON line: the agent's exit status,
 the stand-in's port, and the files it wrote. Exit 0 unless the driver itself failed.
 
-Usage: drive.py --agent codex|claude|opencode --scenario basic|poll --out DIR [--timeout S]
+Usage: drive.py --agent codex|claude|opencode --scenario basic|poll|codemode|terminal --out DIR [--timeout S]
 Needs: target/agents-node (tests/agents/install-deps.sh), `stockade` on PATH.
 """
 
