@@ -12,7 +12,7 @@ Writes --out/record.jsonl (standin.py's record) and prints one JSON line: the ag
 the stand-in's port, and the files it wrote. Exit 0 unless the driver itself failed.
 
 Usage: drive.py --agent codex|claude|claude-new|opencode|gemini|gemini-http|qwen|agents-sdk
-                --scenario basic|poll|… --out DIR [--timeout S]
+                --scenario basic|poll|terminal|… --out DIR [--timeout S]
 Needs: target/agents-node, target/agents-node-claude-new and target/agents-venv
 (tests/agents/install-deps.sh), `stockade` on PATH.
 """

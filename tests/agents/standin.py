@@ -18,7 +18,7 @@ It records exactly what the agent hands back for every tool call (the whole tool
 as the agent sent it, and the text a model reads from it) into a JSON-lines file, plus every
 count_tokens request. Stdlib only; no network beyond the loopback socket it listens on.
 
-Usage: standin.py --scenario basic|poll|codemode|grep|build|retry|seqhttp --record FILE --port-file FILE
+Usage: standin.py --scenario basic|poll|codemode|grep|build|retry|seqhttp|terminal --record FILE --port-file FILE
 """
 
 import argparse
@@ -26,6 +26,7 @@ import json
 import re
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 LOCK = threading.Lock()
@@ -184,8 +185,47 @@ def seqhttp_step(results):
     return None
 
 
+# What a terminal would have shown: both streams in write order, a build whose error (on stderr)
+# is its last line, hostile bytes rendered, and a Python REPL stepped through on a terminal.
+ALTERNATING_CMD = (
+    "i=0; while [ $i -lt 1000 ]; do echo \"out $i\"; i=$((i+1)); "
+    "echo \"err $i\" >&2; i=$((i+1)); done"
+)
+TERMINAL_BUILD_CMD = (
+    "i=1; while [ $i -le 3000 ]; do echo \"compiling unit $i\"; i=$((i+1)); done; "
+    "echo 'error: build failed' >&2; exit 1"
+)
+HOSTILE_CMD = (
+    "head -c 1048576 /dev/zero | tr '\\0' 'x'; echo; "
+    "printf '\\033[31mred\\033[0m plain\\n'; "
+    "for p in 10 50 100; do printf '\\rprogress %s%%' $p; done; printf '\\n'; "
+    "printf 'nul:\\000: bell:\\007:\\n'; printf 'bad:\\377\\376:\\n'; echo hostile-done"
+)
+REPL_STEPS = ["1+1\n", "print('hi')\n", "x = 6 * 7; x\n"]
+
+
+def terminal_step(results):
+    n = len(results)
+    if n == 0:
+        return ("exec_command", {"cmd": ALTERNATING_CMD, "yield_time_ms": 10000})
+    if n == 1:
+        return ("exec_command", {"cmd": TERMINAL_BUILD_CMD, "yield_time_ms": 10000})
+    if n == 2:
+        return ("exec_command", {"cmd": HOSTILE_CMD, "yield_time_ms": 10000})
+    if n == 3:
+        return ("exec_command", {"cmd": "python3 -i -q", "tty": True, "yield_time_ms": 10000,
+                                 "until": "^>>> $"})
+    if n < 4 + len(REPL_STEPS):
+        return ("write_stdin", {"session_id": last_id(results[3]), "chars": REPL_STEPS[n - 4],
+                                "yield_time_ms": 5000})
+    if n == 4 + len(REPL_STEPS):
+        return ("kill_session", {"session_id": last_id(results[3])})
+    return None
+
+
 SCENARIOS = {"basic": basic_step, "poll": poll_step, "codemode": codemode_step,
-             "build": build_step, "grep": grep_step, "retry": retry_step, "seqhttp": seqhttp_step}
+             "build": build_step, "grep": grep_step, "retry": retry_step, "seqhttp": seqhttp_step,
+             "terminal": terminal_step}
 
 SHORT_NAMES = ("exec_command", "write_stdin", "read_output", "grep_output", "kill_session", "list_sessions")
 
@@ -337,7 +377,7 @@ def next_action(api, body, results):
             SEEN.add(key)
         if new:
             record({"kind": "tool_result", "api": api, "index": i, "call_id": call_id,
-                    "payload": payload, "text": texts[i]})
+                    "payload": payload, "text": texts[i], "t": time.monotonic()})
     if not offers_stockade(names) and not search_tool(names):
         return None, "ok"
     with LOCK:
@@ -369,7 +409,8 @@ def next_action(api, body, results):
     if name is None:
         record({"kind": "missing_tool", "api": api, "wanted": short, "names": names})
         return None, "done"
-    record({"kind": "call", "api": api, "index": len(results), "tool": name, "arguments": args})
+    record({"kind": "call", "api": api, "index": len(results), "tool": name, "arguments": args,
+            "t": time.monotonic()})
     return (name, args, f"call_{len(results)}"), None
 
 

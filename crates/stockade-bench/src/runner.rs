@@ -35,6 +35,7 @@ impl Variant {
     pub fn name(&self) -> String {
         match self {
             Variant::Stockade(Capture::Pipe) => "stockade-pipe".into(),
+            Variant::Stockade(Capture::Split) => "stockade-split".into(),
             Variant::Stockade(Capture::File) => "stockade-file".into(),
             Variant::Peer(p) => p.name.clone(),
         }

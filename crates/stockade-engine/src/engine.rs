@@ -456,7 +456,7 @@ impl Engine {
                 &spec,
                 &dir,
             )?;
-            let (stdout, stderr) = crate::launch::child_stdio(&spec, &log)?;
+            let (stdout, stderr, merged) = crate::launch::child_stdio(&spec, &log)?;
             let mut spawn_spec = self.spawn_spec(&spec, &id, stdout, stderr)?;
             kept.sandbox = sandbox.as_ref().map(|s| s.request.clone());
             kept.sandbox_in_force = sandbox.as_ref().map(|s| s.policy.clone());
@@ -466,12 +466,13 @@ impl Engine {
                 }
                 spawn_spec.sandbox = Some(s.spec);
             }
-            Ok::<_, EngineError>(match spec.pty {
+            let spawned = match spec.pty {
                 Some(size) => spawn_pty(spawn_spec, size, &self.containment)?,
                 None => spawn(spawn_spec, &self.containment)?,
-            })
+            };
+            Ok::<_, EngineError>((spawned, merged))
         })();
-        let mut spawned = match started {
+        let (mut spawned, merged) = match started {
             Ok(s) => s,
             Err(e) => {
                 // Nothing was started: leave no directory that no record describes.
@@ -480,7 +481,7 @@ impl Engine {
                 return Err(e);
             }
         };
-        let (sources, input) = crate::launch::take_streams(&mut spawned, &spec, &id);
+        let (sources, input) = crate::launch::take_streams(&mut spawned, &spec, &id, merged);
         // Every session's pipes are read by the one shared drain thread, straight into the spool.
         let drained =
             if sources.is_empty() { Ok(None) } else { start_drain(&log, sources).map(Some) };

@@ -14,22 +14,35 @@ use crate::error::EngineError;
 use crate::input::SessionInput;
 use crate::run_spec::RunSpec;
 
-/// The child's stdout and stderr: the terminal for a PTY session, pipes the drain reads, or the
-/// spool itself for `file` capture (the child writes to it directly).
+/// The child's stdout and stderr: the terminal for a PTY session, one pipe for both (`pipe`
+/// capture, whose read end is returned for the drain), a pipe each (`split`), or the spool
+/// itself for `file` capture (the child writes to it directly).
+///
+/// One pipe is what keeps the write order: the kernel queues both streams' writes in the order
+/// they happen, so however late the drain reads, nothing can reorder them, and a write of up to
+/// `PIPE_BUF` bytes (a line, usually) is never split by the other stream's.
 pub(crate) fn child_stdio(
     spec: &RunSpec,
     log: &OutputLog,
-) -> Result<(StdioSpec, StdioSpec), EngineError> {
+) -> Result<(StdioSpec, StdioSpec, Option<OwnedFd>), EngineError> {
     match spec.capture {
         // A PTY session's stdio is the terminal.
-        _ if spec.pty.is_some() => Ok((StdioSpec::Null, StdioSpec::Null)),
-        Capture::Pipe => Ok((StdioSpec::Pipe, StdioSpec::Pipe)),
+        _ if spec.pty.is_some() => Ok((StdioSpec::Null, StdioSpec::Null, None)),
+        Capture::Pipe => {
+            let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+                .map_err(|e| EngineError::Resource(format!("cannot make the output pipe: {e}")))?;
+            let write2 = write.try_clone().map_err(|e| {
+                EngineError::Resource(format!("cannot duplicate the output pipe: {e}"))
+            })?;
+            Ok((StdioSpec::Fd(write), StdioSpec::Fd(write2), Some(read)))
+        }
+        Capture::Split => Ok((StdioSpec::Pipe, StdioSpec::Pipe, None)),
         Capture::File => {
             let fd = log.child_fd()?;
             let fd2 = fd.try_clone().map_err(|e| {
                 EngineError::Resource(format!("cannot duplicate the spool fd: {e}"))
             })?;
-            Ok((StdioSpec::Fd(fd), StdioSpec::Fd(fd2)))
+            Ok((StdioSpec::Fd(fd), StdioSpec::Fd(fd2), None))
         }
     }
 }
@@ -40,8 +53,12 @@ pub(crate) fn take_streams(
     spawned: &mut SpawnedTree,
     spec: &RunSpec,
     id: &str,
+    merged: Option<OwnedFd>,
 ) -> (Vec<(Stream, OwnedFd)>, Option<SessionInput>) {
     let mut sources = Vec::new();
+    if let Some(fd) = merged {
+        sources.push((Stream::Combined, fd));
+    }
     let mut input = spawned.stdin.take().map(SessionInput::pipe);
     if let (Some(master), Some(size)) = (spawned.pty_master.take(), spec.pty) {
         // The drain reads the master; the session writes and resizes through a duplicate.

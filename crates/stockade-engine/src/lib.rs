@@ -69,4 +69,4 @@ pub use sandbox::SandboxConfig;
 pub use session::{Session, SessionEnd};
 pub use state_dir::{StateDir, StateDirError, is_session_id, open_lock_file};
 pub use view::ReadPlan;
-pub use wait::{Until, WaitFor};
+pub use wait::{DEFAULT_QUIET, Until, WaitFor};

@@ -32,7 +32,7 @@ use std::time::SystemTime;
 
 use rustix::fs::{FlockOperation, flock};
 use stockade_procfs::Liveness;
-use stockade_proto::{Capture, Gap, SessionState, TerminateReport};
+use stockade_proto::{Gap, SessionState, TerminateReport};
 use tokio::task::JoinSet;
 
 use crate::engine::Engine;
@@ -294,7 +294,7 @@ pub(crate) async fn recover_one(
                 let _ = log.save_rebuilt_meta();
                 let stats = log.stats();
                 let mut gaps = stats.gaps;
-                if record.capture == Capture::Pipe {
+                if record.capture.is_piped() {
                     // What the pipes held when the owner died was never read: record that
                     // bytes may be missing here, how many nobody can know.
                     let at = stats.total_bytes;

@@ -1,7 +1,8 @@
 //! Waiting that collects: what a `run`'s `yield_ms`, a `read`'s `wait_ms` and a `write`'s
 //! `yield_ms` do before answering. The wait ends when its window ends, the session ends, the
 //! answer is full (as many bytes or lines after the cursor as it can show), or a new line
-//! matches an `until` pattern — never merely at the first new byte, so a poller pays one call
+//! matches an `until` pattern (the unfinished last line too: a prompt), or, for a write to a
+//! terminal, output came and then went quiet ([`DEFAULT_QUIET`]) — never merely at the first new byte, so a poller pays one call
 //! per window rather than one per line. Every door gets the same [`WaitReport`].
 
 use std::sync::Arc;
@@ -54,7 +55,16 @@ pub struct WaitFor {
     pub until: Option<Until>,
     /// End at the first new byte after `from` (a plain long poll, not a collecting wait).
     pub first_byte: bool,
+    /// End once output has arrived after `from` and nothing more for this long: an
+    /// interactive program that answered and now waits (a REPL's prompt) ends the wait at
+    /// once, not at the window's end.
+    pub quiet: Option<Duration>,
 }
+
+/// How long a write to a terminal session waits for more output, once some has come, before
+/// answering: long enough for a REPL's echo, answer and prompt (written within milliseconds of
+/// each other), short enough that a step costs what the program takes.
+pub const DEFAULT_QUIET: Duration = Duration::from_millis(250);
 
 /// Scans the log forward from a cursor for complete lines matching `until`.
 struct LineScan {
@@ -100,10 +110,14 @@ impl LineScan {
             }
             self.scanned = next;
         }
-        // The last line of a finished log has no newline but is complete all the same.
-        if finished && !self.line.is_empty() {
+        // The unfinished last line counts too: a prompt (`>>> `, `$ `, `Password: `) ends
+        // without a newline, and the program waits on it. It is kept, to be checked again
+        // with what follows it (the last line of a finished log is complete all the same).
+        if !self.line.is_empty() {
             let m = self.check(self.scanned);
-            self.line.clear();
+            if finished {
+                self.line.clear();
+            }
             return m;
         }
         None
@@ -131,6 +145,8 @@ impl Session {
         let log = Arc::clone(self.log());
         let mut progress = log.subscribe();
         let lines_at_start = log.stats().newlines;
+        // The log's size when it last changed, and when that was seen (for `quiet`).
+        let mut last_change = (what.from, tokio::time::Instant::now());
         let mut scan = what.until.map(|until| LineScan {
             until,
             scanned: what.from,
@@ -180,8 +196,20 @@ impl Session {
                     return report(WaitEnd::Full, None);
                 }
             }
+            if now.total_bytes != last_change.0 {
+                last_change = (now.total_bytes, tokio::time::Instant::now());
+            }
+            // Once output came, a quiet spell ends the wait before the window does.
+            let quiet_at = what
+                .quiet
+                .filter(|_| now.total_bytes > what.from)
+                .map(|q| last_change.1 + q)
+                .filter(|at| deadline.is_none_or(|d| *at < d));
+            if quiet_at.is_some_and(|at| at <= tokio::time::Instant::now()) {
+                return report(WaitEnd::Quiet, None);
+            }
             let sleep = async {
-                match deadline {
+                match quiet_at.or(deadline) {
                     Some(d) => tokio::time::sleep_until(d).await,
                     None => std::future::pending().await,
                 }
@@ -195,7 +223,11 @@ impl Session {
                     }
                 }
                 _ = self.wait(None) => {}
-                () = sleep => return report(WaitEnd::Window, None),
+                () = sleep => {
+                    if quiet_at.is_none() {
+                        return report(WaitEnd::Window, None);
+                    }
+                }
             }
         }
     }

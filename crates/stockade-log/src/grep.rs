@@ -285,7 +285,7 @@ pub(crate) fn grep(
         .build();
     let mut sink = Collect {
         map,
-        index: req.stream.zip(snap.index.as_ref()),
+        index: snap.read_stream(req.stream).zip(snap.index.as_ref()),
         max_matches: req.max_matches.clamp(1, MAX_GREP_MATCHES),
         lines: Vec::new(),
         text_bytes: 0,

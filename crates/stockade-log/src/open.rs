@@ -71,7 +71,7 @@ impl OutputLog {
         };
         // `file` capture keeps no ring: the child writes the spool, reads go to it by offset.
         let ring_cap = match config.capture {
-            Capture::Pipe => config.retained_cap,
+            Capture::Pipe | Capture::Split => config.retained_cap,
             Capture::File => 0,
         };
         Ok(Self::assemble(dir, config, dir_fd, spool, index_file, State::new(ring_cap), true))

@@ -18,6 +18,8 @@ impl OutputLog {
         let limits = limits::clamp(req.limits);
         for _ in 0..READ_ATTEMPTS {
             let snap = self.snapshot(req.stream.is_some())?;
+            let stream = snap.read_stream(req.stream);
+            let req = &ReadRequest { stream, ..req.clone() };
             let mut r = render::Render::new(self, req, &snap, limits);
             let done = match req.mode {
                 ReadMode::Delta => r.forward(req.after),

@@ -279,11 +279,20 @@ impl<'a> Render<'a> {
     }
 }
 
+/// `bytes` as text, each byte that is not valid UTF-8 spelled `\xNN`: visible and exact (which
+/// byte it was), where U+FFFD would hide it.
 fn lossy(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
+    let mut out = String::with_capacity(bytes.len());
+    for chunk in bytes.utf8_chunks() {
+        out.push_str(chunk.valid());
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    out
 }
 
-/// The head cut, shrunk until the lossy text (invalid bytes become 3-byte U+FFFD) fits `budget`.
+/// The head cut, shrunk until the lossy text (an invalid byte becomes 4-byte `\xNN`) fits `budget`.
 fn cut_head(bytes: &[u8], complete: bool, budget: usize, max_lines: usize) -> (usize, String) {
     let mut b = budget;
     loop {

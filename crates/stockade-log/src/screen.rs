@@ -31,8 +31,9 @@ pub(crate) const MAX_SCREEN_COLS: u16 = 1000;
 
 /// The text of terminal output: escape sequences (CSI, OSC, DCS, …) removed, `\r` returning to
 /// the start of the current line (later text overwrites it, as on a terminal), backspace moving
-/// back one column, `ESC [ K` erasing to the end of the line, other control characters dropped
-/// (tab and newline kept). Invalid UTF-8 becomes U+FFFD. `\r\n` therefore reads as `\n`.
+/// back one column, `ESC [ K` erasing to the end of the line, other C0 control characters shown
+/// as visible escapes (`\x00`; tab and newline kept). `\r\n` therefore reads as `\n`. Views
+/// already spell invalid UTF-8 as `\xNN` ([`OutputLog::read`]); here it would become U+FFFD.
 pub fn strip_ansi(bytes: &[u8]) -> String {
     let mut text = StripText::default();
     let mut parser = vte::Parser::new();
@@ -82,6 +83,13 @@ impl vte::Perform for StripText {
             b'\r' => self.col = 0,
             b'\t' => self.put('\t'),
             0x08 => self.col = self.col.saturating_sub(1),
+            // A bell or a stray NUL would reach the model as a raw control byte, which agents
+            // mangle or drop: show it the way invalid bytes are shown, visibly and unambiguously.
+            0x00..=0x1f | 0x7f => {
+                for c in format!("\\x{byte:02x}").chars() {
+                    self.put(c);
+                }
+            }
             _ => {}
         }
     }

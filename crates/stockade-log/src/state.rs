@@ -140,6 +140,18 @@ pub(super) struct Snap {
 }
 
 impl Snap {
+    /// The stream a read filtered by `stream` walks. A log whose streams went through one pipe
+    /// (or the spool itself) has one stream, `combined`, both in write order: a read of either
+    /// shows it rather than nothing.
+    pub(super) fn read_stream(&self, stream: Option<Stream>) -> Option<Stream> {
+        let merged = self.stream_bytes[super::index::stream_slot(Stream::Stdout)] == 0
+            && self.stream_bytes[super::index::stream_slot(Stream::Stderr)] == 0;
+        match stream {
+            Some(Stream::Stdout | Stream::Stderr) if merged => Some(Stream::Combined),
+            s => s,
+        }
+    }
+
     /// Bytes of `[x, y)` that can be read (not in the hole).
     pub(super) fn readable(&self, x: u64, y: u64) -> u64 {
         let len = y.saturating_sub(x);

@@ -27,7 +27,7 @@ impl OutputLog {
         if !self.writable {
             return Err(OutputError::ReadOnly);
         }
-        if self.config.capture != Capture::Pipe {
+        if !self.config.capture.is_piped() {
             return Err(OutputError::WrongCapture { op: "append", needed: Capture::Pipe });
         }
         let _writer = lock(&self.append_lock);

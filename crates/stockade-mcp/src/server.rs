@@ -62,12 +62,17 @@ pub struct StockadeMcp {
     answers: Answers,
     /// Where calls run and the environment they start from, unless they say.
     defaults: Arc<crate::RunDefaults>,
-    /// Session id → where this connection's last answer for it ended (`next_cursor`).
-    cursors: Arc<Mutex<HashMap<String, u64>>>,
+    /// (Session id, stream read) → where this connection's last answer for it ended
+    /// (`next_cursor`). Each stream has its own: a read of stderr continues where the last read
+    /// of stderr ended, not where the last answer showing every stream did.
+    cursors: Arc<Mutex<HashMap<CursorKey, u64>>>,
     /// The name the client last gave (in `initialize` or a request's `_meta`): requests of
     /// revisions without `initialize` may leave it out after the first.
     client: Arc<Mutex<Option<String>>>,
 }
+
+/// A session id and the stream a read filtered by (`None`: every stream).
+type CursorKey = (String, Option<Stream>);
 
 impl Clone for StockadeMcp {
     fn clone(&self) -> StockadeMcp {
@@ -139,14 +144,14 @@ impl StockadeMcp {
         }
     }
 
-    fn remember(&self, id: &str, cursor: u64) {
+    fn remember(&self, id: &str, stream: Option<Stream>, cursor: u64) {
         if let Ok(mut c) = self.cursors.lock() {
-            c.insert(id.to_owned(), cursor);
+            c.insert((id.to_owned(), stream), cursor);
         }
     }
 
-    fn remembered(&self, id: &str) -> Option<u64> {
-        self.cursors.lock().ok().and_then(|c| c.get(id).copied())
+    fn remembered(&self, id: &str, stream: Option<Stream>) -> Option<u64> {
+        self.cursors.lock().ok().and_then(|c| c.get(&(id.to_owned(), stream)).copied())
     }
 
     /// Who is calling: the request's `_meta` (revisions without `initialize`), else
@@ -238,12 +243,12 @@ impl StockadeMcp {
             && let Some(twin) = retry::running_twin(&self.backend, &params).await
         {
             let r = retry::follow(&self.backend, &twin, &params, cancel).await?;
-            self.remember(&r.id, r.view.next_cursor);
+            self.remember(&r.id, None, r.view.next_cursor);
             let shown = RunResult { deduplicated: false, ..r.clone() };
             return ok(format!("{}\n{}", retry::note(&twin), text::run(&shown)), &r);
         }
         let r = self.backend.call_until(cancel, move |c| c.call::<method::Run>(params)).await?;
-        self.remember(&r.id, r.view.next_cursor);
+        self.remember(&r.id, None, r.view.next_cursor);
         ok(text::run(&r), &r)
     }
 
@@ -253,7 +258,7 @@ impl StockadeMcp {
         cancel: &CancellationToken,
     ) -> Result<CallToolResult, ToolError> {
         let yield_ms = clamp_wait(a.yield_time_ms.unwrap_or(DEFAULT_WRITE_YIELD_MS));
-        if a.chars.is_empty() && self.remembered(&a.session_id).is_some() {
+        if a.chars.is_empty() && self.remembered(&a.session_id, None).is_some() {
             // An empty write is a poll (how Codex's models follow a command): the same
             // continued read as `read_output` without `after`, so a loud log is not paged.
             let read = ReadOutputArgs {
@@ -290,7 +295,7 @@ impl StockadeMcp {
                 },
                 other => other,
             })?;
-        self.remember(&r.id, r.view.next_cursor);
+        self.remember(&r.id, None, r.view.next_cursor);
         ok(text::read(&r, None), &r)
     }
 
@@ -303,8 +308,12 @@ impl StockadeMcp {
         // newest output since then (a tail from that cursor), so a follower of a loud log sees
         // what is new instead of paging through it; `after` pages through every byte. A
         // stream filter keeps paging (the engine's tail-since counts the whole log).
+        let stream = a.stream.map(|s| match s {
+            StreamArg::Stdout => Stream::Stdout,
+            StreamArg::Stderr => Stream::Stderr,
+        });
         let continued = if a.after.is_none() && a.mode.is_none() {
-            self.remembered(&a.session_id)
+            self.remembered(&a.session_id, stream)
         } else {
             None
         };
@@ -325,17 +334,14 @@ impl StockadeMcp {
                     ModeArg::Middle => ReadMode::Middle,
                 })
                 .or(tail_since),
-            stream: a.stream.map(|s| match s {
-                StreamArg::Stdout => Stream::Stdout,
-                StreamArg::Stderr => Stream::Stderr,
-            }),
+            stream,
             wait_ms: yield_ms.map(clamp_wait),
             collect: true,
             until: a.until,
             ..ReadParams::default()
         };
         let r = self.backend.call_until(cancel, move |c| c.call::<method::Read>(params)).await?;
-        self.remember(&r.id, r.view.next_cursor);
+        self.remember(&r.id, stream, r.view.next_cursor);
         ok(text::read(&r, continued.map(|cursor| Continued { cursor })), &r)
     }
 

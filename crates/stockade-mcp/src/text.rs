@@ -21,8 +21,9 @@ use std::time::Duration;
 use rmcp::model::{CallToolResult, ContentBlock};
 
 use stockade_log::answer::{cleanup_line, notice, status_line, view_text};
+use stockade_log::strip_ansi;
 use stockade_proto::rpc::{GrepResultMsg, KillResult, ListResult, ReadResult, WaitEnd, WaitReport};
-use stockade_proto::{OutputView, RunResult, SessionState};
+use stockade_proto::{OutputView, RunResult, SessionState, Stream};
 
 /// What each answer carries besides its text.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -129,6 +130,7 @@ fn wait_line(w: &WaitReport) -> String {
         WaitEnd::Full => "the answer is full",
         WaitEnd::Match => "a line matched until",
         WaitEnd::Output => "new output arrived",
+        WaitEnd::Quiet => "the output went quiet (the program is waiting)",
     };
     let mut line = format!("Waited: {:.2} s ({why})", w.waited_ms as f64 / 1000.0);
     if let Some(m) = &w.matched {
@@ -158,6 +160,14 @@ fn codex(
     if let Some(line) = cursor_line(id, state, view) {
         let _ = writeln!(text, "{line}");
     }
+    if view.total_bytes == 0 && matches!(state, SessionState::Running) && wall >= SILENT_HINT_AFTER
+    {
+        let _ = writeln!(
+            text,
+            "No output after {:.0} s: a program whose output is not a terminal often buffers it (Python, most C programs); start it with tty: true, or unbuffered (python3 -u, stdbuf -oL).",
+            wall.as_secs_f64()
+        );
+    }
     if let Some(line) = notice_line(view, id) {
         let _ = writeln!(text, "{line}");
     }
@@ -169,6 +179,9 @@ fn codex(
     text
 }
 
+/// How long a running command may print nothing before the answer says it may be buffering.
+const SILENT_HINT_AFTER: Duration = Duration::from_secs(3);
+
 /// Where to continue, when there is (or may be) more than this answer shows.
 fn cursor_line(id: &str, state: &SessionState, view: &OutputView) -> Option<String> {
     let more = view.next_cursor < view.total_bytes;
@@ -179,8 +192,16 @@ fn cursor_line(id: &str, state: &SessionState, view: &OutputView) -> Option<Stri
     let mut line =
         format!("Cursor: next_cursor={} of total_bytes={}", view.next_cursor, view.total_bytes);
     if more || matches!(state, SessionState::Running) {
-        let _ =
-            write!(line, " (read on with read_output session_id={id} after={})", view.next_cursor);
+        // A stream's cursor is its own: reading on names the stream again.
+        let stream = match view.stream {
+            Some(s @ (Stream::Stdout | Stream::Stderr)) => format!(" stream={}", s.as_str()),
+            _ => String::new(),
+        };
+        let _ = write!(
+            line,
+            " (read on with read_output session_id={id} after={}{stream})",
+            view.next_cursor
+        );
     }
     if view.dropped_bytes > 0 {
         let _ = write!(line, "; {} bytes were not kept (disk cap)", view.dropped_bytes);
@@ -204,8 +225,13 @@ fn read_more(id: &str, after: u64) -> String {
 
 /// The view's text with its omission notice (when something was cut) naming this server's
 /// tools and their arguments.
+///
+/// The text is rendered as a terminal would have shown it ([`strip_ansi`], idempotent): programs
+/// colour, redraw progress bars and print control bytes whether or not they run on a terminal,
+/// and a model handed those bytes reads noise. Cursors and counts stay the spool's.
 fn output_text(view: &OutputView, id: &str) -> String {
-    view_text(view, |after| Some(read_more(id, after)))
+    let shown = OutputView { output: strip_ansi(view.output.as_bytes()), ..view.clone() };
+    view_text(&shown, |after| Some(read_more(id, after)))
 }
 
 /// `grep_output`'s answer: `line:offset:text` for matches, `line-offset-text` for context.
@@ -224,7 +250,9 @@ pub fn grep(r: &GrepResultMsg) -> String {
     }
     for line in &r.lines {
         let sep = if line.is_match { ':' } else { '-' };
-        let _ = writeln!(text, "{}{sep}{}{sep}{}", line.line_number, line.offset, line.text);
+        // A matched line is rendered as the output is (no escape sequence or control byte).
+        let shown = strip_ansi(line.text.as_bytes());
+        let _ = writeln!(text, "{}{sep}{}{sep}{shown}", line.line_number, line.offset);
     }
     text
 }

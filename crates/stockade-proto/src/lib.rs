@@ -47,8 +47,16 @@ pub enum Stream {
     Stderr,
     /// A pseudo-terminal (stdout and stderr are one stream there).
     Pty,
-    /// `file` capture mode: stdout and stderr share the spool fd, so they cannot be told apart.
+    /// stdout and stderr written through one pipe (`pipe` capture) or straight into the spool
+    /// (`file` capture), in write order: they cannot be told apart.
     Combined,
+}
+
+impl Capture {
+    /// Whether the engine reads the output through pipes (and keeps a hot tail).
+    pub fn is_piped(self) -> bool {
+        self != Capture::File
+    }
 }
 
 impl Stream {
@@ -83,9 +91,14 @@ pub enum ReadMode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Capture {
-    /// The engine reads the pipes, writes the spool and the hot tail (default).
+    /// One pipe for both stdout and stderr, as a terminal merges them (default): the engine
+    /// reads it into the spool and the hot tail, so the log is in the order the command wrote,
+    /// whatever the daemon's delays; its bytes are stream [`Stream::Combined`].
     #[default]
     Pipe,
+    /// A pipe per stream: reads of one stream are exact, but the order across the two is only
+    /// the order the engine read them in (whole lines interleaved where it can).
+    Split,
     /// The child's stdout and stderr are the spool file's fd (`O_APPEND`); the engine copies
     /// nothing and reads by offset. Output keeps flowing to disk even if the daemon dies.
     File,

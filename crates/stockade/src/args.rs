@@ -9,8 +9,10 @@ use stockade_proto::{Capture, DiskPolicy, Stream};
 /// `--capture`.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum CaptureArg {
-    /// Stockade reads the pipes, writes the spool and keeps the newest bytes in memory.
+    /// One pipe for stdout and stderr, as a terminal merges them: the log keeps the write order.
     Pipe,
+    /// A pipe per stream: `--stream` reads each exactly; the order across them is best-effort.
+    Split,
     /// stdout and stderr are the spool file itself; Stockade copies nothing.
     File,
 }
@@ -19,6 +21,7 @@ impl From<CaptureArg> for Capture {
     fn from(c: CaptureArg) -> Capture {
         match c {
             CaptureArg::Pipe => Capture::Pipe,
+            CaptureArg::Split => Capture::Split,
             CaptureArg::File => Capture::File,
         }
     }

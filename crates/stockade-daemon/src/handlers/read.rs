@@ -34,7 +34,7 @@ pub(super) async fn handle(ctx: &Ctx, p: ReadParams) -> Result<ReadResult, RpcEr
             }
         };
         let from = p.after.unwrap_or_else(|| session.log().stats().total_bytes);
-        let what = WaitFor { from, full, until, first_byte };
+        let what = WaitFor { from, full, until, first_byte, quiet: None };
         tokio::select! {
             r = session.collect(Some(wait(ms)), what) => report = Some(r),
             () = ctx.conn.cancelled() => return Err(disconnected()),

@@ -55,7 +55,7 @@ pub(super) async fn handle(ctx: &Ctx, p: RunParams) -> Result<RunResult, RpcErro
             (true, None) => Some(Duration::ZERO),
             (false, None) => None,
         };
-        let what = WaitFor { from: 0, full: None, until, first_byte: false };
+        let what = WaitFor { from: 0, full: None, until, first_byte: false, quiet: None };
         tokio::select! {
             r = session.collect(limit, what) => report = Some(r),
             () = ctx.conn.cancelled() => {

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use stockade_engine::{InputRefused, Until, WaitFor};
+use stockade_engine::{DEFAULT_QUIET, InputRefused, Until, WaitFor};
 use stockade_log::ReadRequest;
 use stockade_log::limits;
 use stockade_proc::{DEFAULT_INPUT_TIMEOUT, InputError, PtyError};
@@ -42,7 +42,9 @@ pub(super) async fn handle(ctx: &Ctx, p: WriteParams) -> Result<ReadResult, RpcE
     }
     let window = wait(p.yield_ms.unwrap_or(DEFAULT_WRITE_YIELD_MS));
     let limits = limits::view_limits(p.max_bytes, None);
-    let what = WaitFor { from: cursor, full: Some(limits), until, first_byte: false };
+    // A terminal session is an interactive program: answer once it has answered and gone quiet.
+    let quiet = session.pty_size().map(|_| DEFAULT_QUIET);
+    let what = WaitFor { from: cursor, full: Some(limits), until, first_byte: false, quiet };
     let report = tokio::select! {
         r = session.collect(Some(window), what) => r,
         () = ctx.conn.cancelled() => return Err(disconnected()),

@@ -294,6 +294,9 @@ pub enum WaitEnd {
     Match,
     /// New output arrived (a plain long poll, without `collect`).
     Output,
+    /// New output arrived and then nothing more for the quiet interval: the program (a REPL
+    /// after a write to its terminal, usually) is waiting.
+    Quiet,
 }
 
 /// The first new line that matched `until`.

@@ -67,7 +67,8 @@ pub struct RunArgs {
     pub limits: LimitArgs,
     #[command(flatten)]
     pub sandbox: crate::sandbox_args::SandboxArgs,
-    /// `pipe`: Stockade reads the output; `file`: the command writes straight into the spool.
+    /// `pipe`: one pipe for stdout and stderr (write order kept); `split`: a pipe each (`--stream`
+    /// reads them apart, cross-stream order best-effort); `file`: straight into the spool.
     #[arg(long, value_enum, default_value = "pipe")]
     pub capture: CaptureArg,
     /// Bytes of the newest output kept in memory once the spool stops (disk cap or disk full),

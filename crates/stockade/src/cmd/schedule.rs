@@ -119,7 +119,8 @@ pub struct AddArgs {
     #[arg(long, value_name = "MS", value_parser = crate::args::parse_ms, conflicts_with = "timeout")]
     #[arg(allow_hyphen_values = true)]
     pub timeout_ms: Option<u64>,
-    /// `pipe`: Stockade reads the output; `file`: the command writes straight into the spool.
+    /// `pipe`: one pipe for stdout and stderr (write order kept); `split`: a pipe each (`--stream`
+    /// reads them apart, cross-stream order best-effort); `file`: straight into the spool.
     #[arg(long, value_enum, default_value = "pipe")]
     pub capture: CaptureArg,
     /// Bytes of the newest output kept in memory while a run is active.

@@ -5,6 +5,9 @@
 //! a PTY session, a write into it, a kill → a background session, and records exactly what the
 //! agent hands back for each call. The tests assert on that record: what the model reads.
 //!
+//! The `terminal` script checks what a terminal would have shown: both streams in write order, a
+//! build's error last, hostile bytes rendered, a Python REPL stepped through on a terminal.
+//!
 //! After the agent has exited (and its process group is gone), the background session it
 //! started must still run: the daemon `stockade mcp` auto-started is nobody's descendant.
 
@@ -30,6 +33,9 @@ pub(crate) struct Run {
     counted: Vec<Value>,
     /// Every tool name the agent offered its model.
     tools: Vec<String>,
+    /// When the stand-in made each call and when it got each answer back (seconds, its clock).
+    call_times: Vec<f64>,
+    result_times: Vec<f64>,
 }
 
 fn repo() -> &'static Path {
@@ -92,7 +98,17 @@ pub(crate) fn drive_with(agent: &str, bin: &str, scenario: &str, extra: &[&str])
         .into_iter()
         .flatten()
         .collect();
-    Some(Run { calls: of("call"), texts, counted: of("count_tokens"), tools, home })
+    let times = |kind: &str| of(kind).iter().map(|e| e["t"].as_f64().unwrap_or(0.0)).collect();
+    let (call_times, result_times) = (times("call"), times("tool_result"));
+    Some(Run {
+        calls: of("call"),
+        texts,
+        counted: of("count_tokens"),
+        tools,
+        home,
+        call_times,
+        result_times,
+    })
 }
 
 /// The lines of `text` that are only a number: the `seq` output the model sees.
@@ -250,4 +266,69 @@ fn codex_code_mode_hands_a_program_the_output_once() {
     assert!(shown >= 1_000, "{shown}");
     assert_notice_both_ends("Codex code mode", text, "sh-2");
     assert!(text.len() <= 10_000 + 200, "{} bytes", text.len());
+}
+
+/// The `terminal` script (tests/agents/standin.py): what the model reads is what a terminal
+/// would have shown. Both streams in write order, a build's error on stderr its last line, hostile
+/// bytes rendered (no control byte but newline and tab, a progress bar once, in its final state),
+/// and three steps of a Python REPL on a terminal, each answered once the prompt is back.
+fn assert_terminal(agent: &str, bin: &str) {
+    let Some(run) = drive_with(agent, bin, "terminal", &[]) else { return };
+    let t = &run.texts;
+    assert_eq!(t.len(), 8, "{agent}: {:#?}", run.calls);
+    // 1. 1,000 alternating lines: in write order, none split.
+    let lines: Vec<&str> =
+        t[0].lines().filter(|l| l.starts_with("out ") || l.starts_with("err ")).collect();
+    assert!(lines.len() >= 500, "{agent}: {} lines reached the model:\n{}", lines.len(), t[0]);
+    let first: u32 = lines[0][4..].trim().parse().unwrap();
+    for (k, line) in lines.iter().enumerate() {
+        let i = first + k as u32;
+        let want = if i.is_multiple_of(2) { format!("out {i}") } else { format!("err {i}") };
+        assert_eq!(line.trim(), want, "{agent}: out of order:\n{}", t[0]);
+    }
+    // 2. the build: the error is the last line the model reads, after the last unit.
+    let last = t[1].lines().rfind(|l| l.contains("compiling unit") || l.contains("error:"));
+    assert_eq!(last.map(str::trim), Some("error: build failed"), "{agent}:\n{}", t[1]);
+    assert!(t[1].contains("compiling unit 3000\nerror: build failed"), "{agent}:\n{}", t[1]);
+    // 3. hostile output, rendered; counts are the spool's.
+    let h = &t[2];
+    let bad: Vec<u8> = h.bytes().filter(|&b| b < 0x20 && b != b'\n' && b != b'\t').collect();
+    assert!(bad.is_empty(), "{agent}: control bytes {bad:?}:\n{h}");
+    assert_eq!(h.matches("progress").count(), 1, "{agent}:\n{h}");
+    assert!(h.contains("progress 100%"), "{agent}:\n{h}");
+    assert!(h.contains("red plain") && h.contains("nul:\\x00:") && h.contains("bad:\\xff\\xfe:"));
+    let spool = run.home.run(&["logs", "--raw", "sh-3"]).stdout;
+    let total = run.home.session("sh-3")["total_bytes"].as_u64().unwrap();
+    assert_eq!(spool.len() as u64, total, "{agent}");
+    assert!(h.contains(&total.to_string()) || !h.contains("total_bytes="), "{agent}:\n{h}");
+    // 4. the REPL: the prompt back after each step, each answered well inside its 5 s window.
+    assert!(t[3].contains(">>>"), "{agent}:\n{}", t[3]);
+    let mut sum = 0.0;
+    for (step, want) in [(4, "2"), (5, "hi"), (6, "42")] {
+        assert!(
+            t[step].contains(want) && t[step].trim_end().ends_with(">>>"),
+            "{agent}:\n{}",
+            t[step]
+        );
+        let took = run.result_times[step] - run.call_times[step];
+        eprintln!("{agent}: REPL step {} took {took:.3} s", step - 3);
+        assert!(took < 2.5, "{agent}: REPL step {} took {took:.3} s", step - 3);
+        sum += took;
+    }
+    assert!(sum < 5.0, "{agent}: three REPL steps took {sum:.3} s");
+}
+
+#[test]
+fn codex_model_reads_what_a_terminal_showed() {
+    assert_terminal("codex", "codex");
+}
+
+#[test]
+fn claude_code_model_reads_what_a_terminal_showed() {
+    assert_terminal("claude", "claude");
+}
+
+#[test]
+fn opencode_model_reads_what_a_terminal_showed() {
+    assert_terminal("opencode", "opencode");
 }

@@ -48,7 +48,11 @@ fn exit_status_is_the_commands() {
 #[test]
 fn json_read_and_grep_by_id() {
     let home = tempfile::tempdir().unwrap();
-    let out = stockade(home.path(), &["run", "--json", "seq 1 50000; echo problem >&2"]);
+    // Split capture: this reads stderr apart (one pipe, the default, has one stream).
+    let out = stockade(
+        home.path(),
+        &["run", "--json", "--capture", "split", "seq 1 50000; echo problem >&2"],
+    );
     let result: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(result["state"], "exited");
     assert_eq!(result["code"], 0);

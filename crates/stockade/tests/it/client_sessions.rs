@@ -106,7 +106,8 @@ fn logs_raw_is_the_spool_and_follow_prints_everything_once() {
 fn grep_stats_and_cleanup_through_the_daemon() {
     let home = Home::new();
     // Quick: it may have ended by the answer.
-    let done = home.json_bg(&["seq 1 5000; echo 'needle here' >&2"]);
+    // Split capture: `--stream stderr` below reads stderr apart (one pipe has one stream).
+    let done = home.json_bg(&["--capture", "split", "seq 1 5000; echo 'needle here' >&2"]);
     let id = done["id"].as_str().unwrap().to_owned();
     assert_eq!(home.wait_finished(&id)["code"], 0);
     let running = home.run_bg("sleep 300");

@@ -44,6 +44,7 @@ mod memory;
 mod memory_trim;
 mod metrics_addr;
 mod natural_end;
+mod order;
 mod pid1;
 mod prepared_dirs;
 mod remote_crd;
