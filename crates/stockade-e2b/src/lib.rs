@@ -30,7 +30,6 @@ use subtle::ConstantTimeEq as _;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-
 /// envd's port, which the SDKs' debug mode connects to on localhost.
 pub const DEFAULT_PORT: u16 = 49983;
 

@@ -2,7 +2,7 @@
 //! envd's port on localhost (49983), so each run is in a private network and PID namespace
 //! (`unshare --net --pid --kill-child`): parallel tests never share the port, and every process
 //! a run starts — daemon, commands, escaped `setsid` children — dies with the namespace, even
-//! when the test fails. The drivers (`tests/e2b/sdk.py`, …) start the daemon from their own
+//! when the test fails. The drivers (`tests/e2b/sdk.py`, `tests/e2b/sdk.mjs`) start the daemon from their own
 //! directory and environment, run the scenarios, print `ok NAME facts` for each that held and
 //! stop the daemon. The SDKs are installed, pinned, by `tests/e2b/install-deps.sh`.
 
@@ -100,5 +100,17 @@ fn the_python_sdk_drives_the_e2b_door() {
     let python = need(root.join("target/e2b-venv/bin/python"), "the E2B Python SDK's venv");
     let driver = root.join("tests/e2b/sdk.py");
     let out = in_namespace(&[python, driver, stockade_testkit::stockade_bin()]);
+    assert_all_passed(&out);
+}
+
+#[test]
+fn the_js_sdk_drives_the_e2b_door() {
+    let root = repo_root();
+    need(root.join("target/e2b-js/node_modules/e2b"), "the E2B JS SDK");
+    let node = std::env::var_os("PATH")
+        .and_then(|p| std::env::split_paths(&p).map(|d| d.join("node")).find(|n| n.is_file()))
+        .expect("node is on PATH (tests/e2b/install-deps.sh needs it too)");
+    let driver = root.join("tests/e2b/sdk.mjs");
+    let out = in_namespace(&[node, driver, stockade_testkit::stockade_bin()]);
     assert_all_passed(&out);
 }
