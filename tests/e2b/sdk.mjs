@@ -192,7 +192,11 @@ const SCENARIOS = { echo, big_output: bigOutput, reconnect, stdin, pty, kill, li
 // `stockade daemon run --e2b` from another directory, with another environment.
 function startDaemon(bin, home) {
   const env = { PATH: '/usr/local/bin:/usr/bin:/bin', STOCKADE_HOME: home, HOME: home }
-  const d = spawn(bin, ['daemon', 'run', '--e2b'], { cwd: home, env, stdio: ['ignore', 'ignore', 'pipe'] })
+  // The TLS set-up (tls-ns.sh) runs the daemon in its own network namespace, on its address.
+  const wrap = (process.env.STOCKADE_E2B_WRAP ?? '').split(' ').filter((w) => w)
+  const door = (process.env.STOCKADE_E2B_ARGS ?? '--e2b').split(' ').filter((w) => w)
+  const argv = [...wrap, bin, 'daemon', 'run', ...door]
+  const d = spawn(argv[0], argv.slice(1), { cwd: home, env, stdio: ['ignore', 'ignore', 'pipe'] })
   return new Promise((resolve, reject) => {
     let err = ''
     const timer = setTimeout(() => reject(new Error(`the daemon did not start: ${err}`)), 30_000)

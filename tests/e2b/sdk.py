@@ -204,8 +204,11 @@ SCENARIOS = {
 def start_daemon(bin_path, home):
     """`stockade daemon run --e2b` from another directory, with another environment."""
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "STOCKADE_HOME": home, "HOME": home}
+    # The TLS set-up (tls-ns.sh) runs the daemon in its own network namespace, on its address.
+    wrap = os.environ.get("STOCKADE_E2B_WRAP", "").split()
+    door = os.environ.get("STOCKADE_E2B_ARGS", "--e2b").split()
     d = subprocess.Popen(
-        [bin_path, "daemon", "run", "--e2b"],
+        wrap + [bin_path, "daemon", "run"] + door,
         cwd=home,
         env=env,
         stderr=subprocess.PIPE,

@@ -16,6 +16,9 @@ mod filesystem;
 mod messages;
 mod output;
 mod process;
+mod tls;
+
+pub use tls::TlsPaths;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -44,6 +47,14 @@ pub enum E2bError {
         /// The cause.
         source: std::io::Error,
     },
+    /// The certificate or key could not be used.
+    #[error("cannot use {path} for the E2B door's TLS: {problem}")]
+    Tls {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What is wrong with it.
+        problem: String,
+    },
 }
 
 /// The state every request shares.
@@ -58,15 +69,18 @@ pub(crate) struct Door {
 pub struct E2bDoor {
     listener: TcpListener,
     addr: SocketAddr,
+    tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
 impl E2bDoor {
-    /// Binds `addr`. Must be called inside a tokio runtime.
-    pub async fn bind(addr: SocketAddr) -> Result<E2bDoor, E2bError> {
+    /// Binds `addr`, with TLS when `tls` names a certificate and key. Must be called inside a
+    /// tokio runtime.
+    pub async fn bind(addr: SocketAddr, tls: Option<&TlsPaths>) -> Result<E2bDoor, E2bError> {
+        let tls = tls.map(|t| tls::acceptor(&t.cert, &t.key)).transpose()?;
         let listener =
             TcpListener::bind(addr).await.map_err(|source| E2bError::Bind { addr, source })?;
         let addr = listener.local_addr().map_err(|source| E2bError::Bind { addr, source })?;
-        Ok(E2bDoor { listener, addr })
+        Ok(E2bDoor { listener, addr, tls })
     }
 
     /// The address bound (the port actually taken).
@@ -80,10 +94,21 @@ impl E2bDoor {
         let door =
             Arc::new(Door { engine, table: process::Table::default(), stop: stop.clone(), token });
         let app = Router::new().fallback(route).with_state(door);
-        let serve = axum::serve(self.listener, app);
-        tokio::select! {
-            r = serve => if let Err(e) = r { tracing::warn!("the E2B door stopped: {e}") },
-            () = stop.cancelled() => {}
+        let served = match self.tls {
+            None => tokio::select! {
+                r = axum::serve(self.listener, app) => r,
+                () = stop.cancelled() => Ok(()),
+            },
+            Some(acceptor) => {
+                let listener = tls::TlsListener::new(self.listener, self.addr, acceptor);
+                tokio::select! {
+                    r = axum::serve(listener, app) => r,
+                    () = stop.cancelled() => Ok(()),
+                }
+            }
+        };
+        if let Err(e) = served {
+            tracing::warn!("the E2B door stopped: {e}");
         }
     }
 }

@@ -61,8 +61,8 @@ pub struct DaemonRunArgs {
     /// scrapes on a non-loopback --metrics address.
     #[arg(long, value_name = "FILE", value_parser = path_parser())]
     pub token_file: Option<PathBuf>,
-    /// TLS certificate chain (PEM) for the WebSocket door (clients then use wss://) and the
-    /// --metrics address (https://).
+    /// TLS certificate chain (PEM) for the WebSocket door (clients then use wss://), the
+    /// --metrics address and the --e2b door (https://).
     #[arg(long, value_name = "FILE", requires = "tls_key", value_parser = path_parser())]
     pub tls_cert: Option<PathBuf>,
     /// TLS private key (PEM) for --tls-cert.
@@ -190,9 +190,15 @@ async fn start_e2b(
         Some(path) => Some(stockade_proto::token::read_token_file(path)?),
         None => None,
     };
-    let door = stockade_e2b::E2bDoor::bind(addr).await?;
+    let tls = args
+        .tls_cert
+        .clone()
+        .zip(args.tls_key.clone())
+        .map(|(cert, key)| stockade_e2b::TlsPaths { cert, key });
+    let door = stockade_e2b::E2bDoor::bind(addr, tls.as_ref()).await?;
     let auth = if token.is_some() { "X-Access-Token required" } else { "no token" };
-    eprintln!("stockade daemon: E2B door on http://{} ({auth})", door.addr());
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    eprintln!("stockade daemon: E2B door on {scheme}://{} ({auth})", door.addr());
     if !door.addr().ip().is_loopback() && token.is_none() {
         eprintln!(
             "stockade daemon: warning: the E2B door on {} is not loopback and has no token: anyone who reaches it runs commands as you; add --token-file unless this network is private to you",

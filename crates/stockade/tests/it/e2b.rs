@@ -30,19 +30,29 @@ fn need(path: PathBuf, what: &str) -> PathBuf {
     path
 }
 
-/// Runs `program driver ARGS` in a fresh network and PID namespace with loopback up; its
-/// stdout, after checking it ended well within the deadline.
-fn in_namespace(program: &[PathBuf]) -> String {
+/// Runs `program driver ARGS` in a fresh network and PID namespace with loopback up — with
+/// `tls`, also a mount namespace in which `tests/e2b/tls-ns.sh` puts the daemon in a network
+/// namespace of its own, serving TLS, and the driver reaches it from this one; its stdout, after
+/// checking it ended well within the deadline.
+fn in_namespace(program: &[PathBuf], tls: bool) -> String {
     assert!(
         rustix::process::geteuid().is_root(),
         "the e2b tests need root: the SDKs' debug port is served in a private network namespace"
     );
-    let mut script = String::from("ip link set lo up && exec");
+    let mut script = if tls {
+        format!("exec bash '{}'", repo_root().join("tests/e2b/tls-ns.sh").display())
+    } else {
+        String::from("ip link set lo up && exec")
+    };
     for word in program {
         script.push_str(&format!(" '{}'", word.display()));
     }
+    let mount: &[&str] = if tls { &["--mount"] } else { &[] };
     let mut child = Command::new("unshare")
-        .args(["--net", "--pid", "--fork", "--kill-child", "--mount-proc", "sh", "-c", &script])
+        .args(["--net", "--pid"])
+        .args(mount)
+        .args(["--fork", "--kill-child", "--mount-proc", "sh", "-c", &script])
+        .env("E2B_CERTIFI", certifi())
         .current_dir(std::env::temp_dir())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -83,6 +93,19 @@ fn in_namespace(program: &[PathBuf]) -> String {
     out
 }
 
+/// The venv's certifi bundle (the Python SDK's file transfers trust it), which the TLS set-up
+/// replaces with the test CA inside its mount namespace.
+fn certifi() -> PathBuf {
+    let lib = repo_root().join("target/e2b-venv/lib");
+    std::fs::read_dir(&lib)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|d| d.path().join("site-packages/certifi/cacert.pem"))
+        .find(|p| p.is_file())
+        .unwrap_or_default()
+}
+
 fn assert_all_passed(out: &str) {
     for name in SCENARIOS {
         assert!(
@@ -94,23 +117,37 @@ fn assert_all_passed(out: &str) {
     assert!(out.contains("ok kill left=0"), "{out}");
 }
 
-#[test]
-fn the_python_sdk_drives_the_e2b_door() {
+fn python_driver() -> [PathBuf; 3] {
     let root = repo_root();
     let python = need(root.join("target/e2b-venv/bin/python"), "the E2B Python SDK's venv");
-    let driver = root.join("tests/e2b/sdk.py");
-    let out = in_namespace(&[python, driver, stockade_testkit::stockade_bin()]);
-    assert_all_passed(&out);
+    [python, root.join("tests/e2b/sdk.py"), stockade_testkit::stockade_bin()]
 }
 
-#[test]
-fn the_js_sdk_drives_the_e2b_door() {
+fn js_driver() -> [PathBuf; 3] {
     let root = repo_root();
     need(root.join("target/e2b-js/node_modules/e2b"), "the E2B JS SDK");
     let node = std::env::var_os("PATH")
         .and_then(|p| std::env::split_paths(&p).map(|d| d.join("node")).find(|n| n.is_file()))
         .expect("node is on PATH (tests/e2b/install-deps.sh needs it too)");
-    let driver = root.join("tests/e2b/sdk.mjs");
-    let out = in_namespace(&[node, driver, stockade_testkit::stockade_bin()]);
-    assert_all_passed(&out);
+    [node, root.join("tests/e2b/sdk.mjs"), stockade_testkit::stockade_bin()]
+}
+
+#[test]
+fn the_python_sdk_drives_the_e2b_door() {
+    assert_all_passed(&in_namespace(&python_driver(), false));
+}
+
+#[test]
+fn the_python_sdk_drives_the_e2b_door_over_tls_from_another_network_namespace() {
+    assert_all_passed(&in_namespace(&python_driver(), true));
+}
+
+#[test]
+fn the_js_sdk_drives_the_e2b_door_over_tls_from_another_network_namespace() {
+    assert_all_passed(&in_namespace(&js_driver(), true));
+}
+
+#[test]
+fn the_js_sdk_drives_the_e2b_door() {
+    assert_all_passed(&in_namespace(&js_driver(), false));
 }
