@@ -10,6 +10,7 @@ and stops the daemon. A scenario that fails raises: the exit status is non-zero.
 separate process (a client restart)."""
 
 import hashlib
+import json
 import os
 import signal
 import subprocess
@@ -189,6 +190,52 @@ def files(sb, ctx):
     print("ok files", flush=True)
 
 
+def peak_rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(l.split()[1]) for l in f if l.startswith("VmHWM:"))
+
+
+def memory(bin_path):
+    """32 commands x 20 MiB streamed at once to 32 clients: the daemon's peak RSS through the
+    E2B door against the same through the JSON-RPC door (32 `stockade run`), each on a fresh
+    daemon."""
+    n, cmd = 32, "seq -f '%015g' 1 1310720"  # 20 MiB each
+    peaks = {}
+    for door in ("jsonrpc", "e2b"):
+        with tempfile.TemporaryDirectory() as home:
+            d = start_daemon(bin_path, home)
+            try:
+                got = [0] * n
+                if door == "jsonrpc":
+                    env = {"PATH": os.environ["PATH"], "STOCKADE_HOME": home}
+
+                    def one(i):
+                        # Started in the background, then every byte read back by cursor.
+                        run = [bin_path, "run", "--background", "--json", cmd]
+                        started = subprocess.run(run, env=env, capture_output=True, check=True)
+                        sid = json.loads(started.stdout)["id"]
+                        logs = [bin_path, "logs", "-f", "--raw", sid]
+                        got[i] = len(subprocess.run(logs, env=env, capture_output=True).stdout)
+                else:
+                    def one(i):
+                        def on_stdout(s):
+                            got[i] += len(s)
+                        Sandbox.create().commands.run(cmd, on_stdout=on_stdout, timeout=600)
+                threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+                assert all(g == 20 * MIB for g in got), got
+                peaks[door] = peak_rss_kib(d.pid)
+            finally:
+                d.send_signal(signal.SIGTERM)
+                d.wait(20)
+    ratio = peaks["e2b"] / peaks["jsonrpc"]
+    print(f"ok memory jsonrpc_peak_kib={peaks['jsonrpc']} e2b_peak_kib={peaks['e2b']} ratio={ratio:.2f}", flush=True)
+    assert ratio <= 2.0, peaks
+
+
 SCENARIOS = {
     "echo": echo,
     "big_output": big_output,
@@ -228,6 +275,8 @@ def main():
         return client_start()
     if names[:1] == ["client-connect"]:
         return client_connect(int(names[1]))
+    if names[:1] == ["memory"]:
+        return memory(bin_path)
     with tempfile.TemporaryDirectory() as home, tempfile.TemporaryDirectory() as scratch:
         d = start_daemon(bin_path, home)
         try:

@@ -151,3 +151,14 @@ fn the_js_sdk_drives_the_e2b_door_over_tls_from_another_network_namespace() {
 fn the_js_sdk_drives_the_e2b_door() {
     assert_all_passed(&in_namespace(&js_driver(), false));
 }
+
+/// 32 commands × 20 MiB streamed at once to 32 Python SDK clients: the daemon's peak RSS stays
+/// within 2× that of the same load through the JSON-RPC door (32 CLI clients reading every byte
+/// by cursor), each measured on a fresh daemon (`VmHWM`).
+#[test]
+fn thirty_two_sdk_streams_peak_within_twice_the_json_rpc_doors_memory() {
+    let [python, driver, bin] = python_driver();
+    let out = in_namespace(&[python, driver, bin, PathBuf::from("memory")], false);
+    let line = out.lines().find(|l| l.starts_with("ok memory ")).expect("the memory line");
+    eprintln!("{line}");
+}
