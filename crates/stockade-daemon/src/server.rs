@@ -142,6 +142,12 @@ impl Daemon {
         &self.shared.engine.config().instance
     }
 
+    /// The engine, for a door served beside the daemon's own (the E2B door): its sessions are
+    /// this daemon's.
+    pub fn engine(&self) -> Arc<Engine> {
+        Arc::clone(&self.shared.engine)
+    }
+
     /// The containment in use.
     pub fn containment(&self) -> ContainmentMethod {
         self.shared.engine.method()

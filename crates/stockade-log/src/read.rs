@@ -2,7 +2,7 @@
 //! by `render`), [`OutputLog::read_raw`] and [`OutputLog::raw_view`] (exact bytes) and
 //! [`OutputLog::grep`].
 
-use stockade_proto::{GrepResult, OutputView, ReadMode};
+use stockade_proto::{GrepResult, OutputView, ReadMode, Stream};
 
 use super::{GrepRequest, OutputError, OutputLog, ReadRequest, grep, render};
 use crate::limits;
@@ -58,6 +58,36 @@ impl OutputLog {
             }
         }
         Err(OutputError::ReadRaced)
+    }
+
+    /// Which stream wrote each byte of `[from, to)`: runs `(stream, start, end)` in log order
+    /// (`None` for bytes the stream index has no record of). Lets a door that streams the raw
+    /// bytes tell stdout from stderr without a second copy of the output.
+    pub fn stream_runs(
+        &self,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<(Option<Stream>, u64, u64)>, OutputError> {
+        let snap = self.snapshot(true)?;
+        let Some(index) = snap.index else { return Ok(vec![(None, from, to)]) };
+        let mut runs = Vec::new();
+        let (mut x, mut i) = (from, index.find(from)?);
+        while x < to {
+            let (stream, end) = match i {
+                Some(i) => {
+                    let (t, end) = index.segment(i)?;
+                    (Some(t.stream), end)
+                }
+                None if index.len() > 0 => (None, index.get(0)?.offset),
+                None => (None, to),
+            };
+            // A segment clipped to an older total ends the walk: the rest is the last stream.
+            let end = if end <= x { to } else { end.min(to) };
+            runs.push((stream, x, end));
+            x = end;
+            i = Some(i.map_or(0, |i| i + 1));
+        }
+        Ok(runs)
     }
 
     /// [`OutputLog::read_raw`] with the view that describes it: cursors and totals, no text

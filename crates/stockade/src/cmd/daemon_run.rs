@@ -65,8 +65,8 @@ pub struct DaemonRunArgs {
     /// scrapes on a non-loopback --metrics address.
     #[arg(long, value_name = "FILE", value_parser = path_parser())]
     pub token_file: Option<PathBuf>,
-    /// TLS certificate chain (PEM) for the WebSocket door (clients then use wss://) and the
-    /// --metrics address (https://).
+    /// TLS certificate chain (PEM) for the WebSocket door (clients then use wss://), the
+    /// --metrics address and the --e2b door (https://).
     #[arg(long, value_name = "FILE", requires = "tls_key", value_parser = path_parser())]
     pub tls_cert: Option<PathBuf>,
     /// TLS private key (PEM) for --tls-cert.
@@ -82,6 +82,12 @@ pub struct DaemonRunArgs {
     /// otherwise it needs --token-file's token and TLS or --insecure-plaintext, as the door.
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<std::net::SocketAddr>,
+    /// Also serve E2B's in-sandbox API on ADDR (envd's process and filesystem services, /files,
+    /// /health), so the unmodified `e2b` SDKs drive this daemon; given without ADDR, envd's own
+    /// 127.0.0.1:49983. With --token-file, every request must carry the token in
+    /// X-Access-Token. See docs/e2b.md.
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:49983")]
+    pub e2b: Option<std::net::SocketAddr>,
     /// Delete finished sessions (record and spool) this long after they ended: a number with a
     /// unit, s, m, h or d (e.g. 12h, 7d) [default: 7d].
     #[arg(long, value_name = "AGE", value_parser = parse_age)]
@@ -105,7 +111,7 @@ pub fn run(home: Option<PathBuf>, args: DaemonRunArgs) -> anyhow::Result<ExitCod
             "--ws needs --token-file FILE: every WebSocket connection must present the token in that file (make one with `openssl rand -hex 32 > FILE; chmod 600 FILE`)"
         );
     }
-    if args.ws.is_none() && args.metrics.is_none() {
+    if args.ws.is_none() && args.metrics.is_none() && args.e2b.is_none() {
         let flag = [
             (args.token_file.is_some(), "--token-file"),
             (args.tls_cert.is_some(), "--tls-cert"),
@@ -127,6 +133,7 @@ pub fn run(home: Option<PathBuf>, args: DaemonRunArgs) -> anyhow::Result<ExitCod
     let rt = crate::global::runtime()?;
     let served = rt.block_on(async {
         let daemon = Daemon::bind(config)?;
+        let e2b = start_e2b(&daemon, &args).await?;
         // One readiness line (tests and supervisors wait for "listening on").
         let metrics = match daemon.metrics_addr() {
             None => String::new(),
@@ -163,7 +170,11 @@ pub fn run(home: Option<PathBuf>, args: DaemonRunArgs) -> anyhow::Result<ExitCod
             signals.recv().await;
             on_signal.cancel();
         });
-        daemon.serve(token).await?;
+        let served = daemon.serve(token).await;
+        if let Some(stop) = e2b {
+            stop.cancel();
+        }
+        served?;
         anyhow::Ok(())
     });
     // Blocking work still running (a search that has not reached its next cancel check) must not
@@ -171,6 +182,36 @@ pub fn run(home: Option<PathBuf>, args: DaemonRunArgs) -> anyhow::Result<ExitCod
     rt.shutdown_timeout(RUNTIME_SHUTDOWN);
     served?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Binds and serves the E2B door beside the daemon, when asked; the token cancels it.
+async fn start_e2b(
+    daemon: &Daemon,
+    args: &DaemonRunArgs,
+) -> anyhow::Result<Option<CancellationToken>> {
+    let Some(addr) = args.e2b else { return Ok(None) };
+    let token = match &args.token_file {
+        Some(path) => Some(stockade_proto::token::read_token_file(path)?),
+        None => None,
+    };
+    let tls = args
+        .tls_cert
+        .clone()
+        .zip(args.tls_key.clone())
+        .map(|(cert, key)| stockade_e2b::TlsPaths { cert, key });
+    let door = stockade_e2b::E2bDoor::bind(addr, tls.as_ref()).await?;
+    let auth = if token.is_some() { "X-Access-Token required" } else { "no token" };
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    eprintln!("stockade daemon: E2B door on {scheme}://{} ({auth})", door.addr());
+    if !door.addr().ip().is_loopback() && token.is_none() {
+        eprintln!(
+            "stockade daemon: warning: the E2B door on {} is not loopback and has no token: anyone who reaches it runs commands as you; add --token-file unless this network is private to you",
+            door.addr()
+        );
+    }
+    let stop = CancellationToken::new();
+    tokio::spawn(door.serve(daemon.engine(), token, stop.clone()));
+    Ok(Some(stop))
 }
 
 fn config(home: PathBuf, args: &DaemonRunArgs) -> DaemonConfig {

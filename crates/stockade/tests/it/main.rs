@@ -31,6 +31,7 @@ mod crash_retention;
 mod daemon_lifecycle;
 mod daemon_load;
 mod disk_full_restart;
+mod e2b;
 mod grep_bounds;
 mod hardening;
 mod kill_matrix;

@@ -1,0 +1,204 @@
+//! envd's `/files`: `GET ?path=` downloads a file (streamed from disk), `POST ?path=` uploads
+//! one — as `application/octet-stream` (streamed to disk) or `multipart/form-data` (each part
+//! a file; the part's file name is its path when `path` is not given). Parent directories are
+//! made as envd makes them.
+
+use std::path::Path;
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{StatusCode, header};
+use axum::response::Response;
+use futures_util::StreamExt as _;
+use tokio::io::AsyncWriteExt as _;
+
+use crate::connect::read_body;
+use crate::filesystem::{entry, resolve};
+use crate::http_error;
+
+/// Largest multipart upload (it is read whole to be split; octet-stream uploads are streamed
+/// and have no such bound).
+const MAX_MULTIPART: usize = 256 * 1024 * 1024;
+
+/// The value of query parameter `name`, percent-decoded.
+pub fn query(req: &Request, name: &str) -> Option<String> {
+    let q = req.uri().query()?;
+    q.split('&').find_map(|kv| {
+        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+        (k == name).then(|| percent_decode(v))
+    })
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < b.len() => {
+                let hex = std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("");
+                match u8::from_str_radix(hex, 16) {
+                    Ok(v) => {
+                        out.push(v);
+                        i += 2;
+                    }
+                    Err(_) => out.push(b'%'),
+                }
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+pub async fn download(path: Option<String>) -> Response {
+    let Some(path) = path else {
+        return http_error(StatusCode::BAD_REQUEST, "the path parameter is missing");
+    };
+    let path = match resolve(&path) {
+        Ok(p) => p,
+        Err(e) => return http_error(StatusCode::BAD_REQUEST, e.message),
+    };
+    let file = match tokio::fs::File::open(&path).await {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return http_error(StatusCode::NOT_FOUND, format!("{}: no such file", path.display()));
+        }
+        Err(e) => return http_error(StatusCode::BAD_REQUEST, format!("{}: {e}", path.display())),
+    };
+    match file.metadata().await {
+        Ok(m) if m.is_dir() => {
+            return http_error(
+                StatusCode::BAD_REQUEST,
+                format!("{} is a directory", path.display()),
+            );
+        }
+        Ok(_) => {}
+        Err(e) => return http_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+    let body = Body::from_stream(tokio_util::io::ReaderStream::new(file));
+    let mut r = Response::new(body);
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/octet-stream"));
+    r
+}
+
+pub async fn upload(req: Request) -> Response {
+    let path = query(&req, "path");
+    let ct = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    let written = if let Some(boundary) = ct.strip_prefix("multipart/form-data") {
+        let Some(boundary) = boundary.split("boundary=").nth(1) else {
+            return http_error(StatusCode::BAD_REQUEST, "a multipart body without a boundary");
+        };
+        let boundary = boundary.split(';').next().unwrap_or("").trim_matches('"').to_owned();
+        multipart(req.into_body(), &boundary, path).await
+    } else {
+        let Some(path) = path else {
+            return http_error(StatusCode::BAD_REQUEST, "the path parameter is missing");
+        };
+        octet_stream(req.into_body(), &path).await.map(|e| vec![e])
+    };
+    match written {
+        Ok(entries) => {
+            let mut r = Response::new(Body::from(serde_json::Value::Array(entries).to_string()));
+            r.headers_mut()
+                .insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/json"));
+            r
+        }
+        Err((status, message)) => http_error(status, message),
+    }
+}
+
+type Failed = (StatusCode, String);
+
+async fn octet_stream(body: Body, path: &str) -> Result<serde_json::Value, Failed> {
+    let path = resolve(path).map_err(|e| (StatusCode::BAD_REQUEST, e.message))?;
+    let mut file = create(&path).await?;
+    let mut stream = body.into_data_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk =
+            chunk.map_err(|e| (StatusCode::BAD_REQUEST, format!("the upload broke off: {e}")))?;
+        file.write_all(&chunk).await.map_err(|e| write_failed(&path, &e))?;
+    }
+    file.flush().await.map_err(|e| write_failed(&path, &e))?;
+    written(&path)
+}
+
+async fn create(path: &Path) -> Result<tokio::fs::File, Failed> {
+    if let Some(parent) = path.parent() {
+        tokio::fs::create_dir_all(parent).await.map_err(|e| write_failed(parent, &e))?;
+    }
+    tokio::fs::File::create(path).await.map_err(|e| write_failed(path, &e))
+}
+
+fn write_failed(path: &Path, e: &std::io::Error) -> Failed {
+    let status = match e.kind() {
+        std::io::ErrorKind::PermissionDenied => StatusCode::UNAUTHORIZED,
+        std::io::ErrorKind::StorageFull => StatusCode::INSUFFICIENT_STORAGE,
+        _ => StatusCode::BAD_REQUEST,
+    };
+    (status, format!("cannot write {}: {e}", path.display()))
+}
+
+/// envd's answer for a written file: its name, type and path.
+fn written(path: &Path) -> Result<serde_json::Value, Failed> {
+    let e = entry(path).map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.message))?;
+    Ok(serde_json::json!({ "name": e.name, "type": "file", "path": e.path }))
+}
+
+async fn multipart(
+    body: Body,
+    boundary: &str,
+    path: Option<String>,
+) -> Result<Vec<serde_json::Value>, Failed> {
+    let bytes = read_body(body, MAX_MULTIPART)
+        .await
+        .map_err(|e| (StatusCode::PAYLOAD_TOO_LARGE, e.message))?;
+    let delimiter = format!("--{boundary}");
+    let mut out = Vec::new();
+    for part in split(&bytes, delimiter.as_bytes()).into_iter().skip(1) {
+        if part.starts_with(b"--") {
+            break; // the closing delimiter
+        }
+        let part = part.strip_prefix(b"\r\n").unwrap_or(part);
+        let Some(head_end) = find(part, b"\r\n\r\n") else { continue };
+        let head = String::from_utf8_lossy(&part[..head_end]);
+        let mut data = &part[head_end + 4..];
+        data = data.strip_suffix(b"\r\n").unwrap_or(data);
+        let name =
+            head.split("filename=\"").nth(1).and_then(|r| r.split('"').next()).map(str::to_owned);
+        let Some(target) = path.clone().or(name) else {
+            return Err((StatusCode::BAD_REQUEST, "a part names no file".into()));
+        };
+        let target = resolve(&target).map_err(|e| (StatusCode::BAD_REQUEST, e.message))?;
+        let mut file = create(&target).await?;
+        file.write_all(data).await.map_err(|e| write_failed(&target, &e))?;
+        file.flush().await.map_err(|e| write_failed(&target, &e))?;
+        out.push(written(&target)?);
+    }
+    if out.is_empty() {
+        return Err((StatusCode::BAD_REQUEST, "the multipart body holds no file".into()));
+    }
+    Ok(out)
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+fn split<'a>(mut hay: &'a [u8], delimiter: &[u8]) -> Vec<&'a [u8]> {
+    let mut parts = Vec::new();
+    while let Some(i) = find(hay, delimiter) {
+        parts.push(&hay[..i]);
+        hay = &hay[i + delimiter.len()..];
+    }
+    parts.push(hay);
+    parts
+}

@@ -1,0 +1,240 @@
+// Drives `stockade daemon run --e2b` with E2B's unmodified JS SDK in debug mode (which talks to
+// http://localhost:49983), as the e2b tests run it: inside a private network and PID namespace,
+// so nothing else holds the port and everything started here dies with it.
+//
+// Usage: node sdk.mjs STOCKADE_BIN [SCENARIO...]. The same scenarios as sdk.py: starts the daemon
+// (its own home, working directory and environment), prints one `ok NAME facts` line per
+// scenario that held, stops the daemon; a failed scenario throws (non-zero exit).
+// `client-start` and `client-connect PID` are the two halves of the reconnect scenario, each a
+// separate process (a client restart).
+
+import { spawn, execFileSync } from 'node:child_process'
+import { createHash } from 'node:crypto'
+import { createRequire } from 'node:module'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+process.env.E2B_DEBUG = 'true'
+const here = path.dirname(fileURLToPath(import.meta.url))
+const require = createRequire(path.join(here, '../../target/e2b-js/package.json'))
+const { Sandbox } = require('e2b')
+
+const MIB = 1024 * 1024
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+function assert(cond, ...what) {
+  if (!cond) throw new Error(`assertion failed: ${what.map((w) => JSON.stringify(w)).join(' ')}`)
+}
+
+async function echo(sb) {
+  let r = await sb.commands.run('echo hello; echo oops >&2')
+  assert(r.stdout === 'hello\n' && r.stderr === 'oops\n' && r.exitCode === 0, r)
+  r = await sb.commands.run('cd /tmp && pwd && echo $GREETING', { envs: { GREETING: 'hi' }, cwd: '/' })
+  assert(r.stdout === '/tmp\nhi\n', r)
+  let code
+  try {
+    await sb.commands.run('exit 7')
+  } catch (e) {
+    code = e.exitCode
+  }
+  assert(code === 7, code)
+  console.log('ok echo')
+}
+
+async function bigOutput(sb, ctx) {
+  const digest = createHash('sha256')
+  let size = 0
+  const r = await sb.commands.run("seq -f '%015g' 1 6553600", {
+    timeoutMs: 600_000,
+    onStdout: (s) => {
+      const b = Buffer.from(s)
+      digest.update(b)
+      size += b.length
+    },
+  })
+  assert(r.exitCode === 0, r.exitCode)
+  assert(size === 100 * MIB, size)
+  const spools = []
+  const walk = (d) => {
+    for (const e of fs.readdirSync(d, { withFileTypes: true })) {
+      const p = path.join(d, e.name)
+      if (e.isDirectory()) walk(p)
+      else if (e.name === 'output.log' && fs.statSync(p).size === size) spools.push(p)
+    }
+  }
+  walk(path.join(ctx.home, 'spool'))
+  assert(spools.length === 1, spools)
+  const spool = createHash('sha256').update(fs.readFileSync(spools[0])).digest('hex')
+  const got = digest.digest('hex')
+  assert(spool === got, spool, got)
+  console.log(`ok big_output bytes=${size} sha256=${got.slice(0, 16)}`)
+}
+
+async function reconnect(sb, ctx) {
+  const me = [process.argv[1], ctx.bin]
+  const pid = Number(execFileSync(process.execPath, [...me, 'client-start']).toString().trim())
+  const out = execFileSync(process.execPath, [...me, 'client-connect', String(pid)]).toString()
+  const lines = out.split('\n').filter((l) => l)
+  const want = Array.from({ length: 100 }, (_, i) => `line${i + 1}`)
+  assert(JSON.stringify(lines) === JSON.stringify(want), lines.slice(0, 5))
+  console.log(`ok reconnect lines=${lines.length}`)
+}
+
+async function clientStart() {
+  const sb = await Sandbox.create()
+  const h = await sb.commands.run('for i in $(seq 1 100); do echo line$i; sleep 0.01; done', { background: true })
+  console.log(h.pid)
+  await h.disconnect()
+}
+
+async function clientConnect(pid) {
+  const sb = await Sandbox.create()
+  const h = await sb.commands.connect(pid)
+  const r = await h.wait()
+  process.stdout.write(r.stdout)
+}
+
+async function stdin(sb) {
+  const h = await sb.commands.run('cat', { background: true, stdin: true })
+  await sb.commands.sendStdin(h.pid, 'first\n')
+  await sb.commands.sendStdin(h.pid, 'second\n')
+  await sb.commands.closeStdin(h.pid)
+  const r = await h.wait()
+  assert(r.stdout === 'first\nsecond\n', r)
+  console.log('ok stdin')
+}
+
+async function pty(sb) {
+  let seen = ''
+  const h = await sb.pty.create({ rows: 24, cols: 80, onData: (d) => (seen += Buffer.from(d).toString()) })
+  const until = async (text) => {
+    const deadline = Date.now() + 10_000
+    while (!seen.includes(text)) {
+      assert(Date.now() < deadline, text, seen.slice(-500))
+      await sleep(50)
+    }
+  }
+  const type = (s) => sb.pty.sendInput(h.pid, new TextEncoder().encode(s))
+  await type('stty size\n')
+  await until('24 80')
+  await sb.pty.resize(h.pid, { rows: 40, cols: 100 })
+  await type('stty size\n')
+  await until('40 100')
+  await type('exit\n')
+  await h.wait()
+  console.log('ok pty sizes=24x80,40x100')
+}
+
+function census(marker) {
+  let n = 0
+  for (const p of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(p)) continue
+    try {
+      if (fs.readFileSync(`/proc/${p}/cmdline`).includes(marker)) n++
+    } catch {}
+  }
+  return n
+}
+
+async function kill(sb) {
+  const marker = '318.25'
+  const h = await sb.commands.run(
+    `setsid sleep ${marker} & setsid sh -c 'sleep ${marker}' & sleep ${marker}`,
+    { background: true }
+  )
+  let deadline = Date.now() + 10_000
+  while (census(marker) < 3) {
+    assert(Date.now() < deadline, census(marker))
+    await sleep(50)
+  }
+  assert(await sb.commands.kill(h.pid))
+  deadline = Date.now() + 5_000
+  while (census(marker) && Date.now() < deadline) await sleep(50)
+  const left = census(marker)
+  assert(left === 0, left)
+  assert(!(await sb.commands.kill(h.pid)))
+  console.log(`ok kill left=${left}`)
+}
+
+async function list(sb) {
+  const h = await sb.commands.run('sleep 30', { background: true })
+  const procs = await sb.commands.list()
+  const mine = procs.filter((p) => p.pid === h.pid)
+  assert(mine.length === 1, procs)
+  assert(mine[0].cmd === '/bin/bash' && mine[0].args.at(-1) === 'sleep 30', mine)
+  await sb.commands.kill(h.pid)
+  assert((await sb.commands.list()).every((p) => p.pid !== h.pid))
+  console.log(`ok list processes=${procs.length}`)
+}
+
+async function files(sb, ctx) {
+  const d = path.join(ctx.scratch, 'files')
+  await sb.files.write(`${d}/a.txt`, 'hello')
+  await sb.files.write(`${d}/b.bin`, new Uint8Array([0, 255, 98]).buffer)
+  assert((await sb.files.read(`${d}/a.txt`)) === 'hello')
+  const bytes = await sb.files.read(`${d}/b.bin`, { format: 'bytes' })
+  assert(Buffer.from(bytes).equals(Buffer.from([0, 255, 98])), [...bytes])
+  const names = (await sb.files.list(d)).map((e) => e.name).sort()
+  assert(JSON.stringify(names) === '["a.txt","b.bin"]', names)
+  assert(await sb.files.exists(`${d}/a.txt`))
+  await sb.files.remove(`${d}/a.txt`)
+  assert(!(await sb.files.exists(`${d}/a.txt`)))
+  await sb.files.makeDir(`${d}/sub`)
+  await sb.files.rename(`${d}/b.bin`, `${d}/sub/c.bin`)
+  const sub = (await sb.files.list(`${d}/sub`)).map((e) => e.name)
+  assert(JSON.stringify(sub) === '["c.bin"]', sub)
+  console.log('ok files')
+}
+
+const SCENARIOS = { echo, big_output: bigOutput, reconnect, stdin, pty, kill, list, files }
+
+// `stockade daemon run --e2b` from another directory, with another environment.
+function startDaemon(bin, home) {
+  const env = { PATH: '/usr/local/bin:/usr/bin:/bin', STOCKADE_HOME: home, HOME: home }
+  // The TLS set-up (tls-ns.sh) runs the daemon in its own network namespace, on its address.
+  const wrap = (process.env.STOCKADE_E2B_WRAP ?? '').split(' ').filter((w) => w)
+  const door = (process.env.STOCKADE_E2B_ARGS ?? '--e2b').split(' ').filter((w) => w)
+  const argv = [...wrap, bin, 'daemon', 'run', ...door]
+  const d = spawn(argv[0], argv.slice(1), { cwd: home, env, stdio: ['ignore', 'ignore', 'pipe'] })
+  return new Promise((resolve, reject) => {
+    let err = ''
+    const timer = setTimeout(() => reject(new Error(`the daemon did not start: ${err}`)), 30_000)
+    d.stderr.on('data', (b) => {
+      err += b
+      if (err.includes('listening on')) {
+        clearTimeout(timer)
+        resolve(d)
+      }
+    })
+    d.on('exit', (code) => reject(new Error(`the daemon exited (${code}): ${err}`)))
+  })
+}
+
+async function main() {
+  const [bin, ...names] = process.argv.slice(2)
+  if (names[0] === 'client-start') return clientStart()
+  if (names[0] === 'client-connect') return clientConnect(Number(names[1]))
+  const home = fs.mkdtempSync(path.join(os.tmpdir(), 'e2b-home-'))
+  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'e2b-scratch-'))
+  const d = await startDaemon(bin, home)
+  try {
+    const sb = await Sandbox.create()
+    const ctx = { home, scratch, bin }
+    for (const name of names.length ? names : Object.keys(SCENARIOS)) await SCENARIOS[name](sb, ctx)
+  } finally {
+    const exited = new Promise((r) => d.on('exit', r))
+    d.kill('SIGTERM')
+    await Promise.race([exited, sleep(20_000)])
+    fs.rmSync(home, { recursive: true, force: true })
+    fs.rmSync(scratch, { recursive: true, force: true })
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (e) => {
+    console.error(e)
+    process.exit(1)
+  }
+)

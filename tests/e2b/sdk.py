@@ -1,0 +1,293 @@
+"""Drives `stockade daemon run --e2b` with E2B's unmodified Python SDK in debug mode (which
+talks to http://localhost:49983), as the e2b tests run it: inside a private network and PID
+namespace, so nothing else holds the port and everything started here dies with it.
+
+Usage: sdk.py STOCKADE_BIN [SCENARIO...]. Starts the daemon (its own home, working directory
+and environment), runs each scenario, prints one `ok NAME facts` line per scenario that held,
+and stops the daemon. A scenario that fails raises: the exit status is non-zero.
+
+`client-start` and `client-connect PID` are the two halves of the reconnect scenario, each a
+separate process (a client restart)."""
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+os.environ["E2B_DEBUG"] = "true"
+
+from e2b import Sandbox  # noqa: E402
+from e2b.sandbox.commands.command_handle import PtySize  # noqa: E402
+
+MIB = 1024 * 1024
+
+
+def sandbox():
+    return Sandbox.create()
+
+
+def echo(sb, ctx):
+    r = sb.commands.run("echo hello; echo oops >&2")
+    assert (r.stdout, r.stderr, r.exit_code) == ("hello\n", "oops\n", 0), r
+    r = sb.commands.run("cd /tmp && pwd && echo $GREETING", envs={"GREETING": "hi"}, cwd="/")
+    assert r.stdout == "/tmp\nhi\n", r
+    try:
+        sb.commands.run("exit 7")
+        raise AssertionError("exit 7 did not raise")
+    except Exception as e:  # CommandExitException
+        assert getattr(e, "exit_code", None) == 7, e
+    print("ok echo", flush=True)
+
+
+def big_output(sb, ctx):
+    """100 MiB through on_stdout: every byte equals the spool's."""
+    digest, size = hashlib.sha256(), [0]
+
+    def on_stdout(s):
+        b = s.encode()
+        digest.update(b)
+        size[0] += len(b)
+
+    # 100 MiB of numbered lines: every line differs, so a lost or repeated piece shows.
+    cmd = "seq -f '%015g' 1 6553600"
+    r = sb.commands.run(cmd, on_stdout=on_stdout, timeout=600)
+    assert r.exit_code == 0, r
+    assert size[0] == 100 * MIB, size[0]
+    spools = [
+        os.path.join(d, "output.log")
+        for d, _, files in os.walk(os.path.join(ctx["home"], "spool"))
+        if "output.log" in files and os.path.getsize(os.path.join(d, "output.log")) == size[0]
+    ]
+    assert len(spools) == 1, spools
+    spool = hashlib.sha256()
+    with open(spools[0], "rb") as f:
+        for block in iter(lambda: f.read(MIB), b""):
+            spool.update(block)
+    assert spool.hexdigest() == digest.hexdigest()
+    print(f"ok big_output bytes={size[0]} sha256={digest.hexdigest()[:16]}", flush=True)
+
+
+def reconnect(sb, ctx):
+    """A background command, its client gone; a new client process connects and misses
+    nothing."""
+    me = [sys.executable, __file__, ctx["bin"]]
+    pid = subprocess.run(me + ["client-start"], check=True, capture_output=True, text=True)
+    pid = int(pid.stdout.strip())
+    out = subprocess.run(me + ["client-connect", str(pid)], check=True, capture_output=True, text=True)
+    lines = out.stdout.splitlines()
+    assert lines == [f"line{i}" for i in range(1, 101)], lines[:5]
+    print(f"ok reconnect lines={len(lines)}", flush=True)
+
+
+def client_start():
+    sb = sandbox()
+    h = sb.commands.run("for i in $(seq 1 100); do echo line$i; sleep 0.01; done", background=True)
+    print(h.pid, flush=True)
+    h.disconnect()
+
+
+def client_connect(pid):
+    sb = sandbox()
+    h = sb.commands.connect(pid)
+    r = h.wait()
+    sys.stdout.write(r.stdout)
+
+
+def stdin(sb, ctx):
+    h = sb.commands.run("cat", background=True, stdin=True)
+    sb.commands.send_stdin(h.pid, "first\n")
+    sb.commands.send_stdin(h.pid, "second\n")
+    sb.commands.close_stdin(h.pid)
+    r = h.wait()
+    assert r.stdout == "first\nsecond\n", r
+    print("ok stdin", flush=True)
+
+
+def pty(sb, ctx):
+    seen = bytearray()
+    h = sb.pty.create(PtySize(rows=24, cols=80))
+    t = threading.Thread(target=lambda: h.wait(on_pty=seen.extend), daemon=True)
+    t.start()
+
+    def until(text):
+        deadline = time.time() + 10
+        while text.encode() not in seen:
+            assert time.time() < deadline, (text, bytes(seen[-500:]))
+            time.sleep(0.05)
+
+    sb.pty.send_stdin(h.pid, b"stty size\n")
+    until("24 80")
+    sb.pty.resize(h.pid, PtySize(rows=40, cols=100))
+    sb.pty.send_stdin(h.pid, b"stty size\n")
+    until("40 100")
+    sb.pty.send_stdin(h.pid, b"exit\n")
+    t.join(10)
+    assert not t.is_alive()
+    print("ok pty sizes=24x80,40x100", flush=True)
+
+
+def census(marker):
+    """Processes of this namespace whose command line holds `marker`."""
+    n = 0
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                with open(f"/proc/{p}/cmdline", "rb") as f:
+                    n += marker.encode() in f.read()
+            except OSError:
+                pass
+    return n
+
+
+def kill(sb, ctx):
+    marker = "317.25"
+    cmd = f"setsid sleep {marker} & setsid sh -c 'sleep {marker}' & sleep {marker}"
+    h = sb.commands.run(cmd, background=True)
+    deadline = time.time() + 10
+    while census(marker) < 3:
+        assert time.time() < deadline, census(marker)
+        time.sleep(0.05)
+    assert sb.commands.kill(h.pid)
+    deadline = time.time() + 5
+    while census(marker) and time.time() < deadline:
+        time.sleep(0.05)
+    left = census(marker)
+    assert left == 0, left
+    assert not sb.commands.kill(h.pid)  # gone: as envd, False
+    print(f"ok kill left={left}", flush=True)
+
+
+def listing(sb, ctx):
+    h = sb.commands.run("sleep 30", background=True)
+    procs = sb.commands.list()
+    mine = [p for p in procs if p.pid == h.pid]
+    assert len(mine) == 1, procs
+    assert mine[0].cmd == "/bin/bash" and mine[0].args[-1] == "sleep 30", mine
+    sb.commands.kill(h.pid)
+    assert all(p.pid != h.pid for p in sb.commands.list())
+    print(f"ok list processes={len(procs)}", flush=True)
+
+
+def files(sb, ctx):
+    d = os.path.join(ctx["scratch"], "files")
+    sb.files.write(f"{d}/a.txt", "hello")
+    sb.files.write(f"{d}/b.bin", b"\x00\xffbytes")
+    assert sb.files.read(f"{d}/a.txt") == "hello"
+    assert bytes(sb.files.read(f"{d}/b.bin", format="bytes")) == b"\x00\xffbytes"
+    names = sorted(e.name for e in sb.files.list(d))
+    assert names == ["a.txt", "b.bin"], names
+    assert sb.files.exists(f"{d}/a.txt")
+    sb.files.remove(f"{d}/a.txt")
+    assert not sb.files.exists(f"{d}/a.txt")
+    sb.files.make_dir(f"{d}/sub")
+    sb.files.rename(f"{d}/b.bin", f"{d}/sub/c.bin")
+    assert [e.name for e in sb.files.list(f"{d}/sub")] == ["c.bin"]
+    print("ok files", flush=True)
+
+
+def peak_rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(l.split()[1]) for l in f if l.startswith("VmHWM:"))
+
+
+def memory(bin_path):
+    """32 commands x 20 MiB streamed at once to 32 clients: the daemon's peak RSS through the
+    E2B door against the same through the JSON-RPC door (32 `stockade run`), each on a fresh
+    daemon."""
+    n, cmd = 32, "seq -f '%015g' 1 1310720"  # 20 MiB each
+    peaks = {}
+    for door in ("jsonrpc", "e2b"):
+        with tempfile.TemporaryDirectory() as home:
+            d = start_daemon(bin_path, home)
+            try:
+                got = [0] * n
+                if door == "jsonrpc":
+                    env = {"PATH": os.environ["PATH"], "STOCKADE_HOME": home}
+
+                    def one(i):
+                        # Started in the background, then every byte read back by cursor.
+                        run = [bin_path, "run", "--background", "--json", cmd]
+                        started = subprocess.run(run, env=env, capture_output=True, check=True)
+                        sid = json.loads(started.stdout)["id"]
+                        logs = [bin_path, "logs", "-f", "--raw", sid]
+                        got[i] = len(subprocess.run(logs, env=env, capture_output=True).stdout)
+                else:
+                    def one(i):
+                        def on_stdout(s):
+                            got[i] += len(s)
+                        Sandbox.create().commands.run(cmd, on_stdout=on_stdout, timeout=600)
+                threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+                assert all(g == 20 * MIB for g in got), got
+                peaks[door] = peak_rss_kib(d.pid)
+            finally:
+                d.send_signal(signal.SIGTERM)
+                d.wait(20)
+    ratio = peaks["e2b"] / peaks["jsonrpc"]
+    print(f"ok memory jsonrpc_peak_kib={peaks['jsonrpc']} e2b_peak_kib={peaks['e2b']} ratio={ratio:.2f}", flush=True)
+    assert ratio <= 2.0, peaks
+
+
+SCENARIOS = {
+    "echo": echo,
+    "big_output": big_output,
+    "reconnect": reconnect,
+    "stdin": stdin,
+    "pty": pty,
+    "kill": kill,
+    "list": listing,
+    "files": files,
+}
+
+
+def start_daemon(bin_path, home):
+    """`stockade daemon run --e2b` from another directory, with another environment."""
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "STOCKADE_HOME": home, "HOME": home}
+    # The TLS set-up (tls-ns.sh) runs the daemon in its own network namespace, on its address.
+    wrap = os.environ.get("STOCKADE_E2B_WRAP", "").split()
+    door = os.environ.get("STOCKADE_E2B_ARGS", "--e2b").split()
+    d = subprocess.Popen(
+        wrap + [bin_path, "daemon", "run"] + door,
+        cwd=home,
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.time() + 30
+    for line in d.stderr:
+        if "listening on" in line:
+            return d
+        assert time.time() < deadline, "the daemon did not start"
+    raise AssertionError(f"the daemon exited: {d.wait()}")
+
+
+def main():
+    bin_path, names = sys.argv[1], sys.argv[2:]
+    if names[:1] == ["client-start"]:
+        return client_start()
+    if names[:1] == ["client-connect"]:
+        return client_connect(int(names[1]))
+    if names[:1] == ["memory"]:
+        return memory(bin_path)
+    with tempfile.TemporaryDirectory() as home, tempfile.TemporaryDirectory() as scratch:
+        d = start_daemon(bin_path, home)
+        try:
+            sb = sandbox()
+            ctx = {"home": home, "scratch": scratch, "bin": bin_path}
+            for name in names or SCENARIOS:
+                SCENARIOS[name](sb, ctx)
+        finally:
+            d.send_signal(signal.SIGTERM)
+            d.wait(20)
+
+
+if __name__ == "__main__":
+    main()
