@@ -428,7 +428,8 @@ async function schemasScenario() {
     const list = await c.call("list_sessions", {});
     const lv = validate("list_sessions");
     assert.ok(lv(list.s), JSON.stringify(lv.errors));
-    assert.ok(listBytes <= 24576, `tools/list is ${listBytes} bytes (bound 24576)`);
+    // 25 KiB with every output schema: the per-session sandbox argument took the list past 24.
+    assert.ok(listBytes <= 25600, `tools/list is ${listBytes} bytes (bound 25600)`);
     return { schemas_compiled: compiled, tools_list_bytes: listBytes };
   } finally {
     await c.close();

@@ -191,6 +191,9 @@ fn run_spec(r: &StartRequest) -> Result<RunSpec, RpcError> {
     spec.cwd = p.cwd.as_ref().filter(|c| !c.is_empty()).map(PathBuf::from);
     spec.env = p.envs.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     spec.pty = r.pty.and_then(|p| p.size).map(pty_size);
+    // envd's events keep stdout and stderr apart (the SDKs' `on_stdout`/`on_stderr`): a pipe
+    // each, so the order across the two is best-effort here, as it is with envd.
+    spec.capture = stockade_proto::Capture::Split;
     if spec.pty.is_none() && r.stdin.unwrap_or(true) {
         spec.stdin = StdinMode::Pipe;
     }

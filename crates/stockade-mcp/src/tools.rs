@@ -143,10 +143,9 @@ pub struct ExecCommandArgs {
     /// Run the shell as a login shell (`-lc`).
     #[serde(default)]
     pub login: bool,
-    /// Confine the command with the kernel: `mode` `read-only` or `workspace-write` (writes
-    /// only beneath `workdir`, a private TMPDIR and `writable_roots`), `network` `none` or
-    /// `allow`, limits `memory` (bytes), `pids`, `nofile`, `cpu` (percent of one CPU). Default: the server's policy; a
-    /// looser one than the server's is refused.
+    /// Confine the command: `mode` `read-only`|`workspace-write` (writes only in `workdir`,
+    /// TMPDIR, `writable_roots`), `network` `none`|`allow`, limits `memory` (bytes), `pids`,
+    /// `nofile`, `cpu` (% of one CPU). Default and ceiling: the server's.
     #[serde(default)]
     pub sandbox: Option<stockade_proto::Sandbox>,
 }
