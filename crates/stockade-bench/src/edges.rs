@@ -435,9 +435,18 @@ fn check_exact(sessions: &[SessionInfo], bytes: u64, checked: &mut Vec<String>) 
 
 fn four_at_once(ctx: &mut Ctx, load: Load) -> Result<()> {
     let bytes = ctx.sizes.four_each;
+    let stderr = matches!(load, Load::Stderr);
     let cmd = barrier_command(&ctx.barrier(), bytes, 0, load);
     for _ in 0..4 {
-        ctx.run_bg(cmd.clone())?;
+        // Output on stderr is checked for its stream: a pipe each (the default merges them).
+        ctx.run(RunParams {
+            command: cmd.clone(),
+            background: true,
+            yield_ms: Some(0),
+            max_bytes: Some(1024),
+            capture: if stderr { stockade_proto::Capture::Split } else { Default::default() },
+            ..RunParams::default()
+        })?;
     }
     ctx.sessions = 4;
     ctx.output = 4 * bytes;
