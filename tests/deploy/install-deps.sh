@@ -8,16 +8,12 @@
 # Called by scripts/test. Idempotent; offline once installed. Network: Debian's archive, PyPI.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. tests/lib/install.sh
 
 KUBERNETES_VALIDATE_VERSION=1.37.0
 PROMETHEUS_CLIENT_VERSION=0.26.0
 JSONSCHEMA_VERSION=4.26.0
 PYYAML_VERSION=6.0.3
-
-die() {
-    echo "scripts/test: $*" >&2
-    exit 1
-}
 
 deps=target/deploy-deps
 if [[ ! -x $deps/busybox ]]; then
@@ -32,16 +28,11 @@ if [[ ! -x $deps/busybox ]]; then
     "$deps/busybox" true || die "the busybox-static binary does not run here"
 fi
 
-venv=target/deploy-venv
-stamp="$venv/.installed-$KUBERNETES_VALIDATE_VERSION-$PROMETHEUS_CLIENT_VERSION-$JSONSCHEMA_VERSION-$PYYAML_VERSION"
-if [[ ! -f $stamp ]]; then
-    echo "scripts/test: installing kubernetes-validate, prometheus-client, jsonschema, PyYAML into $venv" >&2
-    python3 -m venv "$venv" || die "cannot create a venv (Debian/Ubuntu: apt-get install python3-venv)"
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-        "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION" \
-        "prometheus-client==$PROMETHEUS_CLIENT_VERSION" \
-        "jsonschema==$JSONSCHEMA_VERSION" \
-        "PyYAML==$PYYAML_VERSION" ||
-        die "pip could not install the deploy test tools (is PyPI reachable?)"
-    touch "$stamp"
-fi
+need_python
+pip_install target/deploy-venv \
+    "target/deploy-venv/.installed-$KUBERNETES_VALIDATE_VERSION-$PROMETHEUS_CLIENT_VERSION-$JSONSCHEMA_VERSION-$PYYAML_VERSION" \
+    "the deploy test tools" \
+    "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION" \
+    "prometheus-client==$PROMETHEUS_CLIENT_VERSION" \
+    "jsonschema==$JSONSCHEMA_VERSION" \
+    "PyYAML==$PYYAML_VERSION"
