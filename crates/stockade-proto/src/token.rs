@@ -3,11 +3,14 @@
 //! guards a door and the side that presents the token, a minimum length, the `Authorization`
 //! header's parsing, and generating a token file when none is given.
 //!
-//! A token file must be a regular file (never reached through a symlink) owned by the effective
-//! user, not readable or writable by group or others, at most [`MAX_TOKEN_FILE_BYTES`] long, and
-//! hold one token of at least [`MIN_TOKEN_LEN`] bytes (surrounding whitespace, e.g. the final
-//! newline, is ignored). The checks are made on the opened file, so what is checked is what is
-//! read.
+//! A token file must be a regular file owned by the effective user or by root, that others may
+//! not read or write and its group may at most read — and only a group this process is in (so
+//! a Kubernetes Secret volume's `root:<fsGroup> 0440` file is accepted, as OpenSSH accepts
+//! root-owned keys) — at most [`MAX_TOKEN_FILE_BYTES`] long, holding one token of at least
+//! [`MIN_TOKEN_LEN`] bytes (surrounding whitespace, e.g. the final newline, is ignored).
+//! A symlink is followed only while it stays inside the named file's own directory: the
+//! kubelet's `token -> ..data/token`, `..data -> ..<timestamp>` layout, never a link out to some
+//! other file. The checks are made on the opened file, so what is checked is what is read.
 
 use std::io::{Read as _, Write as _};
 use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
@@ -35,9 +38,9 @@ pub enum TokenFileError {
     /// A directory, a FIFO, a device …
     #[error("it is not a regular file")]
     NotAFile,
-    /// Another user owns it.
+    /// Another user (not root) owns it.
     #[error(
-        "it belongs to uid {owner}, not to this user (uid {euid}), so another user may have written it; use a token file of your own"
+        "it belongs to uid {owner}, neither this user (uid {euid}) nor root, so another user may have written it; use a token file of your own"
     )]
     ForeignOwner {
         /// The file's owner.
@@ -55,6 +58,26 @@ pub enum TokenFileError {
         mode: u32,
         /// The file, for the command to run.
         path: PathBuf,
+    },
+    /// Its group may read it, and that group is not one of this process's.
+    #[error(
+        "its group (gid {gid}) may read it and this user is not in that group; make it private with `chmod 600 {path}`",
+        path = .path.display()
+    )]
+    ForeignGroup {
+        /// The file's group.
+        gid: u32,
+        /// The file, for the command to run.
+        path: PathBuf,
+    },
+    /// A symlink leads out of the file's own directory.
+    #[error(
+        "it is a symlink to {target}, outside its own directory; name the token file itself",
+        target = .target.display()
+    )]
+    LinkOutside {
+        /// Where the links lead.
+        target: PathBuf,
     },
     /// Reading it failed.
     #[error("cannot read it: {0}")]
@@ -88,9 +111,10 @@ pub fn check_token(token: &[u8]) -> Result<(), TokenFileError> {
 
 /// Read the token from `path` under the rules above.
 pub fn read_token_file(path: &Path) -> Result<Vec<u8>, TokenFileError> {
-    // `O_NOFOLLOW`: a symlink is refused rather than followed to whatever it names.
+    let real = resolve_inside_own_dir(path)?;
+    // `O_NOFOLLOW`: `real` has no symlink left; one swapped in since is refused, not followed.
     let fd =
-        rustix::fs::open(path, OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
+        rustix::fs::open(&real, OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
             .map_err(|e| TokenFileError::Open(e.into()))?;
     let file = std::fs::File::from(fd);
     let meta = file.metadata().map_err(TokenFileError::Inspect)?;
@@ -98,12 +122,16 @@ pub fn read_token_file(path: &Path) -> Result<Vec<u8>, TokenFileError> {
         return Err(TokenFileError::NotAFile);
     }
     let euid = rustix::process::geteuid().as_raw();
-    if meta.uid() != euid {
+    if meta.uid() != euid && meta.uid() != 0 {
         return Err(TokenFileError::ForeignOwner { owner: meta.uid(), euid });
     }
     let mode = meta.mode() & 0o777;
-    if mode & 0o077 != 0 {
+    // Others: nothing. Group: read at most (writing is replacing the token).
+    if mode & 0o027 != 0 {
         return Err(TokenFileError::NotPrivate { mode, path: path.to_owned() });
+    }
+    if mode & 0o040 != 0 && !in_group(meta.gid()) {
+        return Err(TokenFileError::ForeignGroup { gid: meta.gid(), path: path.to_owned() });
     }
     let mut raw = Vec::new();
     file.take(MAX_TOKEN_FILE_BYTES + 1).read_to_end(&mut raw).map_err(TokenFileError::Read)?;
@@ -113,6 +141,34 @@ pub fn read_token_file(path: &Path) -> Result<Vec<u8>, TokenFileError> {
     let token = raw.trim_ascii();
     check_token(token)?;
     Ok(token.to_vec())
+}
+
+/// `path` with its symlinks resolved, if they stay inside its own directory (the kubelet's
+/// Secret volume layout); a path that is no symlink comes back as it is.
+fn resolve_inside_own_dir(path: &Path) -> Result<PathBuf, TokenFileError> {
+    let is_link =
+        std::fs::symlink_metadata(path).map_err(TokenFileError::Open)?.file_type().is_symlink();
+    if !is_link {
+        return Ok(path.to_owned());
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let dir = std::fs::canonicalize(dir).map_err(TokenFileError::Open)?;
+    let real = std::fs::canonicalize(path).map_err(TokenFileError::Open)?;
+    if !real.starts_with(&dir) {
+        return Err(TokenFileError::LinkOutside { target: real });
+    }
+    Ok(real)
+}
+
+/// Whether `gid` is this process's effective group or one of its supplementary groups.
+fn in_group(gid: u32) -> bool {
+    if rustix::process::getegid().as_raw() == gid {
+        return true;
+    }
+    rustix::process::getgroups().is_ok_and(|groups| groups.iter().any(|g| g.as_raw() == gid))
 }
 
 /// Create `path` (0600, never through a symlink, never over an existing file) holding a new
@@ -177,12 +233,66 @@ mod tests {
     }
 
     #[test]
-    fn a_symlinked_token_file_is_refused() {
+    fn a_symlink_out_of_its_directory_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let real = dir.path().join("real");
         generate_token_file(&real).unwrap();
-        let link = dir.path().join("link");
+        let sub = dir.path().join("volume");
+        std::fs::create_dir(&sub).unwrap();
+        let link = sub.join("token");
         std::os::unix::fs::symlink(&real, &link).unwrap();
-        assert!(read_token_file(&link).unwrap_err().to_string().contains("cannot open"));
+        let err = read_token_file(&link).unwrap_err();
+        assert!(matches!(err, TokenFileError::LinkOutside { .. }), "{err}");
+        assert!(err.to_string().contains("outside its own directory"), "{err}");
+    }
+
+    /// The kubelet's Secret volume: `token -> ..data/token`, `..data -> ..<timestamp>`, the
+    /// file itself group-readable by the pod's fsGroup.
+    #[test]
+    fn a_secret_volume_layout_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let stamp = dir.path().join("..2026_11_26_10_00_00.000000001");
+        std::fs::create_dir(&stamp).unwrap();
+        let real = stamp.join("token");
+        let token = generate_token_file(&real).unwrap();
+        std::os::unix::fs::symlink("..2026_11_26_10_00_00.000000001", dir.path().join("..data"))
+            .unwrap();
+        std::os::unix::fs::symlink("..data/token", dir.path().join("token")).unwrap();
+        // Group-readable by our own group, as `fsGroup` makes it.
+        std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o440)).unwrap();
+        assert_eq!(read_token_file(&dir.path().join("token")).unwrap(), token.as_bytes());
+        // Group-writable or readable by others: refused, naming the mode.
+        for mode in [0o460, 0o444] {
+            std::fs::set_permissions(&real, std::fs::Permissions::from_mode(mode)).unwrap();
+            let err = read_token_file(&dir.path().join("token")).unwrap_err();
+            assert!(matches!(err, TokenFileError::NotPrivate { .. }), "{mode:o}: {err}");
+        }
+    }
+
+    /// Root-owned (a Secret mounted by the kubelet) is accepted; a file of another user is not;
+    /// a group that may read it must be ours.
+    #[test]
+    fn owner_and_group_rules() {
+        if !rustix::process::geteuid().is_root() {
+            // As a user, root-owned files cannot be made here; the rule is exercised as root.
+            eprintln!(
+                "owner_and_group_rules: needs root to chown; checked where the tests run as root"
+            );
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("t");
+        let token = generate_token_file(&real).unwrap();
+        if rustix::process::geteuid().is_root() {
+            std::os::unix::fs::chown(&real, Some(65534), None).unwrap();
+            let err = read_token_file(&real).unwrap_err();
+            assert!(matches!(err, TokenFileError::ForeignOwner { owner: 65534, .. }), "{err}");
+            assert!(err.to_string().contains("nor root"), "{err}");
+            std::os::unix::fs::chown(&real, Some(0), Some(65534)).unwrap();
+            std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o440)).unwrap();
+            let err = read_token_file(&real).unwrap_err();
+            assert!(matches!(err, TokenFileError::ForeignGroup { gid: 65534, .. }), "{err}");
+            std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o400)).unwrap();
+        }
+        assert_eq!(read_token_file(&real).unwrap(), token.as_bytes());
     }
 }

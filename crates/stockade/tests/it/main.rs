@@ -47,6 +47,7 @@ mod metrics_addr;
 mod natural_end;
 mod order;
 mod pid1;
+mod pod;
 mod prepared_dirs;
 mod remote_crd;
 mod remote_deploy;

@@ -281,10 +281,18 @@ impl Sandbox {
             "mount --rbind /dev {r}/dev && mount -t proc proc {r}/proc && cd {r} && {program} --home {state} daemon run --no-cgroup --ws {ip}:{PORT} --token-file {token} --tls-cert {tls}/cert.pem --tls-key {tls}/key.pem",
             ip = self.ip
         );
+        self.launch(&script);
+    }
+
+    /// Runs `script` (as root, in new PID and mount namespaces of this sandbox's network
+    /// namespace; it must end by exec-ing the daemon, so the daemon is PID 1) and waits until
+    /// the daemon's door accepts a client.
+    pub fn launch(&mut self, script: &str) {
+        assert!(self.launcher.is_none(), "already started");
         let log = std::fs::File::create(self.dir.path().join("daemon.log")).unwrap();
         let child = Command::new("ip")
             .args(["netns", "exec", &self.netns, "unshare", "--pid", "--mount", "--fork"])
-            .args(["--kill-child", "--propagation", "private", "sh", "-c", &script])
+            .args(["--kill-child", "--propagation", "private", "sh", "-c", script])
             .env_clear()
             .env("PATH", "/bin:/usr/bin:/sbin:/usr/sbin")
             .stdin(Stdio::null())
@@ -302,6 +310,11 @@ impl Sandbox {
         });
     }
 
+    /// The launcher's exit status once it has ended (the daemon, PID 1, has then ended too).
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.launcher.as_mut().and_then(|c| c.try_wait().ok().flatten())
+    }
+
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("daemon.log")).unwrap_or_default()
     }
@@ -316,20 +329,13 @@ impl Sandbox {
 
     /// Host pids of every live (non-zombie) process in the daemon's PID namespace.
     pub fn processes(&self) -> Vec<u32> {
-        let Some(pid) = self.daemon_host_pid() else { return Vec::new() };
-        let Ok(ns) = std::fs::read_link(format!("/proc/{pid}/ns/pid")) else { return Vec::new() };
-        let mut out = Vec::new();
-        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Some(p) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-                continue;
-            };
-            if std::fs::read_link(format!("/proc/{p}/ns/pid")).ok().as_ref() == Some(&ns)
-                && stockade_client::pid_alive(p)
-            {
-                out.push(p);
-            }
-        }
-        out
+        self.pid_ns().map(|ns| processes_in(&ns)).unwrap_or_default()
+    }
+
+    /// The daemon's PID namespace (`pid:[inode]`), while the daemon runs.
+    pub fn pid_ns(&self) -> Option<PathBuf> {
+        let pid = self.daemon_host_pid()?;
+        std::fs::read_link(format!("/proc/{pid}/ns/pid")).ok()
     }
 
     /// SIGKILL the daemon (PID 1 of its namespace: the kernel ends everything in it).
@@ -381,6 +387,23 @@ impl Drop for Sandbox {
         let _ = sh(Command::new("ip").args(["netns", "del", &self.netns]));
         let _ = sh(Command::new("ip").args(["link", "del", &self.host_if]));
     }
+}
+
+/// Host pids of every live (non-zombie) process in the PID namespace `ns` (see
+/// [`Sandbox::pid_ns`]); still answers after the namespace's PID 1 has ended.
+pub fn processes_in(ns: &Path) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(p) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        if std::fs::read_link(format!("/proc/{p}/ns/pid")).ok().as_deref() == Some(ns)
+            && stockade_client::pid_alive(p)
+        {
+            out.push(p);
+        }
+    }
+    out
 }
 
 /// Runs `tests/deploy/validate.py` (with `extra` arguments, e.g. `--crd FILE`) on a `deploy/`
