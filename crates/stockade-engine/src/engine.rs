@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use stockade_proto::rpc::StdinMode;
 use stockade_proto::{
-    ContainmentMethod, DEFAULT_DISK_CAP, DEFAULT_GRACE_MS, DEFAULT_RETAINED_CAP, DiskPolicy,
-    TerminateReport,
+    Capture, ContainmentMethod, DEFAULT_DISK_CAP, DEFAULT_GRACE_MS, DEFAULT_RETAINED_CAP,
+    DiskPolicy, TerminateReport,
 };
 
 use crate::error::EngineError;
@@ -426,6 +426,7 @@ impl Engine {
             stderr,
             marker: SessionMarker { instance: self.config.instance.clone(), id: id.to_owned() },
             sandbox: None,
+            file_size_limit: None,
         })
     }
 
@@ -442,6 +443,11 @@ impl Engine {
         let dir = self.instance_dir()?.join(&id);
         // A directory made ahead of time, when one is ready: no inode to wait for.
         let prepared = self.slots.as_ref().and_then(|slots| slots.claim(&dir));
+        // File capture: the command writes its spool itself, so the disk cap is held by the
+        // kernel's file-size limit on the tree, not at the next poll (which a fast writer
+        // outruns by hundreds of megabytes).
+        let file_size_limit =
+            (output.capture == Capture::File && spec.pty.is_none()).then_some(output.disk_cap);
         let log = match OutputLog::create_in(&dir, output, prepared) {
             Ok(log) => Arc::new(log),
             Err(e) => {
@@ -458,6 +464,7 @@ impl Engine {
             )?;
             let (stdout, stderr, merged) = crate::launch::child_stdio(&spec, &log)?;
             let mut spawn_spec = self.spawn_spec(&spec, &id, stdout, stderr)?;
+            spawn_spec.file_size_limit = file_size_limit;
             kept.sandbox = sandbox.as_ref().map(|s| s.request.clone());
             kept.sandbox_in_force = sandbox.as_ref().map(|s| s.policy.clone());
             if let Some(s) = sandbox {

@@ -503,6 +503,26 @@ impl Session {
     }
 }
 
+/// In file capture the disk cap is the tree's file-size limit: a root that died of `SIGXFSZ`
+/// (or whose shell reported it, 153) once the spool reached the cap ends `killed: disk cap`, as
+/// a piped session stopped at its cap does.
+fn disk_cap_end(session: &Session, state: SessionState) -> SessionState {
+    if session.capture != Capture::File {
+        return state;
+    }
+    sync_file_capture(session);
+    let at_cap = session.log.cap_reached().is_some_and(|hit| hit.reason == REASON_DISK_CAP);
+    match state {
+        SessionState::Signaled { signal: libc::SIGXFSZ }
+        | SessionState::Exited { code: 153 /* 128 + SIGXFSZ */ }
+            if at_cap =>
+        {
+            SessionState::Killed { reason: REASON_DISK_CAP.into() }
+        }
+        state => state,
+    }
+}
+
 pub(crate) fn unix_ms(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
@@ -546,7 +566,7 @@ impl Supervisor {
                     (Some(code), None) => SessionState::Exited { code },
                     (None, None) => SessionState::Failed { reason: "exit status unknown".into() },
                 };
-                (memory_limit_end(&session, state), report, None)
+                (disk_cap_end(&session, memory_limit_end(&session, state)), report, None)
             }
             Ending::Timeout => {
                 let report = session.tree.terminate(&default_opts).await;

@@ -34,6 +34,7 @@ pub(super) const STEP_STDIO: u8 = 3;
 pub(super) const STEP_CWD: u8 = 4;
 pub(super) const STEP_EXEC: u8 = 5;
 pub(super) const STEP_SANDBOX: u8 = 6;
+pub(super) const STEP_FSIZE: u8 = 7;
 
 /// `struct clone_args` (`linux/sched.h`, version 2: with `cgroup`).
 #[repr(C)]
@@ -112,6 +113,8 @@ pub(super) struct Plan {
     ctty: bool,
     /// `RLIMIT_NOFILE` to set (soft, hard).
     nofile: Option<(u64, u64)>,
+    /// `RLIMIT_FSIZE` to set (soft and hard); failing to is failing the spawn.
+    pub(super) fsize: Option<u64>,
     /// The sandbox to enter last before `execve` (its `Prepared` outlives the spawn).
     pub(super) sandbox: Option<crate::sandbox::ChildSandbox>,
 }
@@ -147,7 +150,17 @@ impl Plan {
             })
             .collect::<io::Result<Vec<_>>>()?;
         let cwd = cwd.map(|p| c(p.as_os_str())).transpose()?;
-        Ok(Plan { path: c(path.as_os_str())?, argv, envp, cwd, stdio, ctty, nofile, sandbox: None })
+        Ok(Plan {
+            path: c(path.as_os_str())?,
+            argv,
+            envp,
+            cwd,
+            stdio,
+            ctty,
+            nofile,
+            fsize: None,
+            sandbox: None,
+        })
     }
 }
 
@@ -393,6 +406,12 @@ extern "C" fn child_main(arg: *mut c_void) -> ! {
             // Best effort, as in the fork path: a limit it cannot lower only means a higher one.
             let lim = libc::rlimit { rlim_cur: soft, rlim_max: hard };
             libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+        if let Some(bytes) = plan.fsize {
+            let lim = libc::rlimit { rlim_cur: bytes, rlim_max: bytes };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
+                fail(STEP_FSIZE);
+            }
         }
         if libc::setsid() < 0 {
             fail(STEP_SETSID);

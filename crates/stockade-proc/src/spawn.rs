@@ -29,6 +29,7 @@ const STAGE_SETSID: u8 = 1;
 const STAGE_CGROUP: u8 = 2;
 const STAGE_CTTY: u8 = 3;
 const STAGE_SANDBOX: u8 = 4;
+const STAGE_FSIZE: u8 = 5;
 
 /// Where one of the child's standard streams goes.
 #[derive(Debug, Default)]
@@ -76,6 +77,10 @@ pub struct SpawnSpec {
     pub marker: SessionMarker,
     /// The sandbox to confine it to (none: the user's full rights).
     pub sandbox: Option<SandboxSpec>,
+    /// `RLIMIT_FSIZE` (soft and hard) of the tree: no file it writes grows past this many bytes
+    /// (a write past it fails with `EFBIG` after `SIGXFSZ`). Set when the command writes its
+    /// spool itself, so the disk cap holds in the kernel, not at the next poll.
+    pub file_size_limit: Option<u64>,
 }
 
 impl SpawnSpec {
@@ -92,6 +97,7 @@ impl SpawnSpec {
             stderr: StdioSpec::Null,
             marker,
             sandbox: None,
+            file_size_limit: None,
         }
     }
 }
@@ -175,6 +181,9 @@ pub enum SpawnError {
     /// The child could not enter its sandbox (it exited before `exec`).
     #[error("the command could not enter its sandbox: {0}")]
     SandboxApply(io::Error),
+    /// The child could not take the file-size limit its spool's disk cap needs.
+    #[error("cannot limit the command's file size (RLIMIT_FSIZE) to its disk cap: {0}")]
+    FileSizeLimit(io::Error),
 }
 
 /// Spawns `spec` as the root of a new process tree: own session and process group, the session
@@ -327,6 +336,7 @@ fn spawn_forked(
         current: Some(soft),
         maximum: (hard != libc::RLIM_INFINITY).then_some(hard),
     });
+    let file_size_limit = spec.file_size_limit;
     let procs_fd = placement.as_ref().map(AsRawFd::as_raw_fd);
     let child_sandbox = prepared.map(Prepared::for_child);
     // SAFETY: the closure runs between fork and exec and calls only async-signal-safe functions
@@ -343,6 +353,13 @@ fn spawn_forked(
             if let Some(lim) = &nofile {
                 // Best effort: a limit it cannot lower only means the command sees a higher one.
                 let _ = rustix::process::setrlimit(rustix::process::Resource::Nofile, *lim);
+            }
+            if let Some(bytes) = file_size_limit {
+                // Not best effort: the disk cap depends on it.
+                let lim = rustix::process::Rlimit { current: Some(bytes), maximum: Some(bytes) };
+                if rustix::process::setrlimit(rustix::process::Resource::Fsize, lim).is_err() {
+                    return fail(STAGE_FSIZE);
+                }
             }
             if libc::setsid() < 0 {
                 return fail(STAGE_SETSID);
@@ -413,6 +430,7 @@ fn staged_error(
         (true, STAGE_SETSID) => SpawnError::Setsid(source),
         (true, STAGE_CTTY) => SpawnError::ControllingTerminal(source),
         (true, STAGE_SANDBOX) => SpawnError::SandboxApply(source),
+        (true, STAGE_FSIZE) => SpawnError::FileSizeLimit(source),
         (true, STAGE_CGROUP) => {
             SpawnError::CgroupPlacement { path: cgroup_dir.unwrap_or_default(), source }
         }
@@ -565,6 +583,7 @@ fn spawn_fast(
     )
     .map_err(exec_error)?;
     plan.sandbox = prepared.map(Prepared::for_child);
+    plan.fsize = spec.file_size_limit;
     let cgroup_fd = match cgroup_dir {
         Some(dir) => Some(
             std::fs::File::open(dir)
@@ -591,6 +610,7 @@ fn spawn_fast(
             clone3::STEP_SETSID => SpawnError::Setsid(error),
             clone3::STEP_CTTY => SpawnError::ControllingTerminal(error),
             clone3::STEP_SANDBOX => SpawnError::SandboxApply(error),
+            clone3::STEP_FSIZE => SpawnError::FileSizeLimit(error),
             clone3::STEP_STDIO => SpawnError::Pipe(error),
             clone3::STEP_CWD => SpawnError::Cwd {
                 path: spec.cwd.clone().unwrap_or_default(),

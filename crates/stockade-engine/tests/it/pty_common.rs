@@ -70,6 +70,7 @@ impl Run {
             stderr: StdioSpec::Null,
             marker,
             sandbox: None,
+            file_size_limit: None,
         };
         let spawned = spawn_pty(spec, size, &mode.containment()).unwrap();
         let master = spawned.pty_master.unwrap();
