@@ -187,7 +187,38 @@ async function files(sb, ctx) {
   console.log('ok files')
 }
 
-const SCENARIOS = { echo, big_output: bigOutput, reconnect, stdin, pty, kill, list, files }
+const fdCount = (pid) => fs.readdirSync(`/proc/${pid}/fd`).length
+
+// files.watchDir sees a file created, written, renamed, chmod'ed and removed (each by name and
+// type); after 20 watch/stop cycles the daemon holds no more descriptors than before, within a
+// few.
+async function watch(sb, ctx) {
+  const d = path.join(ctx.scratch, 'watched')
+  fs.mkdirSync(d)
+  const seen = new Set()
+  const h = await sb.files.watchDir(d, (e) => seen.add(`${e.name} ${e.type}`))
+  await sb.files.write(`${d}/new.txt`, 'one')
+  await sb.commands.run(`echo more >> ${d}/new.txt && chmod 600 ${d}/new.txt`)
+  await sb.files.rename(`${d}/new.txt`, `${d}/moved.txt`)
+  await sb.files.remove(`${d}/moved.txt`)
+  const want = ['new.txt create', 'new.txt write', 'new.txt chmod', 'new.txt rename',
+    'moved.txt create', 'moved.txt remove']
+  const deadline = Date.now() + 10_000
+  while (!want.every((w) => seen.has(w))) {
+    assert(Date.now() < deadline, want.filter((w) => !seen.has(w)), [...seen])
+    await sleep(50)
+  }
+  await h.stop()
+  const before = fdCount(ctx.daemon)
+  for (let i = 0; i < 20; i++) await (await sb.files.watchDir(d, () => {})).stop()
+  const until = Date.now() + 5_000
+  while (fdCount(ctx.daemon) > before + 3 && Date.now() < until) await sleep(50)
+  const after = fdCount(ctx.daemon)
+  assert(after <= before + 3, before, after)
+  console.log(`ok watch events=${seen.size} fds_before=${before} fds_after=${after}`)
+}
+
+const SCENARIOS = { echo, big_output: bigOutput, reconnect, stdin, pty, kill, list, files, watch }
 
 // `stockade daemon run --e2b` from another directory, with another environment.
 function startDaemon(bin, home) {
@@ -220,7 +251,7 @@ async function main() {
   const d = await startDaemon(bin, home)
   try {
     const sb = await Sandbox.create()
-    const ctx = { home, scratch, bin }
+    const ctx = { home, scratch, bin, daemon: d.pid }
     for (const name of names.length ? names : Object.keys(SCENARIOS)) await SCENARIOS[name](sb, ctx)
   } finally {
     const exited = new Promise((r) => d.on('exit', r))

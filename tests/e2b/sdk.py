@@ -190,6 +190,43 @@ def files(sb, ctx):
     print("ok files", flush=True)
 
 
+def fd_count(pid):
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def watch(sb, ctx):
+    """files.watch_dir sees a file created, written, renamed, chmod'ed and removed (each by
+    name and type); after 20 watch/stop cycles the daemon holds no more descriptors than
+    before, within a few."""
+    d = os.path.join(ctx["scratch"], "watched")
+    os.makedirs(d)
+    h = sb.files.watch_dir(d)
+    sb.files.write(f"{d}/new.txt", "one")
+    sb.commands.run(f"echo more >> {d}/new.txt && chmod 600 {d}/new.txt")
+    sb.files.rename(f"{d}/new.txt", f"{d}/moved.txt")
+    sb.files.remove(f"{d}/moved.txt")
+    want = {
+        ("new.txt", "create"), ("new.txt", "write"), ("new.txt", "chmod"),
+        ("new.txt", "rename"), ("moved.txt", "create"), ("moved.txt", "remove"),
+    }
+    seen, deadline = set(), time.time() + 10
+    while not want <= seen:
+        assert time.time() < deadline, (want - seen, seen)
+        seen |= {(e.name, e.type.value) for e in h.get_new_events()}
+        time.sleep(0.05)
+    h.stop()
+    pid = ctx["daemon"]
+    before = fd_count(pid)
+    for _ in range(20):
+        sb.files.watch_dir(d).stop()
+    deadline = time.time() + 5
+    while fd_count(pid) > before + 3 and time.time() < deadline:
+        time.sleep(0.05)
+    after = fd_count(pid)
+    assert after <= before + 3, (before, after)
+    print(f"ok watch events={len(seen)} fds_before={before} fds_after={after}", flush=True)
+
+
 def peak_rss_kib(pid):
     with open(f"/proc/{pid}/status") as f:
         return next(int(l.split()[1]) for l in f if l.startswith("VmHWM:"))
@@ -245,6 +282,7 @@ SCENARIOS = {
     "kill": kill,
     "list": listing,
     "files": files,
+    "watch": watch,
 }
 
 
@@ -281,7 +319,7 @@ def main():
         d = start_daemon(bin_path, home)
         try:
             sb = sandbox()
-            ctx = {"home": home, "scratch": scratch, "bin": bin_path}
+            ctx = {"home": home, "scratch": scratch, "bin": bin_path, "daemon": d.pid}
             for name in names or SCENARIOS:
                 SCENARIOS[name](sb, ctx)
         finally:

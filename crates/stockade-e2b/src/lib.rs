@@ -17,6 +17,7 @@ mod messages;
 mod output;
 mod process;
 mod tls;
+mod watch;
 
 pub use tls::TlsPaths;
 
@@ -62,6 +63,7 @@ pub(crate) struct Door {
     pub(crate) engine: Arc<Engine>,
     pub(crate) table: process::Table,
     pub(crate) stop: CancellationToken,
+    pub(crate) watchers: watch::Watchers,
     token: Option<Vec<u8>>,
 }
 
@@ -91,8 +93,13 @@ impl E2bDoor {
     /// Serves `engine` until `stop` is cancelled; `token`, when given, is required in
     /// `X-Access-Token` on every request but `/health`.
     pub async fn serve(self, engine: Arc<Engine>, token: Option<Vec<u8>>, stop: CancellationToken) {
-        let door =
-            Arc::new(Door { engine, table: process::Table::default(), stop: stop.clone(), token });
+        let door = Arc::new(Door {
+            engine,
+            table: process::Table::default(),
+            stop: stop.clone(),
+            watchers: watch::Watchers::default(),
+            token,
+        });
         let app = Router::new().fallback(route).with_state(door);
         let served = match self.tls {
             None => tokio::select! {
@@ -135,7 +142,7 @@ async fn route(State(door): State<Arc<Door>>, req: Request) -> Response {
                     process::call(Arc::clone(&door), m, &parts.headers, body).await
                 }
                 Some(("filesystem.Filesystem", m)) => {
-                    filesystem::call(m, &parts.headers, body).await
+                    filesystem::call(&door, m, &parts.headers, body).await
                 }
                 _ => not_served(&path),
             }

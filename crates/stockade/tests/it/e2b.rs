@@ -18,8 +18,8 @@ use crate::remote_support::repo_root;
 const DRIVER_DEADLINE: Duration = Duration::from_secs(600);
 
 /// Every scenario of a driver, in the order it runs them.
-const SCENARIOS: [&str; 8] =
-    ["echo", "big_output", "reconnect", "stdin", "pty", "kill", "list", "files"];
+const SCENARIOS: [&str; 9] =
+    ["echo", "big_output", "reconnect", "stdin", "pty", "kill", "list", "files", "watch"];
 
 fn need(path: PathBuf, what: &str) -> PathBuf {
     assert!(
