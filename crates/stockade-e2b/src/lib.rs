@@ -17,6 +17,7 @@ mod messages;
 mod output;
 mod process;
 mod tls;
+mod user;
 mod watch;
 
 pub use tls::TlsPaths;
@@ -132,8 +133,13 @@ async fn route(State(door): State<Arc<Door>>, req: Request) -> Response {
     }
     let method = req.method().clone();
     match (method, path.as_str()) {
-        (Method::GET, "/files") => files::download(files::query(&req, "path")).await,
-        (Method::POST, "/files") => files::upload(req).await,
+        (Method::GET | Method::POST, "/files") => match files::requester(&req) {
+            Err((status, message)) => http_error(status, message),
+            Ok(user) if req.method() == Method::GET => {
+                files::download(files::query(&req, "path"), user).await
+            }
+            Ok(user) => files::upload(req, user).await,
+        },
         (Method::POST, "/init") => StatusCode::NO_CONTENT.into_response(),
         (Method::POST, p) => {
             let (parts, body) = req.into_parts();

@@ -201,7 +201,7 @@ fn run_spec(r: &StartRequest) -> Result<RunSpec, RpcError> {
 }
 
 /// One word for `sh`, quoted.
-fn quote(w: &str) -> String {
+pub(crate) fn quote(w: &str) -> String {
     format!("'{}'", w.replace('\'', r"'\''"))
 }
 
@@ -216,7 +216,12 @@ async fn start(door: Arc<Door>, headers: &HeaderMap, body: Body, streaming: bool
         Ok(r) => r,
         Err(e) => return connect::stream_error(e),
     };
-    let spec = match run_spec(&request) {
+    let spec = match run_spec(&request).and_then(|mut spec| {
+        if let Some(user) = crate::user::from_headers(headers)? {
+            user.apply(&mut spec)?;
+        }
+        Ok(spec)
+    }) {
         Ok(s) => s,
         Err(e) => return connect::stream_error(e),
     };
