@@ -1,11 +1,11 @@
 //! `filesystem.Filesystem`: stat, list, make, move and remove, on the daemon's own filesystem
-//! with the daemon's rights. A relative path is taken from the daemon user's home, as envd
-//! takes it from the user's. Watches are in [`crate::watch`].
+//! with the daemon's rights (directories it makes for a named user are theirs). A relative path
+//! is taken from the named user's home, else the daemon user's, as envd takes it from the
+//! user's. Watches are served by the `watch` module.
 
 use std::fs::Metadata;
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::UNIX_EPOCH;
 
 use axum::body::Body;
@@ -13,7 +13,6 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use serde::Serialize;
 
-use crate::Door;
 use crate::connect::{self, RpcError};
 use crate::messages::{Empty, EntryInfo, EntryResponse, ListDirResponse, MoveRequest, PathRequest};
 use crate::user::{self, RunAs};
@@ -22,11 +21,7 @@ use crate::user::{self, RunAs};
 const MAX_ENTRIES: usize = 100_000;
 
 /// Serves one call of `filesystem.Filesystem`.
-pub async fn call(door: &Arc<Door>, method: &str, headers: &HeaderMap, body: Body) -> Response {
-    let body = match crate::watch::call(door, method, headers, body).await {
-        Ok(served) => return served,
-        Err(body) => body,
-    };
+pub async fn call(method: &str, headers: &HeaderMap, body: Body) -> Response {
     let ct = headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("");
     let streaming = connect::is_streaming(ct);
     if streaming {

@@ -148,7 +148,10 @@ async fn route(State(door): State<Arc<Door>>, req: Request) -> Response {
                     process::call(Arc::clone(&door), m, &parts.headers, body).await
                 }
                 Some(("filesystem.Filesystem", m)) => {
-                    filesystem::call(&door, m, &parts.headers, body).await
+                    match watch::call(&door, m, &parts.headers, body).await {
+                        Ok(served) => served,
+                        Err(body) => filesystem::call(m, &parts.headers, body).await,
+                    }
                 }
                 _ => not_served(&path),
             }

@@ -18,6 +18,7 @@ use crate::messages::{
     Empty, ListResponse, ProcessConfig, ProcessInfo, ProcessSelector, SelectRequest,
     SendInputRequest, SendSignalRequest, StartRequest, StreamInputRequest, UpdateRequest,
 };
+use crate::user::quote;
 use crate::{Door, output};
 
 /// How long a piece of input may wait for the command to take it.
@@ -198,11 +199,6 @@ fn run_spec(r: &StartRequest) -> Result<RunSpec, RpcError> {
         spec.stdin = StdinMode::Pipe;
     }
     Ok(spec)
-}
-
-/// One word for `sh`, quoted.
-pub(crate) fn quote(w: &str) -> String {
-    format!("'{}'", w.replace('\'', r"'\''"))
 }
 
 /// The keepalive interval the client asked for (`Keepalive-Ping-Interval`, seconds).

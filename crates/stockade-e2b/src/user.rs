@@ -26,15 +26,22 @@ pub struct RunAs {
 
 /// The user named by a Connect call's `Authorization: Basic` header.
 pub fn from_headers(headers: &HeaderMap) -> Result<Option<RunAs>, RpcError> {
-    let Some(value) = headers.get("authorization") else { return Ok(None) };
-    let basic = value
-        .to_str()
-        .ok()
+    // Another scheme (a proxy's bearer token, say) names no user.
+    let Some(encoded) = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Basic "))
-        .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b.trim()).ok())
+    else {
+        return Ok(None);
+    };
+    let basic = base64::engine::general_purpose::STANDARD
+        .decode(encoded.trim())
+        .ok()
         .and_then(|b| String::from_utf8(b).ok());
     let Some(basic) = basic else {
-        return Err(RpcError::invalid("the Authorization header is not Basic user:"));
+        return Err(RpcError::invalid(
+            "the Authorization header's Basic credentials are not base64 of user:",
+        ));
     };
     by_name(basic.split(':').next().unwrap_or(""))
 }
@@ -115,7 +122,7 @@ impl RunAs {
         }
         words.push("-c".into());
         words.push(std::mem::take(&mut spec.command));
-        let quoted: Vec<String> = words.iter().map(|w| crate::process::quote(w)).collect();
+        let quoted: Vec<String> = words.iter().map(|w| quote(w)).collect();
         spec.command = format!("exec {}", quoted.join(" "));
         let mut env = vec![
             ("HOME".to_owned(), self.home.display().to_string()),
@@ -135,4 +142,9 @@ impl RunAs {
     pub fn own(&self, path: &Path) -> std::io::Result<()> {
         std::os::unix::fs::chown(path, Some(self.uid), Some(self.gid))
     }
+}
+
+/// One word for `sh`, quoted.
+pub(crate) fn quote(w: &str) -> String {
+    format!("'{}'", w.replace('\'', r"'\''"))
 }
