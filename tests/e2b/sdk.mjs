@@ -23,6 +23,13 @@ const { Sandbox } = require('e2b')
 
 const MIB = 1024 * 1024
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+// Debug mode sends no access token; a platform hands the SDK one with the sandbox, and the SDK
+// then builds the sandbox as here (its `create` does the same with the API's answer).
+async function sandbox() {
+  const token = process.env.STOCKADE_E2B_TOKEN
+  if (!token) return Sandbox.create()
+  return new Sandbox({ sandboxId: 'debug_sandbox_id', envdVersion: '99.99.99', envdAccessToken: token })
+}
 function assert(cond, ...what) {
   if (!cond) throw new Error(`assertion failed: ${what.map((w) => JSON.stringify(w)).join(' ')}`)
 }
@@ -82,14 +89,14 @@ async function reconnect(sb, ctx) {
 }
 
 async function clientStart() {
-  const sb = await Sandbox.create()
+  const sb = await sandbox()
   const h = await sb.commands.run('for i in $(seq 1 100); do echo line$i; sleep 0.01; done', { background: true })
   console.log(h.pid)
   await h.disconnect()
 }
 
 async function clientConnect(pid) {
-  const sb = await Sandbox.create()
+  const sb = await sandbox()
   const h = await sb.commands.connect(pid)
   const r = await h.wait()
   process.stdout.write(r.stdout)
@@ -187,7 +194,61 @@ async function files(sb, ctx) {
   console.log('ok files')
 }
 
-const SCENARIOS = { echo, big_output: bigOutput, reconnect, stdin, pty, kill, list, files }
+// As root, a command run as `nobody` is nobody's (uid, HOME, USER; cwd their home, or / when it
+// is not a directory), a file written as nobody is nobody's, and a user with no account is
+// refused with a sentence.
+async function user(sb, ctx) {
+  const [, , uid, , , dir] = execFileSync('getent', ['passwd', 'nobody']).toString().trim().split(':')
+  const r = await sb.commands.run('id -un; id -u; echo $HOME $USER; pwd', { user: 'nobody' })
+  const home = fs.existsSync(dir) && fs.statSync(dir).isDirectory() ? dir : '/'
+  const want = `nobody\n${uid}\n${dir} nobody\n${home}\n`
+  assert(r.stdout === want, r.stdout, want)
+  const f = path.join(ctx.scratch, 'owned', 'by-nobody.txt')
+  await sb.files.write(f, 'mine', { user: 'nobody' })
+  const owners = new Set([f, path.dirname(f)].map((p) => String(fs.statSync(p).uid)))
+  assert(owners.size === 1 && owners.has(uid), [...owners])
+  let refused = ''
+  try {
+    await sb.commands.run('true', { user: 'no-such-user-e2b' })
+  } catch (e) {
+    refused = String(e.message)
+  }
+  assert(refused.includes('user no-such-user-e2b does not exist'), refused)
+  console.log(`ok user uid=${uid}`)
+}
+
+const fdCount = (pid) => fs.readdirSync(`/proc/${pid}/fd`).length
+
+// files.watchDir sees a file created, written, renamed, chmod'ed and removed (each by name and
+// type); after 20 watch/stop cycles the daemon holds no more descriptors than before, within a
+// few.
+async function watch(sb, ctx) {
+  const d = path.join(ctx.scratch, 'watched')
+  fs.mkdirSync(d)
+  const seen = new Set()
+  const h = await sb.files.watchDir(d, (e) => seen.add(`${e.name} ${e.type}`))
+  await sb.files.write(`${d}/new.txt`, 'one')
+  await sb.commands.run(`echo more >> ${d}/new.txt && chmod 600 ${d}/new.txt`)
+  await sb.files.rename(`${d}/new.txt`, `${d}/moved.txt`)
+  await sb.files.remove(`${d}/moved.txt`)
+  const want = ['new.txt create', 'new.txt write', 'new.txt chmod', 'new.txt rename',
+    'moved.txt create', 'moved.txt remove']
+  const deadline = Date.now() + 10_000
+  while (!want.every((w) => seen.has(w))) {
+    assert(Date.now() < deadline, want.filter((w) => !seen.has(w)), [...seen])
+    await sleep(50)
+  }
+  await h.stop()
+  const before = fdCount(ctx.daemon)
+  for (let i = 0; i < 20; i++) await (await sb.files.watchDir(d, () => {})).stop()
+  const until = Date.now() + 5_000
+  while (fdCount(ctx.daemon) > before + 3 && Date.now() < until) await sleep(50)
+  const after = fdCount(ctx.daemon)
+  assert(after <= before + 3, before, after)
+  console.log(`ok watch events=${seen.size} fds_before=${before} fds_after=${after}`)
+}
+
+const SCENARIOS = { echo, big_output: bigOutput, reconnect, stdin, pty, kill, list, files, watch, user }
 
 // `stockade daemon run --e2b` from another directory, with another environment.
 function startDaemon(bin, home) {
@@ -219,8 +280,8 @@ async function main() {
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'e2b-scratch-'))
   const d = await startDaemon(bin, home)
   try {
-    const sb = await Sandbox.create()
-    const ctx = { home, scratch, bin }
+    const sb = await sandbox()
+    const ctx = { home, scratch, bin, daemon: d.pid }
     for (const name of names.length ? names : Object.keys(SCENARIOS)) await SCENARIOS[name](sb, ctx)
   } finally {
     const exited = new Promise((r) => d.on('exit', r))

@@ -28,7 +28,23 @@ MIB = 1024 * 1024
 
 
 def sandbox():
-    return Sandbox.create()
+    token = os.environ.get("STOCKADE_E2B_TOKEN")
+    if not token:
+        return Sandbox.create()
+    # Debug mode sends no access token; a platform hands the SDK one with the sandbox, and the
+    # SDK then builds the sandbox as here (its `create` does the same with the API's answer).
+    from e2b.connection_config import ConnectionConfig
+    from e2b.envd.versions import ENVD_DEBUG_FALLBACK
+
+    headers = {"E2b-Sandbox-Id": "debug", "E2b-Sandbox-Port": "49983", "X-Access-Token": token}
+    return Sandbox(
+        sandbox_id="debug",
+        sandbox_domain=None,
+        envd_version=ENVD_DEBUG_FALLBACK,
+        envd_access_token=token,
+        traffic_access_token=None,
+        connection_config=ConnectionConfig(extra_sandbox_headers=headers),
+    )
 
 
 def echo(sb, ctx):
@@ -190,6 +206,66 @@ def files(sb, ctx):
     print("ok files", flush=True)
 
 
+def user(sb, ctx):
+    """As root, a command run as `nobody` is nobody's (uid, HOME, USER; cwd their home, or /
+    when it is not a directory), a file written as nobody is nobody's, and a user with no
+    account is refused with a sentence."""
+    import pwd
+
+    nobody = pwd.getpwnam("nobody")
+    r = sb.commands.run("id -un; id -u; echo $HOME $USER; pwd", user="nobody")
+    home = nobody.pw_dir if os.path.isdir(nobody.pw_dir) else "/"
+    want = f"nobody\n{nobody.pw_uid}\n{nobody.pw_dir} nobody\n{home}\n"
+    assert r.stdout == want, (r.stdout, want)
+    f = os.path.join(ctx["scratch"], "owned", "by-nobody.txt")
+    sb.files.write(f, "mine", user="nobody")
+    owners = {os.stat(p).st_uid for p in (f, os.path.dirname(f))}
+    assert owners == {nobody.pw_uid}, owners
+    try:
+        sb.commands.run("true", user="no-such-user-e2b")
+        raise AssertionError("an unknown user was not refused")
+    except Exception as e:
+        assert "user no-such-user-e2b does not exist" in str(e), e
+    print(f"ok user uid={nobody.pw_uid}", flush=True)
+
+
+def fd_count(pid):
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def watch(sb, ctx):
+    """files.watch_dir sees a file created, written, renamed, chmod'ed and removed (each by
+    name and type); after 20 watch/stop cycles the daemon holds no more descriptors than
+    before, within a few."""
+    d = os.path.join(ctx["scratch"], "watched")
+    os.makedirs(d)
+    h = sb.files.watch_dir(d)
+    sb.files.write(f"{d}/new.txt", "one")
+    sb.commands.run(f"echo more >> {d}/new.txt && chmod 600 {d}/new.txt")
+    sb.files.rename(f"{d}/new.txt", f"{d}/moved.txt")
+    sb.files.remove(f"{d}/moved.txt")
+    want = {
+        ("new.txt", "create"), ("new.txt", "write"), ("new.txt", "chmod"),
+        ("new.txt", "rename"), ("moved.txt", "create"), ("moved.txt", "remove"),
+    }
+    seen, deadline = set(), time.time() + 10
+    while not want <= seen:
+        assert time.time() < deadline, (want - seen, seen)
+        seen |= {(e.name, e.type.value) for e in h.get_new_events()}
+        time.sleep(0.05)
+    h.stop()
+    pid = ctx["daemon"]
+    before = fd_count(pid)
+    for _ in range(20):
+        sb.files.watch_dir(d).stop()
+    deadline = time.time() + 5
+    while fd_count(pid) > before + 3 and time.time() < deadline:
+        time.sleep(0.05)
+    after = fd_count(pid)
+    assert after <= before + 3, (before, after)
+    print(f"ok watch events={len(seen)} fds_before={before} fds_after={after}", flush=True)
+
+
 def peak_rss_kib(pid):
     with open(f"/proc/{pid}/status") as f:
         return next(int(l.split()[1]) for l in f if l.startswith("VmHWM:"))
@@ -245,6 +321,8 @@ SCENARIOS = {
     "kill": kill,
     "list": listing,
     "files": files,
+    "watch": watch,
+    "user": user,
 }
 
 
@@ -281,7 +359,7 @@ def main():
         d = start_daemon(bin_path, home)
         try:
             sb = sandbox()
-            ctx = {"home": home, "scratch": scratch, "bin": bin_path}
+            ctx = {"home": home, "scratch": scratch, "bin": bin_path, "daemon": d.pid}
             for name in names or SCENARIOS:
                 SCENARIOS[name](sb, ctx)
         finally:

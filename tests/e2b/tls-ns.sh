@@ -2,7 +2,8 @@
 # The e2b tests' TLS set-up, run as PID 1 of a fresh network, mount and PID namespace
 # (crates/stockade/tests/it/e2b.rs): the daemon gets a network namespace of its own, joined to
 # the driver's by a veth pair, and serves the E2B door with TLS on its veth address; the driver
-# (the SDK) reaches it from the other namespace at https://10.233.0.2:49983. A test CA signs
+# (the SDK) reaches it from the other namespace at https://10.233.0.2:49983, with the door's
+# token (STOCKADE_E2B_TOKEN). A test CA signs
 # the door's certificate and is made the only trusted root, here only (bind mounts in this
 # mount namespace): the system bundle, Python's certifi and Node's extra CAs.
 #
@@ -39,5 +40,10 @@ done
 export NODE_EXTRA_CA_CERTS=$work/ca.pem SSL_CERT_FILE=$work/ca.pem
 export E2B_SANDBOX_URL=https://10.233.0.2:49983
 export STOCKADE_E2B_WRAP="ip netns exec e2bd"
-export STOCKADE_E2B_ARGS="--e2b 10.233.0.2:49983 --tls-cert $work/door.pem --tls-key $work/door.key"
+# A door off loopback needs a token: the drivers hand it to the SDK as a platform does.
+openssl rand -hex 32 >"$work/token"
+chmod 600 "$work/token"
+STOCKADE_E2B_TOKEN=$(cat "$work/token")
+export STOCKADE_E2B_TOKEN
+export STOCKADE_E2B_ARGS="--e2b 10.233.0.2:49983 --token-file $work/token --tls-cert $work/door.pem --tls-key $work/door.key"
 exec "$@"

@@ -13,8 +13,9 @@ use futures_util::StreamExt as _;
 use tokio::io::AsyncWriteExt as _;
 
 use crate::connect::read_body;
-use crate::filesystem::{entry, resolve};
+use crate::filesystem::{entry, make_dirs, resolve_in};
 use crate::http_error;
+use crate::user::{self, RunAs};
 
 /// Largest multipart upload (it is read whole to be split; octet-stream uploads are streamed
 /// and have no such bound).
@@ -53,11 +54,23 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-pub async fn download(path: Option<String>) -> Response {
+/// The user a `/files` request names (`username`), or the answer refusing it.
+pub fn requester(req: &Request) -> Result<Option<RunAs>, (StatusCode, String)> {
+    user::by_name(&query(req, "username").unwrap_or_default()).map_err(|e| {
+        let status = match e.code {
+            "unauthenticated" => StatusCode::UNAUTHORIZED,
+            "permission_denied" => StatusCode::FORBIDDEN,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        (status, e.message)
+    })
+}
+
+pub async fn download(path: Option<String>, user: Option<RunAs>) -> Response {
     let Some(path) = path else {
         return http_error(StatusCode::BAD_REQUEST, "the path parameter is missing");
     };
-    let path = match resolve(&path) {
+    let path = match resolve_in(&path, user::home(user.as_ref())) {
         Ok(p) => p,
         Err(e) => return http_error(StatusCode::BAD_REQUEST, e.message),
     };
@@ -85,8 +98,9 @@ pub async fn download(path: Option<String>) -> Response {
     r
 }
 
-pub async fn upload(req: Request) -> Response {
+pub async fn upload(req: Request, user: Option<RunAs>) -> Response {
     let path = query(&req, "path");
+    let user = user.as_ref();
     let ct = req
         .headers()
         .get(header::CONTENT_TYPE)
@@ -98,12 +112,12 @@ pub async fn upload(req: Request) -> Response {
             return http_error(StatusCode::BAD_REQUEST, "a multipart body without a boundary");
         };
         let boundary = boundary.split(';').next().unwrap_or("").trim_matches('"').to_owned();
-        multipart(req.into_body(), &boundary, path).await
+        multipart(req.into_body(), &boundary, path, user).await
     } else {
         let Some(path) = path else {
             return http_error(StatusCode::BAD_REQUEST, "the path parameter is missing");
         };
-        octet_stream(req.into_body(), &path).await.map(|e| vec![e])
+        octet_stream(req.into_body(), &path, user).await.map(|e| vec![e])
     };
     match written {
         Ok(entries) => {
@@ -118,9 +132,14 @@ pub async fn upload(req: Request) -> Response {
 
 type Failed = (StatusCode, String);
 
-async fn octet_stream(body: Body, path: &str) -> Result<serde_json::Value, Failed> {
-    let path = resolve(path).map_err(|e| (StatusCode::BAD_REQUEST, e.message))?;
-    let mut file = create(&path).await?;
+async fn octet_stream(
+    body: Body,
+    path: &str,
+    user: Option<&RunAs>,
+) -> Result<serde_json::Value, Failed> {
+    let path =
+        resolve_in(path, user::home(user)).map_err(|e| (StatusCode::BAD_REQUEST, e.message))?;
+    let mut file = create(&path, user).await?;
     let mut stream = body.into_data_stream();
     while let Some(chunk) = stream.next().await {
         let chunk =
@@ -131,11 +150,20 @@ async fn octet_stream(body: Body, path: &str) -> Result<serde_json::Value, Faile
     written(&path)
 }
 
-async fn create(path: &Path) -> Result<tokio::fs::File, Failed> {
+/// The file at `path` (its parents made), truncated, and given to `user` when one is named.
+async fn create(path: &Path, user: Option<&RunAs>) -> Result<tokio::fs::File, Failed> {
     if let Some(parent) = path.parent() {
-        tokio::fs::create_dir_all(parent).await.map_err(|e| write_failed(parent, &e))?;
+        let (dir, owner) = (parent.to_path_buf(), user.cloned());
+        tokio::task::spawn_blocking(move || make_dirs(&dir, owner.as_ref()))
+            .await
+            .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
+            .map_err(|e| write_failed(parent, &e))?;
     }
-    tokio::fs::File::create(path).await.map_err(|e| write_failed(path, &e))
+    let file = tokio::fs::File::create(path).await.map_err(|e| write_failed(path, &e))?;
+    if let Some(u) = user {
+        u.own(path).map_err(|e| write_failed(path, &e))?;
+    }
+    Ok(file)
 }
 
 fn write_failed(path: &Path, e: &std::io::Error) -> Failed {
@@ -157,6 +185,7 @@ async fn multipart(
     body: Body,
     boundary: &str,
     path: Option<String>,
+    user: Option<&RunAs>,
 ) -> Result<Vec<serde_json::Value>, Failed> {
     let bytes = read_body(body, MAX_MULTIPART)
         .await
@@ -177,8 +206,9 @@ async fn multipart(
         let Some(target) = path.clone().or(name) else {
             return Err((StatusCode::BAD_REQUEST, "a part names no file".into()));
         };
-        let target = resolve(&target).map_err(|e| (StatusCode::BAD_REQUEST, e.message))?;
-        let mut file = create(&target).await?;
+        let target = resolve_in(&target, user::home(user))
+            .map_err(|e| (StatusCode::BAD_REQUEST, e.message))?;
+        let mut file = create(&target, user).await?;
         file.write_all(data).await.map_err(|e| write_failed(&target, &e))?;
         file.flush().await.map_err(|e| write_failed(&target, &e))?;
         out.push(written(&target)?);

@@ -1,6 +1,7 @@
 //! `filesystem.Filesystem`: stat, list, make, move and remove, on the daemon's own filesystem
-//! with the daemon's rights. A relative path is taken from the daemon user's home, as envd
-//! takes it from the user's. Watching is not served (docs/e2b.md).
+//! with the daemon's rights (directories it makes for a named user are theirs). A relative path
+//! is taken from the named user's home, else the daemon user's, as envd takes it from the
+//! user's. Watches are served by the `watch` module.
 
 use std::fs::Metadata;
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
@@ -14,6 +15,7 @@ use serde::Serialize;
 
 use crate::connect::{self, RpcError};
 use crate::messages::{Empty, EntryInfo, EntryResponse, ListDirResponse, MoveRequest, PathRequest};
+use crate::user::{self, RunAs};
 
 /// Most entries one `ListDir` answers with (a bound on the answer, not on the directory).
 const MAX_ENTRIES: usize = 100_000;
@@ -30,14 +32,15 @@ pub async fn call(method: &str, headers: &HeaderMap, body: Body) -> Response {
     }
     let method = method.to_owned();
     let result = async move {
+        let user = user::from_headers(headers)?;
         match method.as_str() {
             "Move" => {
                 let r: MoveRequest = connect::request_message(body, false).await?;
-                blocking(move || rename(&r)).await
+                blocking(move || rename(&r, user.as_ref())).await
             }
             "Stat" | "MakeDir" | "ListDir" | "Remove" => {
                 let r: PathRequest = connect::request_message(body, false).await?;
-                blocking(move || path_call(&method, &r)).await
+                blocking(move || path_call(&method, &r, user.as_ref())).await
             }
             other => Err(RpcError::new(
                 "unimplemented",
@@ -60,8 +63,12 @@ fn value<T: Serialize>(m: T) -> Result<serde_json::Value, RpcError> {
     serde_json::to_value(m).map_err(|e| RpcError::internal(e.to_string()))
 }
 
-fn path_call(method: &str, r: &PathRequest) -> Result<serde_json::Value, RpcError> {
-    let path = resolve(&r.path)?;
+fn path_call(
+    method: &str,
+    r: &PathRequest,
+    user: Option<&RunAs>,
+) -> Result<serde_json::Value, RpcError> {
+    let path = resolve_in(&r.path, user::home(user))?;
     match method {
         "Stat" => value(EntryResponse { entry: entry(&path)? }),
         "MakeDir" => {
@@ -71,7 +78,7 @@ fn path_call(method: &str, r: &PathRequest) -> Result<serde_json::Value, RpcErro
                     format!("{} already exists", path.display()),
                 ));
             }
-            std::fs::create_dir_all(&path).map_err(|e| io_error(&path, &e))?;
+            make_dirs(&path, user).map_err(|e| io_error(&path, &e))?;
             value(EntryResponse { entry: entry(&path)? })
         }
         "Remove" => {
@@ -114,17 +121,35 @@ fn list(dir: &Path, depth: u32, out: &mut Vec<EntryInfo>) -> Result<(), RpcError
     Ok(())
 }
 
-fn rename(r: &MoveRequest) -> Result<serde_json::Value, RpcError> {
-    let (from, to) = (resolve(&r.source)?, resolve(&r.destination)?);
+fn rename(r: &MoveRequest, user: Option<&RunAs>) -> Result<serde_json::Value, RpcError> {
+    let home = user::home(user);
+    let (from, to) = (resolve_in(&r.source, home)?, resolve_in(&r.destination, home)?);
     if let Some(parent) = to.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| io_error(parent, &e))?;
+        make_dirs(parent, user).map_err(|e| io_error(parent, &e))?;
     }
     std::fs::rename(&from, &to).map_err(|e| io_error(&from, &e))?;
     value(EntryResponse { entry: entry(&to)? })
 }
 
+/// `create_dir_all`, the directories it makes given to `user` (as envd makes them theirs).
+pub(crate) fn make_dirs(path: &Path, user: Option<&RunAs>) -> std::io::Result<()> {
+    let missing: Vec<&Path> = path.ancestors().take_while(|p| !p.exists()).collect();
+    std::fs::create_dir_all(path)?;
+    if let Some(u) = user {
+        for dir in missing {
+            u.own(dir)?;
+        }
+    }
+    Ok(())
+}
+
 /// An absolute path for a client's path: relative ones from the home directory.
 pub(crate) fn resolve(path: &str) -> Result<PathBuf, RpcError> {
+    resolve_in(path, None)
+}
+
+/// An absolute path for a client's path: relative ones from `home`, else the daemon's home.
+pub(crate) fn resolve_in(path: &str, home: Option<&Path>) -> Result<PathBuf, RpcError> {
     if path.is_empty() {
         return Err(RpcError::invalid("an empty path"));
     }
@@ -132,7 +157,10 @@ pub(crate) fn resolve(path: &str) -> Result<PathBuf, RpcError> {
     if p.is_absolute() {
         return Ok(p.to_path_buf());
     }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/"));
+    let home = match home {
+        Some(h) => h.to_path_buf(),
+        None => std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/")),
+    };
     Ok(match p.strip_prefix("~") {
         Ok(rest) => home.join(rest),
         Err(_) => home.join(p),

@@ -17,6 +17,8 @@ mod messages;
 mod output;
 mod process;
 mod tls;
+mod user;
+mod watch;
 
 pub use tls::TlsPaths;
 
@@ -62,6 +64,7 @@ pub(crate) struct Door {
     pub(crate) engine: Arc<Engine>,
     pub(crate) table: process::Table,
     pub(crate) stop: CancellationToken,
+    pub(crate) watchers: watch::Watchers,
     token: Option<Vec<u8>>,
 }
 
@@ -91,8 +94,13 @@ impl E2bDoor {
     /// Serves `engine` until `stop` is cancelled; `token`, when given, is required in
     /// `X-Access-Token` on every request but `/health`.
     pub async fn serve(self, engine: Arc<Engine>, token: Option<Vec<u8>>, stop: CancellationToken) {
-        let door =
-            Arc::new(Door { engine, table: process::Table::default(), stop: stop.clone(), token });
+        let door = Arc::new(Door {
+            engine,
+            table: process::Table::default(),
+            stop: stop.clone(),
+            watchers: watch::Watchers::default(),
+            token,
+        });
         let app = Router::new().fallback(route).with_state(door);
         let served = match self.tls {
             None => tokio::select! {
@@ -125,8 +133,13 @@ async fn route(State(door): State<Arc<Door>>, req: Request) -> Response {
     }
     let method = req.method().clone();
     match (method, path.as_str()) {
-        (Method::GET, "/files") => files::download(files::query(&req, "path")).await,
-        (Method::POST, "/files") => files::upload(req).await,
+        (Method::GET | Method::POST, "/files") => match files::requester(&req) {
+            Err((status, message)) => http_error(status, message),
+            Ok(user) if req.method() == Method::GET => {
+                files::download(files::query(&req, "path"), user).await
+            }
+            Ok(user) => files::upload(req, user).await,
+        },
         (Method::POST, "/init") => StatusCode::NO_CONTENT.into_response(),
         (Method::POST, p) => {
             let (parts, body) = req.into_parts();
@@ -135,7 +148,10 @@ async fn route(State(door): State<Arc<Door>>, req: Request) -> Response {
                     process::call(Arc::clone(&door), m, &parts.headers, body).await
                 }
                 Some(("filesystem.Filesystem", m)) => {
-                    filesystem::call(m, &parts.headers, body).await
+                    match watch::call(&door, m, &parts.headers, body).await {
+                        Ok(served) => served,
+                        Err(body) => filesystem::call(m, &parts.headers, body).await,
+                    }
                 }
                 _ => not_served(&path),
             }

@@ -194,7 +194,7 @@ pub struct EventResponse {
 }
 
 /// `filesystem.EntryInfo`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EntryInfo {
     pub name: String,
@@ -246,3 +246,54 @@ pub struct ListDirResponse {
 /// An empty message (the answer of most unary calls).
 #[derive(Debug, Serialize)]
 pub struct Empty {}
+
+/// `filesystem.WatchDirRequest` and `filesystem.CreateWatcherRequest` (one shape).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct WatchRequest {
+    pub path: String,
+    pub recursive: bool,
+    #[serde(alias = "include_entry")]
+    pub include_entry: bool,
+}
+
+/// Requests that name a polled watcher (`GetWatcherEvents`, `RemoveWatcher`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct WatcherRequest {
+    #[serde(alias = "watcher_id")]
+    pub watcher_id: String,
+}
+
+/// `filesystem.CreateWatcherResponse`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateWatcherResponse {
+    pub watcher_id: String,
+}
+
+/// `filesystem.FilesystemEvent`: the name is relative to the watched directory.
+#[derive(Debug, Clone, Serialize)]
+pub struct FilesystemEvent {
+    pub name: String,
+    /// `filesystem.EventType` by name (`EVENT_TYPE_CREATE`, …).
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub entry: Option<EntryInfo>,
+}
+
+/// `filesystem.GetWatcherEventsResponse`.
+#[derive(Debug, Serialize)]
+pub struct WatcherEventsResponse {
+    pub events: Vec<FilesystemEvent>,
+}
+
+/// `filesystem.WatchDirResponse`, each variant one arm of its `oneof`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum WatchDirResponse {
+    Start {},
+    Filesystem(Box<FilesystemEvent>),
+    Keepalive {},
+}

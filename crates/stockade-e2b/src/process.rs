@@ -18,6 +18,7 @@ use crate::messages::{
     Empty, ListResponse, ProcessConfig, ProcessInfo, ProcessSelector, SelectRequest,
     SendInputRequest, SendSignalRequest, StartRequest, StreamInputRequest, UpdateRequest,
 };
+use crate::user::quote;
 use crate::{Door, output};
 
 /// How long a piece of input may wait for the command to take it.
@@ -200,11 +201,6 @@ fn run_spec(r: &StartRequest) -> Result<RunSpec, RpcError> {
     Ok(spec)
 }
 
-/// One word for `sh`, quoted.
-fn quote(w: &str) -> String {
-    format!("'{}'", w.replace('\'', r"'\''"))
-}
-
 /// The keepalive interval the client asked for (`Keepalive-Ping-Interval`, seconds).
 fn keepalive(headers: &HeaderMap) -> Option<Duration> {
     let v = headers.get("keepalive-ping-interval")?.to_str().ok()?;
@@ -216,7 +212,12 @@ async fn start(door: Arc<Door>, headers: &HeaderMap, body: Body, streaming: bool
         Ok(r) => r,
         Err(e) => return connect::stream_error(e),
     };
-    let spec = match run_spec(&request) {
+    let spec = match run_spec(&request).and_then(|mut spec| {
+        if let Some(user) = crate::user::from_headers(headers)? {
+            user.apply(&mut spec)?;
+        }
+        Ok(spec)
+    }) {
         Ok(s) => s,
         Err(e) => return connect::stream_error(e),
     };

@@ -72,7 +72,7 @@ pub struct DaemonRunArgs {
     /// TLS private key (PEM) for --tls-cert.
     #[arg(long, value_name = "FILE", requires = "tls_cert", value_parser = path_parser())]
     pub tls_key: Option<PathBuf>,
-    /// Serve the WebSocket door (or --metrics) without TLS on a non-loopback address (the token
+    /// Serve the WebSocket door (or --metrics, --e2b) without TLS on a non-loopback address (the token
     /// and all output cross the network in clear: only inside a network you trust, e.g. a pod's
     /// own).
     #[arg(long)]
@@ -85,7 +85,8 @@ pub struct DaemonRunArgs {
     /// Also serve E2B's in-sandbox API on ADDR (envd's process and filesystem services, /files,
     /// /health), so the unmodified `e2b` SDKs drive this daemon; given without ADDR, envd's own
     /// 127.0.0.1:49983. With --token-file, every request must carry the token in
-    /// X-Access-Token. See docs/e2b.md.
+    /// X-Access-Token; a non-loopback ADDR needs --token-file, and --tls-cert/--tls-key
+    /// (https://) or --insecure-plaintext. See docs/e2b.md.
     #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:49983")]
     pub e2b: Option<std::net::SocketAddr>,
     /// Delete finished sessions (record and spool) this long after they ended: a number with a
@@ -110,6 +111,9 @@ pub fn run(home: Option<PathBuf>, args: DaemonRunArgs) -> anyhow::Result<ExitCod
         anyhow::bail!(
             "--ws needs --token-file FILE: every WebSocket connection must present the token in that file (make one with `openssl rand -hex 32 > FILE; chmod 600 FILE`)"
         );
+    }
+    if let Some(addr) = args.e2b.filter(|a| !a.ip().is_loopback()) {
+        e2b_exposed(addr, &args)?;
     }
     if args.ws.is_none() && args.metrics.is_none() && args.e2b.is_none() {
         let flag = [
@@ -184,6 +188,22 @@ pub fn run(home: Option<PathBuf>, args: DaemonRunArgs) -> anyhow::Result<ExitCod
     Ok(ExitCode::SUCCESS)
 }
 
+/// A non-loopback E2B door runs commands for whoever reaches it: as the WebSocket door, it needs
+/// a token, and TLS unless plaintext is asked for.
+fn e2b_exposed(addr: std::net::SocketAddr, args: &DaemonRunArgs) -> anyhow::Result<()> {
+    if args.token_file.is_none() {
+        anyhow::bail!(
+            "--e2b {addr} is not loopback and needs --token-file FILE: every request must then carry the token in X-Access-Token (make one with `openssl rand -hex 32 > FILE; chmod 600 FILE`), or listen on 127.0.0.1"
+        );
+    }
+    if args.tls_cert.is_none() && !args.insecure_plaintext {
+        anyhow::bail!(
+            "--e2b {addr} is not loopback: add --tls-cert FILE --tls-key FILE (https://), or --insecure-plaintext if this network is private to you"
+        );
+    }
+    Ok(())
+}
+
 /// Binds and serves the E2B door beside the daemon, when asked; the token cancels it.
 async fn start_e2b(
     daemon: &Daemon,
@@ -203,9 +223,9 @@ async fn start_e2b(
     let auth = if token.is_some() { "X-Access-Token required" } else { "no token" };
     let scheme = if tls.is_some() { "https" } else { "http" };
     eprintln!("stockade daemon: E2B door on {scheme}://{} ({auth})", door.addr());
-    if !door.addr().ip().is_loopback() && token.is_none() {
+    if !door.addr().ip().is_loopback() && tls.is_none() {
         eprintln!(
-            "stockade daemon: warning: the E2B door on {} is not loopback and has no token: anyone who reaches it runs commands as you; add --token-file unless this network is private to you",
+            "stockade daemon: warning: http://{} is not loopback and has no TLS (--insecure-plaintext): the token and all traffic cross the network in clear; use --tls-cert/--tls-key unless this network is private to you",
             door.addr()
         );
     }

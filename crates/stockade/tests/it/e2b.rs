@@ -18,8 +18,8 @@ use crate::remote_support::repo_root;
 const DRIVER_DEADLINE: Duration = Duration::from_secs(600);
 
 /// Every scenario of a driver, in the order it runs them.
-const SCENARIOS: [&str; 8] =
-    ["echo", "big_output", "reconnect", "stdin", "pty", "kill", "list", "files"];
+const SCENARIOS: [&str; 10] =
+    ["echo", "big_output", "reconnect", "stdin", "pty", "kill", "list", "files", "watch", "user"];
 
 fn need(path: PathBuf, what: &str) -> PathBuf {
     assert!(
@@ -161,4 +161,37 @@ fn thirty_two_sdk_streams_peak_within_twice_the_json_rpc_doors_memory() {
     let out = in_namespace(&[python, driver, bin, PathBuf::from("memory")], false);
     let line = out.lines().find(|l| l.starts_with("ok memory ")).expect("the memory line");
     eprintln!("{line}");
+}
+
+/// The daemon refusing to start with `extra`: its one-sentence stderr, after checking the exit
+/// status (2) and that it left no socket behind.
+fn refused(extra: &[&str]) -> String {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let (stderr, status) = match stockade_testkit::DaemonProc::start_at(&home, extra) {
+        Ok(_) => panic!("the daemon started with {extra:?}"),
+        Err(e) => e,
+    };
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "one sentence: {stderr}");
+    assert!(!home.join("stockade.sock").exists(), "no socket left behind");
+    stderr
+}
+
+/// Off loopback the E2B door runs commands for whoever reaches it: without a token file, or
+/// without TLS or --insecure-plaintext, the daemon does not start (as the WebSocket door).
+#[test]
+fn a_non_loopback_e2b_door_without_a_token_file_or_tls_is_refused_with_a_sentence() {
+    let stderr = refused(&["--e2b", "0.0.0.0:0"]);
+    assert!(
+        stderr.contains("--e2b 0.0.0.0:0 is not loopback and needs --token-file FILE"),
+        "{stderr}"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let token = tmp.path().join("token");
+    std::fs::write(&token, "0123456789abcdef0123456789abcdef").unwrap();
+    std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let token = token.to_str().unwrap();
+    let stderr = refused(&["--e2b", "0.0.0.0:0", "--token-file", token]);
+    assert!(stderr.contains("add --tls-cert FILE --tls-key FILE"), "{stderr}");
 }
