@@ -206,8 +206,9 @@ fn ruleset(spec: &SandboxSpec, abi: ABI) -> Result<OwnedFd, SandboxError> {
     }
     let mut created = attr.create().map_err(setup)?;
     let read = AccessFs::from_read(abi);
-    for path in readable(&spec.hidden)? {
-        created = grant(created, &path, read)?;
+    let listing = readable(&spec.hidden)?;
+    if listing.hidden.is_empty() {
+        created = grant(created, Path::new("/"), read)?;
     }
     let device = read | AccessFs::WriteFile | AccessFs::IoctlDev;
     for dev in DEVICES {
@@ -220,8 +221,44 @@ fn ruleset(spec: &SandboxSpec, abi: ABI) -> Result<OwnedFd, SandboxError> {
             created = grant(created, root, AccessFs::from_all(abi))?;
         }
     }
-    Option::<OwnedFd>::from(created)
-        .ok_or_else(|| SandboxError::Unsupported("the kernel refused a Landlock ruleset".into()))
+    let ruleset = Option::<OwnedFd>::from(created)
+        .ok_or_else(|| SandboxError::Unsupported("the kernel refused a Landlock ruleset".into()))?;
+    grant_listed(&ruleset, &listing, read)?;
+    Ok(ruleset)
+}
+
+/// `struct landlock_path_beneath_attr` (`linux/landlock.h`).
+#[repr(C, packed)]
+struct PathBeneathAttr {
+    allowed_access: u64,
+    parent_fd: RawFd,
+}
+
+/// Grants `read` on every entry `listing` holds, straight on the ruleset's descriptor: one
+/// `landlock_add_rule` each, on descriptors opened when the listing was made.
+fn grant_listed(
+    ruleset: &OwnedFd,
+    listing: &Listing,
+    read: BitFlags<AccessFs>,
+) -> Result<(), SandboxError> {
+    for (fd, is_dir) in &listing.entries {
+        let access = if *is_dir { read } else { read & file_rights() };
+        let attr = PathBeneathAttr { allowed_access: access.bits(), parent_fd: fd.as_raw_fd() };
+        // SAFETY: the attribute lives across the call; both descriptors are open.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_landlock_add_rule,
+                ruleset.as_raw_fd(),
+                1u32, // LANDLOCK_RULE_PATH_BENEATH
+                &raw const attr,
+                0u32,
+            )
+        };
+        if r != 0 {
+            return Err(setup(std::io::Error::last_os_error()));
+        }
+    }
+    Ok(())
 }
 
 /// Adds a rule granting `access` beneath `path` (only the file rights when it is not a
@@ -232,8 +269,8 @@ fn grant(
     path: &Path,
     access: BitFlags<AccessFs>,
 ) -> Result<RulesetCreated, SandboxError> {
-    let fd = match open_path(path) {
-        Ok(Some(fd)) => fd,
+    let (fd, is_dir) = match open_path(path) {
+        Ok(Some(opened)) => opened,
         Ok(None) => return Ok(created),
         Err(e) => {
             return Err(SandboxError::Invalid(format!(
@@ -242,8 +279,7 @@ fn grant(
             )));
         }
     };
-    let is_dir = rustix::fs::fstat(&fd).map(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR);
-    let access = if is_dir.unwrap_or(false) { access } else { access & file_rights() };
+    let access = if is_dir { access } else { access & file_rights() };
     created.add_rule(PathBeneath::new(fd, access)).map_err(setup)
 }
 
@@ -251,52 +287,125 @@ fn file_rights() -> BitFlags<AccessFs> {
     AccessFs::from_file(ABI::V7)
 }
 
-/// `O_PATH` descriptor of `path`, `None` for a symlink (its target, when readable, is covered
-/// by the rules on where it lives).
-fn open_path(path: &Path) -> std::io::Result<Option<OwnedFd>> {
+/// `O_PATH` descriptor of `path` and whether it is a directory, `None` for a symlink (its
+/// target, when readable, is covered by the rules on where it lives).
+fn open_path(path: &Path) -> std::io::Result<Option<(OwnedFd, bool)>> {
     use rustix::fs::{Mode, OFlags};
     let fd =
         rustix::fs::open(path, OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())?;
-    let st = rustix::fs::fstat(&fd)?;
-    if st.st_mode & libc::S_IFMT == libc::S_IFLNK {
+    let kind = rustix::fs::fstat(&fd)?.st_mode & libc::S_IFMT;
+    if kind == libc::S_IFLNK {
         return Ok(None);
     }
-    Ok(Some(fd))
+    Ok(Some((fd, kind == libc::S_IFDIR)))
 }
+
+/// Where read access is granted (see [`readable`]) for one set of hidden paths, opened, and
+/// the directories listed to find it as they were then.
+#[derive(Debug)]
+struct Listing {
+    /// The hidden paths (canonical) it was made for; none: `/` is granted whole.
+    hidden: Vec<PathBuf>,
+    /// Each directory listed, with its [`stamp`] taken before the listing.
+    listed: Vec<(PathBuf, Stamp)>,
+    /// What read access is granted on (`O_PATH`, close-on-exec), and whether it is a directory.
+    entries: Vec<(OwnedFd, bool)>,
+}
+
+/// A directory's identity and last change: a new, removed or renamed entry moves its `mtime`.
+type Stamp = (u64, u64, i64, i64);
+
+fn stamp(dir: &Path) -> std::io::Result<Stamp> {
+    let st = rustix::fs::stat(dir)?;
+    #[allow(clippy::unnecessary_cast)] // the field types differ between targets
+    Ok((st.st_dev as u64, st.st_ino as u64, st.st_mtime as i64, st.st_mtime_nsec as i64))
+}
+
+/// The last listing made, kept while its directories are unchanged (a `stat` each): the hidden
+/// paths are the daemon's (its home, the door's token), the same for every spawn, and opening
+/// every entry on the way to them again — hundreds in a busy `/tmp` — was most of what a sandbox
+/// added to a spawn. Kept only while its descriptors are a small share of the open-file limit
+/// ([`HELD_SHARE`]): the rest is budgeted for the sessions.
+static LISTING: std::sync::Mutex<Option<std::sync::Arc<Listing>>> = std::sync::Mutex::new(None);
+
+/// A kept listing holds at most 1/`HELD_SHARE` of the soft open-file limit in descriptors.
+const HELD_SHARE: u64 = 16;
 
 /// Where read access is granted: `/` whole, or — with paths to hide — every entry along the
 /// way from `/` down to each of them except the one leading on (the hidden paths get nothing).
-fn readable(hidden: &[PathBuf]) -> Result<Vec<PathBuf>, SandboxError> {
+/// Reuses the last listing while its directories are unchanged; an entry made in the same clock
+/// tick as the listing may be missed until the directory changes again — denied, never exposed.
+fn readable(hidden: &[PathBuf]) -> Result<std::sync::Arc<Listing>, SandboxError> {
     let hidden: Vec<PathBuf> = hidden
         .iter()
         .map(|h| std::fs::canonicalize(h).unwrap_or_else(|_| h.clone()))
         .filter(|h| h.is_absolute() && h.parent().is_some())
         .collect();
-    if hidden.is_empty() {
-        return Ok(vec![PathBuf::from("/")]);
+    let lock = || LISTING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(last) = lock().clone()
+        && last.hidden == hidden
+        && last.listed.iter().all(|(dir, was)| stamp(dir).ok().as_ref() == Some(was))
+    {
+        return Ok(last);
     }
-    let mut out = Vec::new();
-    let mut dirs = vec![PathBuf::from("/")];
+    let listing = std::sync::Arc::new(list_readable(hidden)?);
+    let held = listing.entries.len() as u64;
+    *lock() = (held <= crate::fd_budget::nofile_soft() / HELD_SHARE).then(|| listing.clone());
+    Ok(listing)
+}
+
+/// Lists and opens what [`readable`] grants, afresh. Entries are opened without following a
+/// last symlink, and symlinks are left out: a rule on a link's target would grant whatever it
+/// points to (its target, when readable, is covered by the rules on where it lives).
+fn list_readable(hidden: Vec<PathBuf>) -> Result<Listing, SandboxError> {
+    use rustix::fs::{Mode, OFlags};
+    let mut listed = Vec::new();
+    let mut entries = Vec::new();
+    let mut dirs = if hidden.is_empty() { Vec::new() } else { vec![PathBuf::from("/")] };
     while let Some(dir) = dirs.pop() {
-        let entries = std::fs::read_dir(&dir).map_err(|e| {
+        let cannot = |e: &dyn std::fmt::Display| {
             SandboxError::Setup(format!(
                 "cannot list {} to hide what is beneath: {e}",
                 dir.display()
             ))
-        })?;
-        for entry in entries.flatten() {
+        };
+        // Before the listing: a change while it is read shows at the next spawn.
+        let before = stamp(&dir).map_err(|e| cannot(&e))?;
+        let dirfd = rustix::fs::open(
+            &dir,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| cannot(&e))?;
+        for entry in std::fs::read_dir(&dir).map_err(|e| cannot(&e))?.flatten() {
             let path = entry.path();
             if hidden.contains(&path) {
                 continue;
             }
             if hidden.iter().any(|h| h.starts_with(&path)) {
                 dirs.push(path);
-            } else {
-                out.push(path);
+                continue;
+            }
+            let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+            let fd = match rustix::fs::openat(
+                &dirfd,
+                entry.file_name().as_os_str(),
+                flags,
+                Mode::empty(),
+            ) {
+                Ok(fd) => fd,
+                // Gone since it was listed: nothing to grant.
+                Err(rustix::io::Errno::NOENT) => continue,
+                Err(e) => return Err(cannot(&format!("{}: {e}", path.display()))),
+            };
+            let kind = rustix::fs::fstat(&fd).map_err(|e| cannot(&e))?.st_mode & libc::S_IFMT;
+            if kind != libc::S_IFLNK {
+                entries.push((fd, kind == libc::S_IFDIR));
             }
         }
+        listed.push((dir, before));
     }
-    Ok(out)
+    Ok(Listing { hidden, listed, entries })
 }
 
 /// [`seccomp_program`], compiled once per network mode (it depends on nothing else).

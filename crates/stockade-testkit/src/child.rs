@@ -81,3 +81,20 @@ pub fn wait_bounded(child: &mut Child, timeout: Duration) -> Option<ExitStatus> 
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// A child stopped on drop, even when the test fails: `SIGTERM` by its pid, then `SIGKILL`
+/// after [`STOP_TIMEOUT`], and reaped (a daemon or server the test started itself).
+pub struct Reaped(pub Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        if self.0.try_wait().ok().flatten().is_none() {
+            // SAFETY: kill(2) on our own child's pid (not yet reaped, so not reused).
+            unsafe { libc::kill(self.0.id() as libc::pid_t, libc::SIGTERM) };
+            if wait_bounded(&mut self.0, STOP_TIMEOUT).is_none() {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
+        }
+    }
+}

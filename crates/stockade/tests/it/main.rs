@@ -57,6 +57,7 @@ mod remote_support;
 mod restart;
 mod restart_earlier;
 mod sandbox_common;
+mod sandbox_delegated;
 mod sandbox_doors;
 mod sandbox_escape;
 mod sandbox_kernel;

@@ -5,31 +5,15 @@
 //! through a setuid binary, make a user namespace or use io_uring — and the daemon keeps serving.
 
 use std::os::unix::fs::PermissionsExt as _;
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
-use stockade_testkit::child::{STOP_TIMEOUT, wait_bounded};
+use stockade_testkit::child::Reaped;
 use stockade_testkit::{eventually, stockade_bin, text};
 
 use crate::sandbox_common::{NOBODY, Sbx, User, exists, python, users};
 
 const WW: &[&str] = &["--sandbox", "workspace-write", "--network", "none"];
-
-/// The daemon with its WebSocket door, started by the test's user; stopped (by pid) on drop.
-struct Daemon(Child);
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if self.0.try_wait().ok().flatten().is_none() {
-            // SAFETY: kill(2) on our own child's pid.
-            unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
-            if wait_bounded(&mut self.0, STOP_TIMEOUT).is_none() {
-                let _ = self.0.kill();
-                let _ = self.0.wait();
-            }
-        }
-    }
-}
 
 #[test]
 fn through_stockade_a_sandboxed_command_gets_no_further() {
@@ -44,7 +28,8 @@ fn through_stockade_a_sandboxed_command_gets_no_further() {
             std::os::unix::fs::chown(&token, Some(NOBODY), Some(NOBODY)).unwrap();
         }
         let tok = token.to_str().unwrap();
-        let _daemon = Daemon(
+        // The daemon with its WebSocket door, started by the test's user; stopped on drop.
+        let _daemon = Reaped(
             s.cli(&["daemon", "run", "--ws", "127.0.0.1:0", "--token-file", tok])
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())

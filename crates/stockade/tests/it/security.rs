@@ -8,10 +8,10 @@
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use stockade_testkit::child::{STOP_TIMEOUT, wait_bounded};
+use stockade_testkit::child::Reaped;
 use stockade_testkit::mcp::HttpServer;
 use stockade_testkit::{
     DaemonProc, Home, PATIENCE, cannot_run, eventually, owner_token_file, stockade_bin, text,
@@ -32,16 +32,16 @@ fn output(c: &mut Command) -> Output {
     c.output().expect("the command runs")
 }
 
-/// Whether this machine can switch to `nobody` (root and `setpriv`); says why not otherwise.
-fn can_switch_user() -> bool {
+/// Insists this machine can switch to `nobody` (root and `setpriv`): a test of another user's
+/// reach that cannot switch users proves nothing, so it fails saying why.
+fn require_switch_user() {
     let root = rustix::process::geteuid().is_root();
     let setpriv =
         Command::new("setpriv").arg("--version").output().is_ok_and(|o| o.status.success());
-    if !(root && setpriv) {
-        cannot_run("switching to the nobody user needs root and setpriv");
-        return false;
-    }
-    true
+    assert!(
+        root && setpriv,
+        "this test cannot run here: switching to the nobody user needs root and setpriv (run the tests as root on a host with util-linux)"
+    );
 }
 
 /// A directory `nobody` may write (for markers and its own state directory).
@@ -65,27 +65,9 @@ fn nobody_http_status(url: &str, headers: &[&str], body: &str) -> String {
     text(&output(&mut as_nobody(&curl, &args)).stdout)
 }
 
-/// A child killed (by its pid) and reaped on drop.
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        if self.0.try_wait().ok().flatten().is_none() {
-            // SAFETY: kill(2) on our own child's pid.
-            unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
-            if wait_bounded(&mut self.0, STOP_TIMEOUT).is_none() {
-                let _ = self.0.kill();
-                let _ = self.0.wait();
-            }
-        }
-    }
-}
-
 #[test]
 fn nobody_cannot_run_a_command_through_mcp_http_or_the_websocket_door() {
-    if !can_switch_user() {
-        return;
-    }
+    require_switch_user();
     let marks = open_dir();
     let mark = marks.path().join("ran");
     let touch = format!("touch {}", mark.display());
@@ -134,9 +116,7 @@ fn nobody_cannot_run_a_command_through_mcp_http_or_the_websocket_door() {
 
 #[test]
 fn nobody_cannot_use_the_unix_socket() {
-    if !can_switch_user() {
-        return;
-    }
+    require_switch_user();
     let marks = open_dir();
     let mark = marks.path().join("ran");
     let touch = format!("touch {}", mark.display());
@@ -174,9 +154,7 @@ fn nobody_cannot_use_the_unix_socket() {
 
 #[test]
 fn a_home_nobody_pre_created_is_refused_and_their_daemon_gets_nothing() {
-    if !can_switch_user() {
-        return;
-    }
+    require_switch_user();
     let marks = open_dir();
     let mark = marks.path().join("ran");
     let home = marks.path().join("home");
