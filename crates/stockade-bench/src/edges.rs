@@ -682,45 +682,7 @@ fn case_disk_cap(ctx: &mut Ctx) -> Result<()> {
     })?;
     let kept = RunParams { disk_policy: Some(DiskPolicy::KeepHeadTail), ..base };
     if ctx.capture == Capture::File {
-        // The child writes a file-capture spool itself, so no middle can be dropped: the daemon
-        // must refuse keep-head-tail, and only the kill policy is measured.
-        ctx.sessions = 1;
-        return match ctx.run(kept) {
-            Ok(r) => Err(fail(format!("keep-head-tail with file capture was accepted ({})", r.id))),
-            Err(e) if e.to_string().contains("file capture supports only the kill disk policy") => {
-                let all = ctx.wait_all(limit_for(print))?;
-                let Some(k) = all.iter().find(|s| s.id == killed.id).cloned() else {
-                    return Err(fail("a session is missing from list"));
-                };
-                // The child writes the spool itself; the cap is its file-size limit, so the
-                // kernel stops it at the cap: everything written stays on disk, nothing is
-                // dropped, and the spool may not pass the cap by more than 1 MiB.
-                if !matches!(k.state, SessionState::Killed { .. }) {
-                    return Err(fail(format!(
-                        "kill policy: state {} (want killed)",
-                        k.state.name()
-                    )));
-                }
-                let k_disk = std::fs::metadata(&k.spool_path).map(|m| m.len()).unwrap_or(0);
-                if k_disk < cap
-                    || k_disk > cap + (1 << 20)
-                    || k_disk != k.total_bytes
-                    || k.dropped_bytes != 0
-                {
-                    return Err(fail(format!(
-                        "kill policy: {k_disk} B on disk (cap {cap}), total {}, dropped {} (want total = disk, cap ≤ disk ≤ cap + 1 MiB, none dropped)",
-                        k.total_bytes, k.dropped_bytes
-                    )));
-                }
-                ctx.output = k.total_bytes;
-                ctx.checked.push(format!(
-                    "kill: killed with {k_disk} B on disk, {} B past the cap, none dropped; keep-head-tail: refused for file capture",
-                    k_disk - cap
-                ));
-                Ok(())
-            }
-            Err(e) => Err(fail(format!("keep-head-tail with file capture: {e}"))),
-        };
+        return file_capture_disk_cap(ctx, kept, &killed.id);
     }
     let kept = ctx.run(kept)?;
     let all = ctx.wait_all(limit_for(2 * print))?;
@@ -767,6 +729,46 @@ fn case_disk_cap(ctx: &mut Ctx) -> Result<()> {
         k.dropped_bytes, want_gap.0, want_gap.1
     ));
     Ok(())
+}
+
+/// The disk cap under file capture: the child writes the spool itself, so no middle can be
+/// dropped — the daemon must refuse keep-head-tail, and only the kill policy is measured.
+fn file_capture_disk_cap(ctx: &mut Ctx, kept: RunParams, killed: &str) -> Result<()> {
+    let (cap, print) = (ctx.sizes.cap, ctx.sizes.cap_print);
+    ctx.sessions = 1;
+    match ctx.run(kept) {
+        Ok(r) => Err(fail(format!("keep-head-tail with file capture was accepted ({})", r.id))),
+        Err(e) if e.to_string().contains("file capture supports only the kill disk policy") => {
+            let all = ctx.wait_all(limit_for(print))?;
+            let Some(k) = all.iter().find(|s| s.id == killed).cloned() else {
+                return Err(fail("a session is missing from list"));
+            };
+            // The child writes the spool itself; the cap is its file-size limit, so the
+            // kernel stops it at the cap: everything written stays on disk, nothing is
+            // dropped, and the spool may not pass the cap by more than 1 MiB.
+            if !matches!(k.state, SessionState::Killed { .. }) {
+                return Err(fail(format!("kill policy: state {} (want killed)", k.state.name())));
+            }
+            let k_disk = std::fs::metadata(&k.spool_path).map(|m| m.len()).unwrap_or(0);
+            if k_disk < cap
+                || k_disk > cap + (1 << 20)
+                || k_disk != k.total_bytes
+                || k.dropped_bytes != 0
+            {
+                return Err(fail(format!(
+                    "kill policy: {k_disk} B on disk (cap {cap}), total {}, dropped {} (want total = disk, cap ≤ disk ≤ cap + 1 MiB, none dropped)",
+                    k.total_bytes, k.dropped_bytes
+                )));
+            }
+            ctx.output = k.total_bytes;
+            ctx.checked.push(format!(
+                "kill: killed with {k_disk} B on disk, {} B past the cap, none dropped; keep-head-tail: refused for file capture",
+                k_disk - cap
+            ));
+            Ok(())
+        }
+        Err(e) => Err(fail(format!("keep-head-tail with file capture: {e}"))),
+    }
 }
 
 /// `kill` policy on pipe capture: terminated at the cap, the spool holds at most the cap, the

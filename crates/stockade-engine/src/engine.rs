@@ -399,8 +399,8 @@ impl Engine {
         &self,
         spec: &RunSpec,
         id: &str,
-        stdout: StdioSpec,
-        stderr: StdioSpec,
+        (stdout, stderr): (StdioSpec, StdioSpec),
+        file_size_limit: Option<u64>,
     ) -> Result<SpawnSpec, EngineError> {
         let stdin = match (&spec.stdin_from, spec.stdin) {
             _ if spec.pty.is_some() => StdioSpec::Null,
@@ -426,7 +426,7 @@ impl Engine {
             stderr,
             marker: SessionMarker { instance: self.config.instance.clone(), id: id.to_owned() },
             sandbox: None,
-            file_size_limit: None,
+            file_size_limit,
         })
     }
 
@@ -443,11 +443,7 @@ impl Engine {
         let dir = self.instance_dir()?.join(&id);
         // A directory made ahead of time, when one is ready: no inode to wait for.
         let prepared = self.slots.as_ref().and_then(|slots| slots.claim(&dir));
-        // File capture: the command writes its spool itself, so the disk cap is held by the
-        // kernel's file-size limit on the tree, not at the next poll (which a fast writer
-        // outruns by hundreds of megabytes).
-        let file_size_limit =
-            (output.capture == Capture::File && spec.pty.is_none()).then_some(output.disk_cap);
+        let file_size_limit = file_size_limit(&output, &spec);
         let log = match OutputLog::create_in(&dir, output, prepared) {
             Ok(log) => Arc::new(log),
             Err(e) => {
@@ -463,8 +459,7 @@ impl Engine {
                 &dir,
             )?;
             let (stdout, stderr, merged) = crate::launch::child_stdio(&spec, &log)?;
-            let mut spawn_spec = self.spawn_spec(&spec, &id, stdout, stderr)?;
-            spawn_spec.file_size_limit = file_size_limit;
+            let mut spawn_spec = self.spawn_spec(&spec, &id, (stdout, stderr), file_size_limit)?;
             kept.sandbox = sandbox.as_ref().map(|s| s.request.clone());
             kept.sandbox_in_force = sandbox.as_ref().map(|s| s.policy.clone());
             if let Some(s) = sandbox {
@@ -754,4 +749,11 @@ fn discard_dir(session: Arc<Session>, slots: Option<&Slots>) -> std::io::Result<
     }
     std::fs::remove_dir_all(&dir)
         .map_err(|e| std::io::Error::new(e.kind(), format!("cannot delete {}: {e}", dir.display())))
+}
+
+/// File capture: the command writes its spool itself, so the disk cap is held by the kernel's
+/// file-size limit on the tree, not at the next poll (which a fast writer outruns by hundreds
+/// of megabytes). A PTY session is read through its terminal, never into a file.
+fn file_size_limit(output: &OutputConfig, spec: &RunSpec) -> Option<u64> {
+    (output.capture == Capture::File && spec.pty.is_none()).then_some(output.disk_cap)
 }

@@ -350,16 +350,8 @@ fn spawn_forked(
                 libc::write(stage_fd, (&stage as *const u8).cast(), 1);
                 Err(err)
             };
-            if let Some(lim) = &nofile {
-                // Best effort: a limit it cannot lower only means the command sees a higher one.
-                let _ = rustix::process::setrlimit(rustix::process::Resource::Nofile, *lim);
-            }
-            if let Some(bytes) = file_size_limit {
-                // Not best effort: the disk cap depends on it.
-                let lim = rustix::process::Rlimit { current: Some(bytes), maximum: Some(bytes) };
-                if rustix::process::setrlimit(rustix::process::Resource::Fsize, lim).is_err() {
-                    return fail(STAGE_FSIZE);
-                }
+            if set_child_limits(nofile.as_ref(), file_size_limit).is_err() {
+                return fail(STAGE_FSIZE);
             }
             if libc::setsid() < 0 {
                 return fail(STAGE_SETSID);
@@ -472,6 +464,23 @@ fn command(spec: &mut SpawnSpec, pair: Option<&pty::PtyPair>) -> Result<Command,
         }
     }
     Ok(cmd)
+}
+
+/// The fork path's child's limits, between fork and exec (`setrlimit` is async-signal-safe):
+/// the open-file limit best effort (a limit it cannot lower only means the command sees a
+/// higher one), the file-size limit not (the disk cap of file capture depends on it).
+fn set_child_limits(
+    nofile: Option<&rustix::process::Rlimit>,
+    file_size_limit: Option<u64>,
+) -> rustix::io::Result<()> {
+    use rustix::process::{Resource, Rlimit, setrlimit};
+    if let Some(lim) = nofile {
+        let _ = setrlimit(Resource::Nofile, *lim);
+    }
+    if let Some(bytes) = file_size_limit {
+        setrlimit(Resource::Fsize, Rlimit { current: Some(bytes), maximum: Some(bytes) })?;
+    }
+    Ok(())
 }
 
 /// The open-file limit a command gets (soft, hard): the daemon raised its own, the command gets
