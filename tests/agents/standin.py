@@ -18,12 +18,15 @@ It records exactly what the agent hands back for every tool call (the whole tool
 as the agent sent it, and the text a model reads from it) into a JSON-lines file, plus every
 count_tokens request. Stdlib only; no network beyond the loopback socket it listens on.
 
-Usage: standin.py --scenario basic|poll|codemode|grep|build|retry|seqhttp|terminal --record FILE --port-file FILE
+Usage: standin.py --scenario basic|poll|codemode|grep|build|retry|seqhttp|terminal|order|order20|toolsearch --record FILE --port-file FILE
 """
 
 import argparse
 import json
+import os
 import re
+import signal
+import subprocess
 import sys
 import threading
 import time
@@ -223,9 +226,77 @@ def terminal_step(results):
     return None
 
 
+# The order workloads, repeated in one conversation: 1,000 alternating stdout/stderr lines, then
+# a 3,000-line build whose error is on stderr, with the daemon this agent's `stockade mcp` talks
+# to SIGSTOPped for 2 s in the middle of it (the build touches a marker file halfway and pauses;
+# a thread here stops the daemon when the marker appears, so the build's second half and its
+# error are written while nobody reads). Each rep's commands name the rep, so the tests can find
+# its sessions. `order` is one rep, `order20` twenty.
+def order_alternating_cmd(rep):
+    return f"REP={rep}; " + ALTERNATING_CMD
+
+
+def order_build_cmd(rep):
+    mark = os.path.join(os.path.dirname(os.path.abspath(ARGS.record)), f"order-mark-{rep}")
+    return (f"REP={rep}; i=1; while [ $i -le 3000 ]; do echo \"compiling unit $i\"; "
+            f"if [ $i = 1500 ]; then touch '{mark}'; sleep 0.3; fi; i=$((i+1)); done; "
+            "echo 'error: build failed' >&2; exit 1")
+
+
+STOPPERS = set()
+
+
+def daemon_pid():
+    """The pid of the daemon of this run's state directory, as `stockade daemon status` says."""
+    out = os.path.dirname(os.path.abspath(ARGS.record))
+    env = dict(os.environ, STOCKADE_HOME=os.path.join(out, "home", ".local", "state", "stockade"))
+    status = subprocess.run(["stockade", "daemon", "status", "--json"], env=env,
+                            capture_output=True, timeout=30)
+    return json.loads(status.stdout or b"{}").get("pid")
+
+
+def stop_daemon_at_mark(rep):
+    """Once the rep's build has touched its marker, SIGSTOP the daemon for 2 s (recorded)."""
+    with LOCK:
+        if rep in STOPPERS:
+            return
+        STOPPERS.add(rep)
+    mark = os.path.join(os.path.dirname(os.path.abspath(ARGS.record)), f"order-mark-{rep}")
+
+    def run():
+        pid = daemon_pid()
+        deadline = time.monotonic() + 120
+        while pid and not os.path.exists(mark) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        if not pid or not os.path.exists(mark):
+            record({"kind": "stop_missed", "rep": rep, "pid": pid})
+            return
+        started = time.monotonic()
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            time.sleep(2)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        record({"kind": "stopped", "rep": rep, "pid": pid, "seconds": round(time.monotonic() - started, 3)})
+
+    threading.Thread(target=run, daemon=True).start()
+
+
+def order_step(results, reps):
+    n = len(results)
+    if n >= 2 * reps:
+        return None
+    rep = n // 2
+    if n % 2 == 0:
+        return ("exec_command", {"cmd": order_alternating_cmd(rep), "yield_time_ms": 20000})
+    stop_daemon_at_mark(rep)
+    return ("exec_command", {"cmd": order_build_cmd(rep), "yield_time_ms": 20000})
+
+
 SCENARIOS = {"basic": basic_step, "poll": poll_step, "codemode": codemode_step,
              "build": build_step, "grep": grep_step, "retry": retry_step, "seqhttp": seqhttp_step,
-             "terminal": terminal_step}
+             "terminal": terminal_step, "order": lambda r: order_step(r, 1),
+             "order20": lambda r: order_step(r, 20), "toolsearch": lambda r: None}
 
 SHORT_NAMES = ("exec_command", "write_stdin", "read_output", "grep_output", "kill_session", "list_sessions")
 
@@ -336,6 +407,21 @@ SEARCH_WORDS = {"exec_command": "run shell command", "read_output": "read comman
                 "kill_session": "kill running command", "list_sessions": "list shell sessions"}
 SEARCHES = {}
 FOUND = {}
+# The `toolsearch` scenario: only searches, each with the words a model would use for a tool it
+# has not seen yet, each recorded with what the agent's own search ranked first.
+TOOLSEARCH_QUERIES = [
+    ("send input to a running process", "write_stdin"),
+    ("type into an interactive prompt", "write_stdin"),
+    ("answer a REPL prompt", "write_stdin"),
+    ("stop a running command", "kill_session"),
+    ("cancel a running job", "kill_session"),
+    ("terminate a process", "kill_session"),
+    ("run a shell command", "exec_command"),
+    ("read the output of a command", "read_output"),
+    ("search command output", "grep_output"),
+    ("list running sessions", "list_sessions"),
+]
+QUERIES = {}
 
 
 def search_key(call_id):
@@ -357,7 +443,9 @@ def next_action(api, body, results):
     names = tool_names(body.get("tools"))
     for call_id, payload in results:
         short = SEARCHES.get(search_key(call_id))
-        if short and short not in FOUND:
+        query = QUERIES.get(search_key(call_id), SEARCH_WORDS.get(short))
+        if short and (short not in FOUND or ARGS.scenario == "toolsearch") and search_key(call_id) not in SEEN:
+            SEEN.add(search_key(call_id))
             text = text_of(payload)
             # The tools the search returned, best first: Claude Code's tool references,
             # declarations as JSON (Qwen Code), or bare names.
@@ -366,7 +454,7 @@ def next_action(api, body, results):
             ranked = refs or re.findall(r'"name"\s*:\s*"([^"]+)"', text) \
                 or re.findall(r"\b(\S*" + short + r")\b", text)
             FOUND[short] = next((n for n in ranked if n.endswith(short)), None)
-            record({"kind": "search", "wanted": short, "query": SEARCH_WORDS[short], "ranked": ranked,
+            record({"kind": "search", "wanted": short, "query": query, "ranked": ranked,
                     "found": FOUND[short], "first_try": bool(ranked) and ranked[0].endswith(short)})
     results = [(c, p) for c, p in results if search_key(c) not in SEARCHES]
     texts = [text_of(p) for _, p in results]
@@ -385,6 +473,17 @@ def next_action(api, body, results):
         SEEN.add("tools")
     if first:
         record({"kind": "tools", "api": api, "names": names})
+    if ARGS.scenario == "toolsearch":
+        searcher = search_tool(names)
+        if searcher is None:
+            record({"kind": "missing_tool", "api": api, "wanted": "ToolSearch", "names": names})
+            return None, "done"
+        if len(SEARCHES) >= len(TOOLSEARCH_QUERIES):
+            return None, "done"
+        query, short = TOOLSEARCH_QUERIES[len(SEARCHES)]
+        call_id = f"search_{len(SEARCHES)}"
+        SEARCHES[call_id], QUERIES[call_id] = short, query
+        return (searcher, {"query": query}, call_id), None
     step = SCENARIOS[ARGS.scenario](texts)
     if step is None:
         return None, "done"
@@ -624,7 +723,6 @@ def main():
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     with open(ARGS.port_file + ".tmp", "w") as f:
         f.write(str(server.server_address[1]))
-    import os
     os.replace(ARGS.port_file + ".tmp", ARGS.port_file)
     sys.stdout.flush()
     server.serve_forever()

@@ -57,7 +57,7 @@ pub use config::{
 pub use error::{DaemonError, WsSetupError};
 pub use schedule::{CRASH_AFTER_CLAIM_ENV, MIN_INTERVAL_ENV};
 pub use server::Daemon;
-pub use tls::TlsFiles;
+pub use tls::{DoorStream, TlsDoor, TlsFiles};
 pub use tokio_util::sync::CancellationToken;
 
 /// Bind the daemon for `config` and serve until `token` is cancelled (or a `shutdown` request

@@ -9,8 +9,11 @@
 //!   note that it was saved to a file; it counts only when its rough estimate (bytes / 4) is over
 //!   half of that.
 //! * **opencode** keeps the first 2,000 lines or 51,200 bytes, whichever comes first.
-//! * **Gemini CLI** cuts a result over 40,000 characters mid-line; **Qwen Code**, built from
-//!   Gemini CLI, does the same. A character is at least one byte, so 40,000 bytes fit.
+//! * **Gemini CLI** cuts a result over 40,000 characters mid-line. A character is at least one
+//!   byte, so 40,000 bytes fit.
+//! * **Qwen Code**, built from Gemini CLI, saves a result over 28,000 characters (its
+//!   `truncateToolOutputThreshold`, 25,000, plus 3,000 of headroom) to a file and hands its model
+//!   a 2,000-character preview instead: 25,000 bytes fit.
 //!
 //! The client names itself in `initialize` (`clientInfo.name`), or, on protocol revisions
 //! without `initialize`, in each request's `_meta`. For a known client, a call that
@@ -56,7 +59,7 @@ impl Budget {
         } else if name.contains("gemini") {
             Some(Budget { client: "Gemini CLI", bytes: 40_000, lines: None })
         } else if name.contains("qwen") {
-            Some(Budget { client: "Qwen Code", bytes: 40_000, lines: None })
+            Some(Budget { client: "Qwen Code", bytes: 25_000, lines: None })
         } else {
             None
         }
@@ -154,7 +157,7 @@ mod tests {
         assert_eq!(Budget::for_client("claude-code", Some(10_000)).unwrap().bytes, 16_000);
         assert_eq!(Budget::for_client("opencode", None).unwrap().lines, Some(2_000));
         assert_eq!(Budget::for_client("gemini-cli-mcp-client", None).unwrap().bytes, 40_000);
-        assert_eq!(Budget::for_client("qwen-cli-mcp-client", None).unwrap().bytes, 40_000);
+        assert_eq!(Budget::for_client("qwen-cli-mcp-client", None).unwrap().bytes, 25_000);
         assert_eq!(Budget::for_client("mcp", None), None);
     }
 

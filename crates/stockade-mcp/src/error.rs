@@ -94,6 +94,9 @@ pub enum ServeError {
         #[source]
         source: std::io::Error,
     },
+    /// The TLS certificate or key cannot be used.
+    #[error("{0}")]
+    Tls(#[from] stockade_daemon::WsSetupError),
     /// The embedded daemon could not start.
     #[error("cannot start the embedded daemon: {0}")]
     Embedded(#[from] stockade_daemon::DaemonError),

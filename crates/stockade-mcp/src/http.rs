@@ -3,10 +3,12 @@
 //! includes every other local user). The `Authorization` scheme is matched in any case; a request
 //! carrying an `Origin` header is refused unless that origin was allowed (browsers send it, so a
 //! web page cannot reach a local server through DNS rebinding); `Host` must be loopback on a
-//! loopback bind.
+//! loopback bind. With a certificate and key it serves HTTPS, set up as the daemon's WebSocket
+//! door is.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -14,6 +16,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use stockade_daemon::{DoorStream, TlsDoor, TlsFiles};
 use stockade_proto::token;
 use tokio_util::sync::CancellationToken;
 
@@ -51,10 +54,13 @@ pub async fn serve(
     server: StockadeMcp,
     addr: SocketAddr,
     guard: HttpGuard,
+    tls: Option<TlsFiles>,
     cancel: CancellationToken,
     ready: impl FnOnce(SocketAddr),
 ) -> Result<(), ServeError> {
     check_guard(&guard)?;
+    // Before anything listens: a bad certificate or key is the operator's to fix now.
+    let door = tls.as_ref().map(TlsDoor::load).transpose()?;
     let mut config = StreamableHttpServerConfig::default()
         .with_cancellation_token(cancel.clone())
         .with_allowed_origins(guard.allowed_origins.clone())
@@ -86,10 +92,53 @@ pub async fn serve(
         source,
     })?;
     ready(bound);
-    axum::serve(listener, router)
-        .with_graceful_shutdown(async move { cancel.cancelled_owned().await })
-        .await
-        .map_err(|source| ServeError::Io { context: "the HTTP server failed".into(), source })
+    let shutdown = async move { cancel.cancelled_owned().await };
+    let served = match door {
+        None => axum::serve(listener, router).with_graceful_shutdown(shutdown).await,
+        Some(door) => {
+            let listener = TlsListener { tcp: listener, door };
+            axum::serve(listener, router).with_graceful_shutdown(shutdown).await
+        }
+    };
+    served.map_err(|source| ServeError::Io { context: "the HTTP server failed".into(), source })
+}
+
+/// Longest a client may take over its TLS handshake. Handshakes are taken one at a time, so a
+/// client that stalls holds the next ones back this long at most.
+const TLS_HANDSHAKE: Duration = Duration::from_secs(5);
+
+/// The TCP listener with the daemon's TLS setup on every connection.
+struct TlsListener {
+    tcp: tokio::net::TcpListener,
+    door: TlsDoor,
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = DoorStream;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (DoorStream, SocketAddr) {
+        loop {
+            let (stream, peer) = match self.tcp.accept().await {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // Out of descriptors and the like: wait rather than spin.
+                    tracing::debug!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            if let Ok(Some(stream)) =
+                tokio::time::timeout(TLS_HANDSHAKE, self.door.accept(stream, peer)).await
+            {
+                return (stream, peer);
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.tcp.local_addr()
+    }
 }
 
 async fn require_bearer(

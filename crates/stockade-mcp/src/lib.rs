@@ -89,6 +89,8 @@ pub enum Transport {
         addr: SocketAddr,
         /// The bearer token every request must carry, and the browser origins allowed.
         guard: http::HttpGuard,
+        /// Serve HTTPS with this certificate and key (PEM), as the daemon's WebSocket door.
+        tls: Option<stockade_daemon::TlsFiles>,
     },
 }
 
@@ -147,8 +149,8 @@ async fn serve_with(
             }
             Ok(())
         }
-        Transport::Http { addr, guard } => {
-            http::serve(server, addr, guard, cancel, |bound| on_ready(Some(bound))).await
+        Transport::Http { addr, guard, tls } => {
+            http::serve(server, addr, guard, tls, cancel, |bound| on_ready(Some(bound))).await
         }
     }
 }

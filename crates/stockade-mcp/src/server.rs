@@ -237,6 +237,7 @@ impl StockadeMcp {
             max_lines: a.max_lines,
             until: a.until,
             sandbox: self.sandbox_for(a.sandbox)?,
+            capture: a.capture.map(Into::into).unwrap_or_default(),
             ..RunParams::default()
         };
         if params.source.is_none()

@@ -47,7 +47,7 @@ Every byte is kept on disk: do NOT pipe into `head`/`tail`/`grep` or redirect to
 answer shows a bounded view (the end) and says what was left out; `read_output` and \
 `grep_output` reach the rest.
 
-Waits up to `yield_time_ms` (default 4000) for the command to end. Still running then: the \
+Waits up to `yield_time_ms` (default 4000) for the command to end. Not done by then: the \
 answer says `Process running with session ID sh-N` and it goes on; follow it with \
 `read_output` (also `write_stdin`, `kill_session`). For servers and \
 watchers set `background: true` (default wait 1000) and `until` to a regex such as `Listening`: \
@@ -55,7 +55,8 @@ the answer comes as soon as a new line matches. `tty: true` for interactive prog
 `timeout_ms` ends the whole process tree.";
 
 const WRITE_STDIN_DESCRIPTION: &str = "\
-Send input to a running command: type keys into its stdin (a session started with `tty: true`) and collect what it prints for \
+Send input to a running process or command: type keys into its stdin, answer an interactive \
+prompt or REPL (a session started with `tty: true`), and collect what it prints for \
 `yield_time_ms` (default 1000). The wait ends early when the session ends, the answer is full, \
 or a new line matches `until`.
 
@@ -79,14 +80,34 @@ Search (grep) a shell command's full output with a regex (Rust syntax, as ripgre
 Read on from a match with `read_output` `after` = its byte offset.";
 
 const KILL_SESSION_DESCRIPTION: &str = "\
-Kill a running command: stop a session and every process it started (the whole tree, daemonized children too), then \
-verify they are gone. `signal` first (default SIGTERM), SIGKILL after a 2 s grace. The output \
+Kill, stop, cancel or terminate a running command or process: a session and every process it \
+started (the whole tree, daemonized children too), then verify they are gone. `signal` first (default SIGTERM), SIGKILL after a 2 s grace. The output \
 stays readable.";
 
 const LIST_SESSIONS_DESCRIPTION: &str = "\
 List shell sessions: running and finished commands (they outlive restarts of the agent): running first, then the newest finished, \
 at most `limit` (default 50); filter by `state` or `source`. Each line: id, state, pid, bytes, \
 wall time, command.";
+
+/// The words a model searches with for each tool, for agents that defer tools behind a search
+/// (Claude Code's ToolSearch scores a query word found in this hint above one found only in the
+/// description). Each hint leaves out the words of the other tools' searches, so the right tool
+/// comes first: `exec_command`'s names no stopping, input or running process.
+const SEARCH_HINTS: &[(&str, &str)] = &[
+    (EXEC_COMMAND, "run shell commands, bash, scripts, builds, tests"),
+    (
+        WRITE_STDIN,
+        "send input, keys or text to a running process or command; type into an interactive \
+         prompt, REPL or shell",
+    ),
+    (READ_OUTPUT, "read output, logs, stdout, stderr"),
+    (GREP_OUTPUT, "search or grep output, logs"),
+    (KILL_SESSION, "kill, stop, cancel, terminate or end a running command or process"),
+    (LIST_SESSIONS, "list running and finished sessions, jobs"),
+];
+
+/// Claude Code's key for a tool's search hint in `_meta`.
+const SEARCH_HINT_META: &str = "anthropic/searchHint";
 
 /// Most sessions one `list_sessions` answer shows when `limit` is not given.
 pub const DEFAULT_LIST_LIMIT: usize = 50;
@@ -143,11 +164,34 @@ pub struct ExecCommandArgs {
     /// Run the shell as a login shell (`-lc`).
     #[serde(default)]
     pub login: bool,
+    /// `pipe` (default): one pipe for stdout and stderr, in write order. `split`: a pipe each,
+    /// for exact `read_output` `stream` reads; the order across them is then best-effort.
+    #[serde(default)]
+    pub capture: Option<CaptureArg>,
     /// Confine the command: `mode` `read-only`|`workspace-write` (writes only in `workdir`,
     /// TMPDIR, `writable_roots`), `network` `none`|`allow`, limits `memory` (bytes), `pids`,
     /// `nofile`, `cpu` (% of one CPU). Default and ceiling: the server's.
     #[serde(default)]
     pub sandbox: Option<stockade_proto::Sandbox>,
+}
+
+/// How `exec_command` captures stdout and stderr.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum CaptureArg {
+    /// One pipe for both streams, as a terminal merges them.
+    Pipe,
+    /// A pipe per stream.
+    Split,
+}
+
+impl From<CaptureArg> for stockade_proto::Capture {
+    fn from(c: CaptureArg) -> Self {
+        match c {
+            CaptureArg::Pipe => stockade_proto::Capture::Pipe,
+            CaptureArg::Split => stockade_proto::Capture::Split,
+        }
+    }
 }
 
 /// `write_stdin` arguments.
@@ -290,6 +334,18 @@ pub struct ListSessionsArgs {
 
 /// Every tool, in the order `tools/list` shows them.
 pub fn all() -> Vec<Tool> {
+    let mut tools = defined();
+    for tool in &mut tools {
+        if let Some((_, hint)) = SEARCH_HINTS.iter().find(|(name, _)| *name == tool.name) {
+            let mut meta = JsonObject::new();
+            meta.insert(SEARCH_HINT_META.into(), json!(hint));
+            tool.meta = Some(rmcp::model::MetaObject(meta));
+        }
+    }
+    tools
+}
+
+fn defined() -> Vec<Tool> {
     vec![
         Tool::new(EXEC_COMMAND, EXEC_COMMAND_DESCRIPTION, input_schema::<ExecCommandArgs>())
             .with_title("Run a shell command")
@@ -558,5 +614,106 @@ mod tests {
             assert!(props.contains_key(key), "{key}");
         }
         assert_eq!(schema.get("required"), Some(&json!(["cmd"])));
+    }
+}
+
+/// How the agents' deferred-tool searches rank these tools for the words a model would use.
+#[cfg(test)]
+mod search_tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    /// What a model types when it needs each tool (and has not seen it yet).
+    const QUERIES: &[(&str, &str)] = &[
+        ("send input to a running process", WRITE_STDIN),
+        ("type into an interactive prompt", WRITE_STDIN),
+        ("answer a REPL prompt", WRITE_STDIN),
+        ("stop a running command", KILL_SESSION),
+        ("cancel a running job", KILL_SESSION),
+        ("terminate a process", KILL_SESSION),
+        ("run a shell command", EXEC_COMMAND),
+        ("read the output of a command", READ_OUTPUT),
+        ("search command output", GREP_OUTPUT),
+        ("list running sessions", LIST_SESSIONS),
+    ];
+
+    fn has_word(text: &str, word: &str) -> bool {
+        text.split(|c: char| !c.is_alphanumeric() && c != '_' && c != '-')
+            .flat_map(|w| std::iter::once(w).chain(w.split('-')))
+            .any(|w| w == word)
+    }
+
+    /// Claude Code 2.1.332's ToolSearch score of an MCP tool of server `stockade`: per query
+    /// word, 12 for a whole part of `stockade__name` (6 for a part containing it), 12 / 4 for
+    /// the server or tool name, 4 for the word in the `_meta` search hint, 2 in the description.
+    fn claude_score(tool: &Tool, query: &str) -> u32 {
+        let coarse = ["stockade".to_owned(), tool.name.to_lowercase()];
+        let parts: Vec<String> = coarse
+            .iter()
+            .flat_map(|c| c.split('_').map(str::to_owned).collect::<Vec<_>>())
+            .collect();
+        let hint = tool.meta.as_ref().and_then(|m| m.0.get(SEARCH_HINT_META)).unwrap();
+        let hint = hint.as_str().unwrap().to_lowercase();
+        let description = tool.description.as_deref().unwrap_or_default().to_lowercase();
+        let mut score = 0;
+        for word in query.split_whitespace() {
+            score += match () {
+                _ if parts.iter().any(|p| p == word) => 12,
+                _ if parts.iter().any(|p| p.contains(word)) => 6,
+                _ => 0,
+            };
+            score += match () {
+                _ if coarse.iter().any(|p| p == word) => 12,
+                _ if coarse.iter().any(|p| p.contains(word)) => 4,
+                _ => 0,
+            };
+            score += if has_word(&hint, word) { 4 } else { 0 };
+            score += if has_word(&description, word) { 2 } else { 0 };
+        }
+        score
+    }
+
+    /// A term match as Codex's search (BM25 over name and description) sees it: how many of the
+    /// query's words, stop words left out, the tool's name and description hold.
+    fn term_score(tool: &Tool, query: &str) -> usize {
+        const STOP: &[&str] = &["a", "an", "the", "to", "of", "into"];
+        let text = format!(
+            "{} {}",
+            tool.name.replace('_', " "),
+            tool.description.as_deref().unwrap_or_default()
+        )
+        .to_lowercase();
+        query.split_whitespace().filter(|w| !STOP.contains(w) && has_word(&text, w)).count()
+    }
+
+    #[test]
+    fn each_search_ranks_the_tool_it_means_first() {
+        let tools = all();
+        for (query, want) in QUERIES {
+            for (how, score) in [
+                (
+                    "ToolSearch",
+                    &(|t: &Tool| claude_score(t, query) as usize) as &dyn Fn(&Tool) -> usize,
+                ),
+                ("term match", &|t: &Tool| term_score(t, query)),
+            ] {
+                let mut ranked: Vec<(usize, &str)> =
+                    tools.iter().map(|t| (score(t), &*t.name)).collect();
+                ranked.sort_by_key(|r| std::cmp::Reverse(r.0));
+                assert_eq!(ranked[0].1, *want, "{how} {query:?}: {ranked:?}");
+                // ToolSearch loads its first results in that order: no tie with the next. A
+                // term match is only the floor (BM25 weighs the name): ties allowed there.
+                let strict = how == "ToolSearch";
+                assert!(!strict || ranked[0].0 > ranked[1].0, "{how} {query:?}: {ranked:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn tools_list_stays_within_its_bound() {
+        // The bound tests/mcp/agents.mjs holds `tools/list` to (JSON of the tools, output
+        // schemas and search hints included).
+        let bytes = serde_json::to_string(&all()).unwrap().len();
+        assert!(bytes <= 25_600, "tools/list is {bytes} bytes");
     }
 }

@@ -52,9 +52,18 @@ pub struct McpArgs {
     /// their model the JSON instead of the text when it is there.
     #[arg(long)]
     pub structured: bool,
+    /// TLS certificate chain (PEM) for --http: clients then use https://, as with the daemon's
+    /// WebSocket door.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    #[arg(value_parser = crate::args::path_parser())]
+    pub tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM) for --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    #[arg(value_parser = crate::args::path_parser())]
+    pub tls_key: Option<PathBuf>,
     /// Serve --http on a non-loopback address without TLS: the token and every command's output
-    /// cross the network in clear (only inside a network you trust). Without it such an address
-    /// is refused; put a TLS proxy in front of a loopback address instead.
+    /// cross the network in clear (only inside a network you trust). Without it or
+    /// --tls-cert/--tls-key such an address is refused.
     #[arg(long)]
     pub insecure_plaintext: bool,
     /// The sandbox every command runs under and the most a tool call may ask for (a looser
@@ -77,12 +86,18 @@ pub fn mcp(global: &Global, mut args: McpArgs) -> anyhow::Result<ExitCode> {
         && (args.token.is_some()
             || args.token_file.is_some()
             || !args.allow_origin.is_empty()
+            || args.tls_cert.is_some()
             || args.insecure_plaintext)
     {
         anyhow::bail!(
-            "--token, --token-file, --allow-origin and --insecure-plaintext only apply with --http ADDR"
+            "--token, --token-file, --allow-origin, --tls-cert/--tls-key and --insecure-plaintext only apply with --http ADDR"
         );
     }
+    let tls = match (args.tls_cert, args.tls_key) {
+        (Some(cert), Some(key)) => Some(stockade_daemon::TlsFiles { cert, key }),
+        _ => None,
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let transport = match args.http {
         Some(addr) => {
             let token = match (&args.token, &args.token_file) {
@@ -90,18 +105,20 @@ pub fn mcp(global: &Global, mut args: McpArgs) -> anyhow::Result<ExitCode> {
                 (Some(t), None) => t.clone(),
                 (None, None) => default_token(global)?,
             };
-            Transport::Http { addr, guard: HttpGuard { token, allowed_origins: args.allow_origin } }
+            let guard = HttpGuard { token, allowed_origins: args.allow_origin };
+            Transport::Http { addr, guard, tls }
         }
         None => Transport::Stdio,
     };
-    if let Transport::Http { addr, guard } = &transport
+    if let Transport::Http { addr, guard, tls } = &transport
         && !addr.ip().is_loopback()
+        && tls.is_none()
     {
         // A weak token is the first thing to fix, wherever the server listens.
         stockade_mcp::http::check_guard(guard)?;
         if !args.insecure_plaintext {
             anyhow::bail!(
-                "--http {addr} is not loopback and stockade mcp serves no TLS: serve on 127.0.0.1 behind a TLS proxy, or add --insecure-plaintext if this network is private to you"
+                "--http {addr} is not loopback: give it --tls-cert and --tls-key (clients use https://), or add --insecure-plaintext if this network is private to you"
             );
         }
         let _ = writeln!(
@@ -141,7 +158,7 @@ pub fn mcp(global: &Global, mut args: McpArgs) -> anyhow::Result<ExitCode> {
             if let Some(addr) = addr {
                 let _ = writeln!(
                     std::io::stderr(),
-                    "stockade mcp: listening on http://{addr}{}",
+                    "stockade mcp: listening on {scheme}://{addr}{}",
                     stockade_mcp::http::MCP_PATH
                 );
             }

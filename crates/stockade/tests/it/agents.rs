@@ -151,8 +151,13 @@ fn assert_notice_both_ends(what: &str, text: &str, id: &str) {
 
 /// Nothing the agent itself cut or replaced: no agent's marker of a cut.
 pub(crate) fn assert_not_cut_by_agent(what: &str, text: &str) {
-    for marker in ["tokens truncated", "lines truncated", "output was truncated", "MAX_MCP_OUTPUT"]
-    {
+    for marker in [
+        "tokens truncated",
+        "lines truncated",
+        "output was truncated",
+        "MAX_MCP_OUTPUT",
+        "<persisted-output>",
+    ] {
         assert!(!text.contains(marker), "{what}: the agent cut the answer ({marker}):\n{text}");
     }
 }

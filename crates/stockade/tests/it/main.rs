@@ -7,6 +7,7 @@
 mod agent_exit;
 mod agents;
 mod agents_new;
+mod agents_order;
 mod architecture;
 mod bench_edges;
 mod bench_growth;
@@ -42,6 +43,7 @@ mod mcp_http;
 mod mcp_inspector;
 mod mcp_liberal;
 mod mcp_python;
+mod mcp_tls;
 mod memory;
 mod memory_trim;
 mod metrics_addr;

@@ -267,3 +267,51 @@ fn a_stream_read_right_after_exec_has_its_own_cursor() {
     assert!(!again.contains("ERR-LINE"), "{again}");
     mcp.call("kill_session", json!({"session_id": id}));
 }
+
+/// `exec_command` with `capture: "split"`: a pipe per stream, so a stream read is that stream's
+/// bytes exactly (and the tools list documents the argument).
+#[test]
+fn exec_command_capture_split_gives_exact_per_stream_reads() {
+    let home = Home::new();
+    let mut mcp = Mcp::start(&home);
+    let tools = mcp.request("tools/list", json!({}));
+    let exec =
+        tools["result"]["tools"].as_array().unwrap().iter().find(|t| t["name"] == "exec_command");
+    let capture = &exec.unwrap()["inputSchema"]["properties"]["capture"];
+    assert_eq!(capture["enum"], json!(["pipe", "split"]), "{capture}");
+    assert!(capture["description"].as_str().unwrap().contains("split"), "{capture}");
+    let (cmd, want) = alternating(1000);
+    let cmd = format!("{cmd}; sleep 30");
+    let only = |p: &str| -> String {
+        want.lines().filter(|l| l.starts_with(p)).map(|l| format!("{l}\n")).collect()
+    };
+    let (out, err) = (only("out"), only("err"));
+    let answer = mcp.call(
+        "exec_command",
+        json!({"cmd": cmd, "capture": "split", "yield_time_ms": 10000, "until": "err 999"}),
+    );
+    let id = session_id(&answer);
+    assert_eq!(home.session(&id)["capture"], "split", "{answer}");
+    let max = json!(100_000);
+    for (stream, want) in [("stdout", &out), ("stderr", &err)] {
+        let read = mcp.call(
+            "read_output",
+            json!({"session_id": id, "stream": stream, "after": 0, "max_output_tokens": max}),
+        );
+        let got: String = read
+            .lines()
+            .filter(|l| l.starts_with("out ") || l.starts_with("err "))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert_eq!(&got, want, "{stream}: {read}");
+    }
+    // The default keeps one pipe (another command line: the same one would be followed as a
+    // retry of the running session).
+    let cmd = format!("{cmd}; true");
+    let answer =
+        mcp.call("exec_command", json!({"cmd": cmd, "yield_time_ms": 10000, "until": "err 999"}));
+    let merged = session_id(&answer);
+    assert_eq!(home.session(&merged)["capture"], "pipe", "{answer}");
+    mcp.call("kill_session", json!({"session_id": id}));
+    mcp.call("kill_session", json!({"session_id": merged}));
+}
