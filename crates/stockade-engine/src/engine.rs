@@ -457,6 +457,7 @@ impl Engine {
                 self.config.state_dir.root(),
                 &spec,
                 &dir,
+                self.slots.as_ref(),
             )?;
             let (stdout, stderr, merged) = crate::launch::child_stdio(&spec, &log)?;
             let mut spawn_spec = self.spawn_spec(&spec, &id, (stdout, stderr), file_size_limit)?;

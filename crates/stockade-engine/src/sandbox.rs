@@ -4,6 +4,7 @@
 //! out of reach.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use stockade_proc::SandboxSpec;
 use stockade_proto::sandbox::root_covers;
@@ -11,6 +12,7 @@ use stockade_proto::{Sandbox, SandboxMode};
 
 use crate::RunSpec;
 use crate::error::EngineError;
+use crate::slots::Slots;
 
 /// The sandbox settings of an engine.
 #[derive(Debug, Clone, Default)]
@@ -34,12 +36,14 @@ pub(crate) struct Resolved {
 }
 
 /// The policy of `spec` under `config`; `None` when it asks for nothing. Refuses in one sentence
-/// a policy beyond a ceiling or a writable root that would expose `home`.
+/// a policy beyond a ceiling or a writable root that would expose `home`. The private temporary
+/// directory is one `slots` made ahead of time when one is ready.
 pub(crate) fn resolve(
     config: &SandboxConfig,
     home: &Path,
     spec: &RunSpec,
     session_dir: &Path,
+    slots: Option<&Arc<Slots>>,
 ) -> Result<Option<Resolved>, EngineError> {
     let mut policy = match &spec.sandbox {
         None => config.default.clone(),
@@ -89,7 +93,11 @@ pub(crate) fn resolve(
     let mut tmpdir = None;
     if policy.mode == SandboxMode::WorkspaceWrite {
         let tmp = session_dir.join("tmp");
-        if let Err(e) = std::fs::create_dir(&tmp) {
+        let made = match slots {
+            Some(slots) if slots.claim_tmp(&tmp) => Ok(()),
+            _ => std::fs::create_dir(&tmp),
+        };
+        if let Err(e) = made {
             return Err(EngineError::Resource(format!(
                 "cannot make the session's private temporary directory {}: {e}",
                 tmp.display()

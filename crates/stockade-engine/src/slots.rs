@@ -27,6 +27,14 @@
 //! the client waits. Without a ready slot (a burst took them all, the disk is full, something
 //! removed the folder) the run makes its directory and files itself, as before.
 //!
+//! * **Private temporary directories:** once a sandboxed run asked for one (`<session>/tmp`, the
+//!   `TMPDIR` of `workspace-write`), up to `prepared_dirs` empty directories
+//!   (`.slot-tmp-<n>/`) are kept ready beside the slots, and the next sandboxed run moves one
+//!   into its session directory instead of making it ([`Slots::claim_tmp`]). They are made
+//!   fresh, never used again: a command could have changed the mode of the one it wrote in or
+//!   left things in it. A daemon that never ran a sandboxed command makes none, and a session
+//!   that is not sandboxed has no `tmp`.
+//!
 //! A slot is never a session: its name is no session id, so recovery, retention and `list` skip
 //! it. The engine removes its ready slots when it shuts down; the sweep removes the ones a dead
 //! process left in its instance folder ([`remove_leftovers`]).
@@ -44,6 +52,10 @@ use stockade_log::{OutputError, Prepared, Spare};
 /// Names of slot folders start with this (never a session id).
 pub(crate) const SLOT_PREFIX: &str = ".slot-";
 
+/// Names of ready private temporary directories start with this (a slot's prefix too, so the
+/// sweep of leftovers removes them).
+const TMP_PREFIX: &str = ".slot-tmp-";
+
 /// Most slots kept ready (fresh and used again); each is an empty directory of six empty
 /// files, and holds no descriptor.
 pub(crate) const MAX_READY: usize = 64;
@@ -54,6 +66,10 @@ pub(crate) struct Slots {
     /// Fresh slots made ahead of time, at most.
     target: usize,
     ready: Mutex<VecDeque<PathBuf>>,
+    /// Empty private temporary directories made ahead of time.
+    tmps: Mutex<VecDeque<PathBuf>>,
+    /// A sandboxed run asked for a private temporary directory: keep some ready from now on.
+    tmps_wanted: AtomicBool,
     /// A blocking task is making slots.
     filling: AtomicBool,
     /// Set at shutdown: no slot is made, used again or handed out any more.
@@ -69,6 +85,8 @@ impl Slots {
             instance_dir,
             target: target.min(MAX_READY),
             ready: Mutex::new(VecDeque::with_capacity(target)),
+            tmps: Mutex::new(VecDeque::new()),
+            tmps_wanted: AtomicBool::new(false),
             filling: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             next: AtomicU64::new(0),
@@ -77,6 +95,10 @@ impl Slots {
 
     fn ready(&self) -> std::sync::MutexGuard<'_, VecDeque<PathBuf>> {
         self.ready.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn tmps(&self) -> std::sync::MutexGuard<'_, VecDeque<PathBuf>> {
+        self.tmps.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn is_closed(&self) -> bool {
@@ -101,6 +123,24 @@ impl Slots {
                 tracing::debug!(dir = %dir.display(), error = %e, "a prepared session directory is not usable; making one");
                 remove(dir);
                 None
+            }
+        }
+    }
+
+    /// A ready empty directory moved to `dir` (which must not exist): `true` when it is there,
+    /// `false` when none was ready or it could not be moved (the caller then makes `dir`
+    /// itself). Starts a refill, and keeps some ready from now on.
+    pub(crate) fn claim_tmp(self: &Arc<Self>, dir: &Path) -> bool {
+        self.tmps_wanted.store(true, Ordering::Release);
+        let tmp = if self.is_closed() { None } else { self.tmps().pop_front() };
+        self.refill();
+        let Some(tmp) = tmp else { return false };
+        match rename_noreplace(&tmp, dir) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::debug!(tmp = %tmp.display(), dir = %dir.display(), error = %e, "cannot use a prepared temporary directory; making one");
+                remove(&tmp);
+                false
             }
         }
     }
@@ -131,11 +171,15 @@ impl Slots {
     }
 
     fn wanted(&self) -> bool {
-        !self.is_closed() && self.ready().len() < self.target
+        !self.is_closed() && (self.ready().len() < self.target || self.tmps_short())
+    }
+
+    fn tmps_short(&self) -> bool {
+        self.tmps_wanted.load(Ordering::Acquire) && self.tmps().len() < self.target
     }
 
     fn fill(&self) {
-        while self.wanted() {
+        while !self.is_closed() && self.ready().len() < self.target {
             match self.make() {
                 Ok(slot) => self.push(slot),
                 Err(e) => {
@@ -144,6 +188,21 @@ impl Slots {
                     return;
                 }
             }
+        }
+        while !self.is_closed() && self.tmps_short() {
+            let n = self.next.fetch_add(1, Ordering::Relaxed);
+            let path = self.instance_dir.join(format!("{TMP_PREFIX}{n}"));
+            if let Err(e) = std::fs::create_dir(&path) {
+                tracing::debug!(error = %e, "cannot prepare a private temporary directory");
+                return;
+            }
+            let mut tmps = self.tmps();
+            if self.is_closed() {
+                drop(tmps);
+                remove(&path);
+                return;
+            }
+            tmps.push_back(path);
         }
     }
 
@@ -201,7 +260,8 @@ impl Slots {
     /// Idempotent.
     pub(crate) fn close(&self) {
         self.closed.store(true, Ordering::Release);
-        let slots: Vec<PathBuf> = self.ready().drain(..).collect();
+        let mut slots: Vec<PathBuf> = self.ready().drain(..).collect();
+        slots.extend(self.tmps().drain(..));
         for slot in slots {
             remove(&slot);
         }
@@ -211,6 +271,12 @@ impl Slots {
     #[cfg(test)]
     fn ready_count(&self) -> usize {
         self.ready().len()
+    }
+
+    /// Ready private temporary directories now (tests).
+    #[cfg(test)]
+    fn tmp_count(&self) -> usize {
+        self.tmps().len()
     }
 }
 
@@ -406,6 +472,51 @@ mod tests {
         assert_eq!(names(&dir), FRESH);
         // A directory that cannot be moved is left for the caller.
         assert!(!slots.recycle(&tmp.path().join("sh-404")));
+    }
+
+    async fn tmps_settled(slots: &Arc<Slots>, n: usize) {
+        for _ in 0..500 {
+            if slots.tmp_count() == n && !slots.filling.load(Ordering::Acquire) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("{} temporary directories ready, wanted {n}", slots.tmp_count());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn private_temporary_directories_are_prepared_once_one_was_asked_for() {
+        let tmp = tempfile::tempdir().unwrap();
+        let slots = Slots::new(tmp.path().to_path_buf(), 2);
+        slots.refill();
+        settled(&slots, 2).await;
+        assert_eq!(slots.tmp_count(), 0, "none before a sandboxed run asked for one");
+        // The first is made by the caller; two are made ready for the next ones.
+        let dir = tmp.path().join("sh-1");
+        std::fs::create_dir(&dir).unwrap();
+        assert!(!slots.claim_tmp(&dir.join("tmp")));
+        tmps_settled(&slots, 2).await;
+        assert_eq!(names(tmp.path()), [".slot-0", ".slot-1", ".slot-tmp-2", ".slot-tmp-3", "sh-1"]);
+        let ino = std::fs::metadata(tmp.path().join(".slot-tmp-2")).unwrap().ino();
+        let dir = tmp.path().join("sh-2");
+        std::fs::create_dir(&dir).unwrap();
+        assert!(slots.claim_tmp(&dir.join("tmp")), "the oldest ready one is taken");
+        assert_eq!(std::fs::metadata(dir.join("tmp")).unwrap().ino(), ino);
+        assert!(names(&dir.join("tmp")).is_empty());
+        // An existing directory is never replaced: the claim fails, the ready one is dropped.
+        tmps_settled(&slots, 2).await;
+        assert!(!slots.claim_tmp(&dir.join("tmp")));
+        assert!(names(&dir.join("tmp")).is_empty());
+        tmps_settled(&slots, 2).await;
+        slots.close();
+        assert_eq!(names(tmp.path()), ["sh-1", "sh-2"], "closed: none left ready");
+        assert!(!slots.claim_tmp(&tmp.path().join("sh-1/tmp")));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(names(tmp.path()), ["sh-1", "sh-2"], "closed: none made again");
+        // A dead process's ready ones are swept with its slots.
+        std::fs::create_dir(tmp.path().join(".slot-tmp-9")).unwrap();
+        remove_leftovers(tmp.path());
+        assert_eq!(names(tmp.path()), ["sh-1", "sh-2"]);
     }
 
     #[test]

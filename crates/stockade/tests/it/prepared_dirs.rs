@@ -5,7 +5,8 @@
 //! directory holds its files, the old start record as the one spare, and no temporary; the
 //! daemon keeps two ready; `cleanup` turns the forgotten directories into ready ones (same
 //! inodes, emptied); `daemon stop` removes them, and the ones a SIGKILLed daemon left are
-//! removed by the next daemon's sweep while its sessions stay listed.
+//! removed by the next daemon's sweep while its sessions stay listed. A sandboxed run's private
+//! temporary directory is one made ahead of time too.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
@@ -165,6 +166,59 @@ fn runs_take_prepared_directories_and_none_outlives_its_daemon() {
     for id in &ids {
         assert!(listed.contains(&id.as_str()), "{id} not listed: {list:?}");
     }
+}
+
+/// Ready private temporary directories of `instance`, by number.
+fn tmps(home: &Home, instance: &str) -> BTreeMap<u64, PathBuf> {
+    let dir = home.path().join("spool").join(instance);
+    std::fs::read_dir(&dir)
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| {
+                    let n = e.file_name().to_str()?.strip_prefix(".slot-tmp-")?.parse().ok()?;
+                    Some((n, e.path()))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn sandboxed_runs_take_a_prepared_private_temporary_directory() {
+    let (home, _markers, _) = crate::restart::started_home();
+    let inst = instance(&home);
+    let work = tempfile::tempdir().unwrap();
+    let mut rpc = Rpc::connect(&home.path().join("stockade.sock"));
+    let mut run = |i: usize| {
+        let command = format!("echo run-{i} > \"$TMPDIR/f\" && cat \"$TMPDIR/f\"");
+        let sandbox = json!({"mode": "workspace-write", "network": "none"});
+        let r = rpc.ok("run", json!({"command": command, "cwd": work.path(), "sandbox": sandbox}));
+        assert_eq!(r["state"], "exited", "{r}");
+        let dir = home.path().join("spool").join(&inst).join(r["id"].as_str().unwrap());
+        assert_eq!(std::fs::read_to_string(dir.join("output.log")).unwrap(), format!("run-{i}\n"));
+        dir
+    };
+    // An unsandboxed daemon makes none; the first sandboxed run makes its own, then two are
+    // kept ready.
+    two_ready(&home, &inst);
+    assert!(tmps(&home, &inst).is_empty());
+    run(0);
+    for i in 1..4 {
+        let ready =
+            eventually(Duration::from_secs(10), "two prepared temporary directories", || {
+                let t = tmps(&home, &inst);
+                (t.len() == 2).then_some(t)
+            });
+        let (_, oldest) = ready.iter().next().unwrap();
+        let made = ino(oldest);
+        let dir = run(i);
+        assert!(!oldest.exists(), "run {i} did not take the oldest ready temporary directory");
+        assert_eq!(ino(&dir.join("tmp")), made, "run {i}");
+        assert_eq!(names(&dir.join("tmp")), ["f"]);
+    }
+    // A clean stop leaves none.
+    home.ok(&["daemon", "stop"]);
+    assert!(all_slots(&home).is_empty(), "{:?}", all_slots(&home));
 }
 
 /// `ps` as a list.
