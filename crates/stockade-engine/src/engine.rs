@@ -15,7 +15,7 @@ use stockade_proto::{
 };
 
 use crate::error::EngineError;
-use crate::launch::{remove_unstarted, start_drain};
+use crate::launch::{remove_unstarted, start_drain_if_any};
 use crate::run_spec::RunSpec;
 use crate::session::{Session, SessionParts};
 use crate::slots::Slots;
@@ -486,11 +486,9 @@ impl Engine {
         };
         let (sources, input) = crate::launch::take_streams(&mut spawned, &spec, &id, merged);
         // Every session's pipes are read by the one shared drain thread, straight into the spool.
-        let drained =
-            if sources.is_empty() { Ok(None) } else { start_drain(&log, sources).map(Some) };
         // From here on the tree runs: an error ends it through the supervisor and the one
         // terminate routine, never leaves it unsupervised.
-        let (drain_handle, failure) = match drained {
+        let (drain_handle, failure) = match start_drain_if_any(&log, sources) {
             Ok(handle) => (handle, None),
             Err(why) => (None, Some(why)),
         };

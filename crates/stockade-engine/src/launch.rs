@@ -79,6 +79,14 @@ pub(crate) fn take_streams(
     (sources, input)
 }
 
+/// The drain of `sources`, when there are any (file capture has none).
+pub(crate) fn start_drain_if_any(
+    log: &Arc<OutputLog>,
+    sources: Vec<(Stream, OwnedFd)>,
+) -> Result<Option<DrainHandle>, String> {
+    if sources.is_empty() { Ok(None) } else { start_drain(log, sources).map(Some) }
+}
+
 /// Starts the thread that reads the session's pipes into its log (and the pipe that cancels it).
 /// A test build can be told to fail here (`STOCKADE_TEST_FAIL_AFTER_SPAWN=1`, feature
 /// `test-hooks`), to show that a tree whose supervision failed is terminated.
