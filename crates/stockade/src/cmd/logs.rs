@@ -63,6 +63,10 @@ const FOLLOW_WAIT_MS: u64 = 30_000;
 const IDLE_PAUSE: Duration = Duration::from_millis(50);
 /// How long `-f` keeps trying to reconnect after losing the daemon.
 const RECONNECT_PATIENCE: Duration = Duration::from_secs(60);
+/// How many connections in a row a copy without `-f` may lose before it gives up.
+const COPY_RESUMES: u32 = 5;
+/// How long a copy without `-f` keeps trying to reconnect after one loss.
+const COPY_PATIENCE: Duration = Duration::from_secs(10);
 
 pub fn logs(global: &Global, args: LogsArgs) -> anyhow::Result<ExitCode> {
     if let Some(mut client) = global.connect_existing()? {
@@ -99,6 +103,8 @@ fn from_daemon(
     let raw = stream.is_none() && !args.json;
     let colour = args.color.keep();
     let mut shown = out::ShownStream::new(colour);
+    // Connections lost in a row without an answer in between.
+    let mut losses = 0;
     let state = loop {
         let asked = Instant::now();
         let answer = client.call::<method::Read>(ReadParams {
@@ -113,16 +119,19 @@ fn from_daemon(
             ..ReadParams::default()
         });
         let answer = match answer {
-            // Following: a lost connection (a daemon restart, a network blip) is resumed from
-            // the cursor, so nothing printed is lost or repeated.
-            Err(e) if args.follow && e.is_connection_lost() => {
+            // A lost connection (a daemon restart, a lossy link) is resumed from the cursor, so
+            // nothing printed is lost or repeated. Following goes on as long as the daemon comes
+            // back; a plain copy gives up after a few losses in a row without progress.
+            Err(e) if e.is_connection_lost() && (args.follow || losses < COPY_RESUMES) => {
+                losses += 1;
                 eprintln!("stockade: {e}; reconnecting and resuming at byte {cursor}");
-                *client =
-                    stockade_client::reconnect(&global.connect_options()?, RECONNECT_PATIENCE)?;
+                let patience = if args.follow { RECONNECT_PATIENCE } else { COPY_PATIENCE };
+                *client = stockade_client::reconnect(&global.connect_options()?, patience)?;
                 continue;
             }
             other => other?,
         };
+        losses = 0;
         *printed = true;
         let next = answer.view.next_cursor.max(cursor);
         let progressed = next > cursor;
@@ -237,7 +246,7 @@ fn from_disk(global: &Global, args: &LogsArgs) -> anyhow::Result<ExitCode> {
         json: args.json,
         color: args.color,
     };
-    super::read::read(global.home.clone(), read)
+    super::read::read(global, read)
 }
 
 #[cfg(test)]
