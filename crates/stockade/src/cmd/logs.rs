@@ -4,7 +4,8 @@
 //! the log's size.
 //!
 //! Sessions the daemon does not know (a foreground `run`, or no daemon at all) are read from
-//! the state directory, like `stockade read`.
+//! the state directory, like `stockade read`. `stockade read` of a remote daemon's session is
+//! answered here too: through the daemon, never from this machine's files.
 
 use std::ops::ControlFlow;
 use std::process::ExitCode;
@@ -246,7 +247,46 @@ fn from_disk(global: &Global, args: &LogsArgs) -> anyhow::Result<ExitCode> {
         json: args.json,
         color: args.color,
     };
-    super::read::read(global, read)
+    super::read::read(global.home.clone(), read)
+}
+
+/// `read` of a remote daemon's session: through its `read` method, never this machine's files.
+pub fn read_remote(global: &Global, args: ReadArgs) -> anyhow::Result<ExitCode> {
+    super::read::refuse_remote_path(global, &args.target)?;
+    if args.raw {
+        // The same copy as `logs --raw`: chunked, resumed after a lost connection.
+        let copy = LogsArgs {
+            id: args.target,
+            follow: false,
+            after: args.after,
+            tail: None,
+            head: None,
+            stream: None,
+            raw: true,
+            json: false,
+            color: args.color,
+        };
+        return logs(global, copy);
+    }
+    let answer = global.connect()?.call::<method::Read>(ReadParams {
+        id: args.target.clone(),
+        after: args.after,
+        mode: args.mode.map(Into::into),
+        max_bytes: Some(args.limits.max_bytes),
+        max_lines: Some(args.limits.max_lines),
+        stream: args.stream.map(Into::into),
+        ..ReadParams::default()
+    })?;
+    if args.json {
+        out::print_json(&answer.view)?;
+    } else {
+        let mut text = out::view_text_shown(&answer.view, Some(&args.target), args.color.keep());
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        out::print(&text)?;
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]

@@ -52,7 +52,9 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Forget(args) => kill::forget(&global, args),
         Command::Cleanup(args) => kill::cleanup(&global, args),
         Command::Stats(args) => stats::stats(&global, args),
-        Command::Read(args) => read::read(&global, args),
+        // A remote daemon's session is read through it, never from this machine's files.
+        Command::Read(args) if global.remote.is_some() => logs::read_remote(&global, args),
+        Command::Read(args) => read::read(home, args),
         Command::Grep(args) => read::grep(&global, args),
         Command::Doctor(args) => {
             global.refuse_remote(

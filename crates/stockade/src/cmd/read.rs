@@ -8,7 +8,7 @@ use clap::{Args, ValueEnum};
 use stockade_engine::is_session_id;
 use stockade_log::limits;
 use stockade_log::{GrepRequest, OutputLog, ReadRequest};
-use stockade_proto::rpc::{GrepParams, ReadParams, method};
+use stockade_proto::rpc::{GrepParams, method};
 use stockade_proto::{GrepResult, ReadMode};
 
 use crate::args::{LimitArgs, StreamArg};
@@ -114,11 +114,8 @@ pub struct GrepArgs {
 /// Bytes per chunk when `--raw` streams a range to stdout.
 const RAW_CHUNK: usize = 256 * 1024;
 
-pub fn read(global: &Global, args: ReadArgs) -> anyhow::Result<ExitCode> {
-    if global.remote.is_some() {
-        return read_remote(global, args);
-    }
-    let (log, label) = open_target(global.home.clone(), &args.target)?;
+pub fn read(home: Option<PathBuf>, args: ReadArgs) -> anyhow::Result<ExitCode> {
+    let (log, label) = open_target(home, &args.target)?;
     if args.raw {
         copy_raw(&log, args.after.unwrap_or(0), None)?;
         return Ok(ExitCode::SUCCESS);
@@ -147,47 +144,8 @@ pub fn read(global: &Global, args: ReadArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `read` of a remote daemon's session: through its `read` method, never this machine's files.
-fn read_remote(global: &Global, args: ReadArgs) -> anyhow::Result<ExitCode> {
-    refuse_remote_path(global, &args.target)?;
-    if args.raw {
-        // The same copy as `logs --raw`: chunked, resumed after a lost connection.
-        let logs = super::logs::LogsArgs {
-            id: args.target,
-            follow: false,
-            after: args.after,
-            tail: None,
-            head: None,
-            stream: None,
-            raw: true,
-            json: false,
-            color: args.color,
-        };
-        return super::logs::logs(global, logs);
-    }
-    let answer = global.connect()?.call::<method::Read>(ReadParams {
-        id: args.target.clone(),
-        after: args.after,
-        mode: args.mode.map(Into::into),
-        max_bytes: Some(args.limits.max_bytes),
-        max_lines: Some(args.limits.max_lines),
-        stream: args.stream.map(Into::into),
-        ..ReadParams::default()
-    })?;
-    if args.json {
-        out::print_json(&answer.view)?;
-    } else {
-        let mut text = out::view_text_shown(&answer.view, Some(&args.target), args.color.keep());
-        if !text.is_empty() && !text.ends_with('\n') {
-            text.push('\n');
-        }
-        out::print(&text)?;
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
 /// With `--remote`, a target must be a session id: a path names a file on this machine.
-fn refuse_remote_path(global: &Global, target: &str) -> anyhow::Result<()> {
+pub(super) fn refuse_remote_path(global: &Global, target: &str) -> anyhow::Result<()> {
     match &global.remote {
         Some(url) if !is_session_id(target) => anyhow::bail!(
             "{target} is not a session id; with --remote {url} pass the remote session's id (like sh-3): a path names a file on this machine"
