@@ -243,6 +243,33 @@ impl Client {
         }
     }
 
+    /// Wait up to `timeout` for the daemon to close this connection (what a daemon does as it
+    /// exits after `shutdown`): `true` once it is closed, `false` if it is still open. Stray
+    /// messages are skipped. For a remote daemon this is the only sign of its exit we can see:
+    /// its pid is on another machine.
+    pub fn wait_closed(&mut self, timeout: Duration) -> bool {
+        // Whatever arrives now is no answer to a call: the stream is out of step for calls.
+        self.poisoned = true;
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            match self.transport.recv(&mut self.line, MAX_RESPONSE_BYTES, left) {
+                Ok(wire::Line::Eof) => return true,
+                Ok(_) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
+                // A reset, a TLS close without notify, a dead peer: closed all the same.
+                Err(_) => return true,
+            }
+        }
+    }
+
     /// Whether connecting started the daemon.
     pub fn started_daemon(&self) -> bool {
         self.started_daemon

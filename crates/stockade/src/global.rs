@@ -62,6 +62,18 @@ impl Global {
         Ok(Some(RemoteOptions { url, token_file, ca_file: self.ca_file.clone() }))
     }
 
+    /// Refuse `--remote` for a subcommand that can only act on this machine, in one sentence
+    /// naming it and saying what to do instead: acting here while a remote was named would
+    /// answer about the wrong machine.
+    pub fn refuse_remote(&self, subcommand: &str, instead: &str) -> anyhow::Result<()> {
+        match &self.remote {
+            Some(url) => anyhow::bail!(
+                "`stockade {subcommand}` acts on this machine only and cannot be used with --remote {url}; {instead}"
+            ),
+            None => Ok(()),
+        }
+    }
+
     /// Connect to the daemon, starting it on demand unless `--no-autostart`.
     pub fn connect(&self) -> anyhow::Result<Client> {
         Ok(Client::connect(&self.connect_options()?)?)

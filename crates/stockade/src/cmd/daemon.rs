@@ -48,6 +48,12 @@ pub fn daemon(
     home: Option<PathBuf>,
     args: DaemonArgs,
 ) -> anyhow::Result<ExitCode> {
+    if matches!(args.action, None | Some(DaemonAction::Run(_))) {
+        global.refuse_remote(
+            "daemon run",
+            "start it on the remote machine with `stockade daemon run --ws ADDR`",
+        )?;
+    }
     match args.action {
         None => daemon_run::run(home, DaemonRunArgs::default()),
         Some(DaemonAction::Run(run)) => daemon_run::run(home, *run),

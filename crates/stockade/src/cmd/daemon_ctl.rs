@@ -61,6 +61,17 @@ pub fn stop(global: &Global, args: DaemonCtlArgs) -> anyhow::Result<ExitCode> {
         Err(ClientError::Disconnected { .. }) => None,
         Err(e) => return Err(e.into()),
     };
+    if let Some(url) = &global.remote {
+        // The remote's pid is on its machine, not this one: its exit shows here as the
+        // connection it closes.
+        if !client.wait_closed(STOP_WAIT) {
+            anyhow::bail!(
+                "the remote daemon at {url} (pid {pid} there) still holds the connection {} s after it was asked to stop; look at its log on that machine",
+                STOP_WAIT.as_secs()
+            );
+        }
+        return print_stopped(pid, terminated, args.json);
+    }
     let deadline = Instant::now() + STOP_WAIT;
     while pid_alive(pid) {
         if Instant::now() >= deadline {
@@ -72,7 +83,16 @@ pub fn stop(global: &Global, args: DaemonCtlArgs) -> anyhow::Result<ExitCode> {
         }
         std::thread::sleep(STOP_POLL);
     }
-    if args.json {
+    print_stopped(pid, terminated, args.json)
+}
+
+/// What `stop` prints once the daemon is gone.
+fn print_stopped(
+    pid: u32,
+    terminated: Option<Vec<String>>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    if json {
         out::print_json(&serde_json::json!({
             "running": false,
             "pid": pid,

@@ -4,7 +4,8 @@
 //! the log's size.
 //!
 //! Sessions the daemon does not know (a foreground `run`, or no daemon at all) are read from
-//! the state directory, like `stockade read`.
+//! the state directory, like `stockade read`. `stockade read` of a remote daemon's session is
+//! answered here too: through the daemon, never from this machine's files.
 
 use std::ops::ControlFlow;
 use std::process::ExitCode;
@@ -63,6 +64,10 @@ const FOLLOW_WAIT_MS: u64 = 30_000;
 const IDLE_PAUSE: Duration = Duration::from_millis(50);
 /// How long `-f` keeps trying to reconnect after losing the daemon.
 const RECONNECT_PATIENCE: Duration = Duration::from_secs(60);
+/// How many connections in a row a copy without `-f` may lose before it gives up.
+const COPY_RESUMES: u32 = 5;
+/// How long a copy without `-f` keeps trying to reconnect after one loss.
+const COPY_PATIENCE: Duration = Duration::from_secs(10);
 
 pub fn logs(global: &Global, args: LogsArgs) -> anyhow::Result<ExitCode> {
     if let Some(mut client) = global.connect_existing()? {
@@ -99,6 +104,8 @@ fn from_daemon(
     let raw = stream.is_none() && !args.json;
     let colour = args.color.keep();
     let mut shown = out::ShownStream::new(colour);
+    // Connections lost in a row without an answer in between.
+    let mut losses = 0;
     let state = loop {
         let asked = Instant::now();
         let answer = client.call::<method::Read>(ReadParams {
@@ -113,16 +120,19 @@ fn from_daemon(
             ..ReadParams::default()
         });
         let answer = match answer {
-            // Following: a lost connection (a daemon restart, a network blip) is resumed from
-            // the cursor, so nothing printed is lost or repeated.
-            Err(e) if args.follow && e.is_connection_lost() => {
+            // A lost connection (a daemon restart, a lossy link) is resumed from the cursor, so
+            // nothing printed is lost or repeated. Following goes on as long as the daemon comes
+            // back; a plain copy gives up after a few losses in a row without progress.
+            Err(e) if e.is_connection_lost() && (args.follow || losses < COPY_RESUMES) => {
+                losses += 1;
                 eprintln!("stockade: {e}; reconnecting and resuming at byte {cursor}");
-                *client =
-                    stockade_client::reconnect(&global.connect_options()?, RECONNECT_PATIENCE)?;
+                let patience = if args.follow { RECONNECT_PATIENCE } else { COPY_PATIENCE };
+                *client = stockade_client::reconnect(&global.connect_options()?, patience)?;
                 continue;
             }
             other => other?,
         };
+        losses = 0;
         *printed = true;
         let next = answer.view.next_cursor.max(cursor);
         let progressed = next > cursor;
@@ -238,6 +248,45 @@ fn from_disk(global: &Global, args: &LogsArgs) -> anyhow::Result<ExitCode> {
         color: args.color,
     };
     super::read::read(global.home.clone(), read)
+}
+
+/// `read` of a remote daemon's session: through its `read` method, never this machine's files.
+pub fn read_remote(global: &Global, args: ReadArgs) -> anyhow::Result<ExitCode> {
+    super::read::refuse_remote_path(global, &args.target)?;
+    if args.raw {
+        // The same copy as `logs --raw`: chunked, resumed after a lost connection.
+        let copy = LogsArgs {
+            id: args.target,
+            follow: false,
+            after: args.after,
+            tail: None,
+            head: None,
+            stream: None,
+            raw: true,
+            json: false,
+            color: args.color,
+        };
+        return logs(global, copy);
+    }
+    let answer = global.connect()?.call::<method::Read>(ReadParams {
+        id: args.target.clone(),
+        after: args.after,
+        mode: args.mode.map(Into::into),
+        max_bytes: Some(args.limits.max_bytes),
+        max_lines: Some(args.limits.max_lines),
+        stream: args.stream.map(Into::into),
+        ..ReadParams::default()
+    })?;
+    if args.json {
+        out::print_json(&answer.view)?;
+    } else {
+        let mut text = out::view_text_shown(&answer.view, Some(&args.target), args.color.keep());
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        out::print(&text)?;
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]

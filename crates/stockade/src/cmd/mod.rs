@@ -52,10 +52,21 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Forget(args) => kill::forget(&global, args),
         Command::Cleanup(args) => kill::cleanup(&global, args),
         Command::Stats(args) => stats::stats(&global, args),
+        // A remote daemon's session is read through it, never from this machine's files.
+        Command::Read(args) if global.remote.is_some() => logs::read_remote(&global, args),
         Command::Read(args) => read::read(home, args),
         Command::Grep(args) => read::grep(&global, args),
-        Command::Doctor(args) => doctor::doctor(home, args),
-        Command::Bench(args) => bench::bench(home, args),
+        Command::Doctor(args) => {
+            global.refuse_remote(
+                "doctor",
+                "run it on the remote machine, or `stockade --remote URL daemon status` for the remote daemon's containment",
+            )?;
+            doctor::doctor(home, args)
+        }
+        Command::Bench(args) => {
+            global.refuse_remote("bench", "run it on the machine you want to measure")?;
+            bench::bench(home, args)
+        }
         Command::Mcp(args) => mcp::mcp(&global, args),
         Command::Schedule(args) => schedule::schedule(&global, args),
         // The generators read the whole declaration; handing it in keeps `docs.rs` from

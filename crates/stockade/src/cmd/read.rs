@@ -12,6 +12,7 @@ use stockade_proto::rpc::{GrepParams, method};
 use stockade_proto::{GrepResult, ReadMode};
 
 use crate::args::{LimitArgs, StreamArg};
+use crate::global::Global;
 use crate::out;
 
 /// `stockade read`.
@@ -143,6 +144,16 @@ pub fn read(home: Option<PathBuf>, args: ReadArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// With `--remote`, a target must be a session id: a path names a file on this machine.
+pub(super) fn refuse_remote_path(global: &Global, target: &str) -> anyhow::Result<()> {
+    match &global.remote {
+        Some(url) if !is_session_id(target) => anyhow::bail!(
+            "{target} is not a session id; with --remote {url} pass the remote session's id (like sh-3): a path names a file on this machine"
+        ),
+        _ => Ok(()),
+    }
+}
+
 /// Write the log from `after` to its current end to stdout, a chunk at a time: the exact bytes
 /// (`text` is `None`), or as lossy UTF-8 text with control characters escaped, colour sequences
 /// kept when `text` is `Some(true)`.
@@ -166,7 +177,8 @@ pub(super) fn copy_raw(log: &OutputLog, after: u64, text: Option<bool>) -> anyho
     }
 }
 
-pub fn grep(global: &crate::global::Global, args: GrepArgs) -> anyhow::Result<ExitCode> {
+pub fn grep(global: &Global, args: GrepArgs) -> anyhow::Result<ExitCode> {
+    refuse_remote_path(global, &args.target)?;
     // The daemon answers for the sessions it knows; anything else is searched on disk.
     if is_session_id(&args.target)
         && let Some(mut client) = global.connect_existing()?
@@ -189,7 +201,8 @@ pub fn grep(global: &crate::global::Global, args: GrepArgs) -> anyhow::Result<Ex
                 };
                 return print_grep(&result, args.json);
             }
-            Err(e) if e.is_no_such_session() => {}
+            // A remote daemon's sessions are not in this machine's state directory.
+            Err(e) if e.is_no_such_session() && global.remote.is_none() => {}
             Err(e) => return Err(e.into()),
         }
     }

@@ -53,7 +53,10 @@ pub fn wait(global: &Global, args: WaitArgs) -> anyhow::Result<ExitCode> {
     for id in &args.ids {
         let ended = match client.as_mut() {
             Some(c) => match from_daemon(c, id, deadline) {
-                Err(e) if no_such_session(&e) => from_disk(global, id, deadline)?,
+                // A remote daemon's sessions are not in this machine's state directory.
+                Err(e) if no_such_session(&e) && global.remote.is_none() => {
+                    from_disk(global, id, deadline)?
+                }
                 other => other?,
             },
             None => from_disk(global, id, deadline)?,
