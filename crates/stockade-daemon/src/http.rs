@@ -2,7 +2,8 @@
 //! and the separate `--metrics` address.
 //!
 //! - `GET /healthz` (the daemon is alive and serving) and `GET /readyz` (start-up recovery is
-//!   done and runs are accepted) need no token; `GET /metrics` (see `metrics`) needs the door's
+//!   done and runs are accepted; 503 before) need no token, and are answered from the moment
+//!   the daemon listens, while it still recovers; `GET /metrics` (see `metrics`) needs the door's
 //!   bearer token, except on a loopback metrics address, which has none.
 //! - On the door, a WebSocket upgrade (any path) is checked here: a well-formed handshake, then
 //!   the token (401 otherwise, before any method can run), then a slot of the connection budget
@@ -54,6 +55,9 @@ const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=
 
 /// The answer of the metrics address to anything but its three paths.
 const NOT_A_DOOR: &str = "this is a Stockade metrics address: GET /metrics, /healthz or /readyz (sessions are served on the WebSocket door)\n";
+/// The answer of `/readyz` and of an upgrade while start-up recovery runs.
+const RECOVERING: &str =
+    "not ready: the daemon is recovering the sessions of an earlier daemon; retry in a moment\n";
 /// The answer of the door to a path it does not serve.
 const A_DOOR: &str = "this is a Stockade WebSocket door: GET /healthz, /readyz, /metrics, or upgrade to a WebSocket\n";
 
@@ -70,6 +74,8 @@ struct Rules {
 struct Upgrades {
     token: Arc<WsToken>,
     admission: Arc<Admission>,
+    /// Cancelled once start-up recovery is done (upgrades are refused before).
+    recovered: tokio_util::sync::CancellationToken,
 }
 
 /// An upgrade the door accepted: the connection, once hyper has sent the 101, and the slot of
@@ -98,7 +104,8 @@ impl Doorway {
         token: Arc<WsToken>,
         admission: Arc<Admission>,
     ) -> Doorway {
-        let upgrades = Some(Upgrades { token: Arc::clone(&token), admission });
+        let recovered = shared.recovered.clone();
+        let upgrades = Some(Upgrades { token: Arc::clone(&token), admission, recovered });
         Doorway::new(Rules { shared, metrics_token: Some(token), upgrades })
     }
 
@@ -193,9 +200,11 @@ async fn healthz() -> Response {
     text(StatusCode::OK, "ok\n")
 }
 
-/// Ready: recovery is done (the accept loops start after it) and the daemon is not stopping.
+/// Ready: recovery is done (the Unix socket is served after it) and the daemon is not stopping.
 async fn readyz(State(rules): State<Arc<Rules>>) -> Response {
-    if rules.shared.stop.is_cancelled() {
+    if !rules.shared.recovered.is_cancelled() {
+        text(StatusCode::SERVICE_UNAVAILABLE, RECOVERING)
+    } else if rules.shared.stop.is_cancelled() {
         text(StatusCode::SERVICE_UNAVAILABLE, "not ready: the daemon is stopping\n")
     } else {
         text(StatusCode::OK, "ready\n")
@@ -236,6 +245,13 @@ fn upgrade(upgrades: &Upgrades, visit: &Visit, request: &mut Request) -> Respons
     if !upgrades.token.authorizes(request.headers()) {
         tracing::warn!(%peer, status = 401, "WebSocket upgrade refused");
         return unauthorized(request.headers());
+    }
+    // Refused rather than held: a held upgrade would keep one of the few pending places for
+    // the whole recovery, and `/readyz` already tells a balancer to wait.
+    if !upgrades.recovered.is_cancelled() {
+        let mut response = text(StatusCode::SERVICE_UNAVAILABLE, RECOVERING);
+        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        return response;
     }
     let Some(slot) = upgrades.admission.network() else {
         tracing::warn!(%peer, status = 503, "WebSocket upgrade refused");

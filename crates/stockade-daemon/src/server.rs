@@ -102,6 +102,7 @@ impl Daemon {
             socket,
             home,
             pid: std::process::id(),
+            recovered: CancellationToken::new(),
             stop: CancellationToken::new(),
             metrics: crate::metrics::Metrics::default(),
             door_tls: ws.as_ref().and_then(WsListener::tls),
@@ -159,7 +160,9 @@ impl Daemon {
         let Daemon { shared, listener, socket_ino, mut lock, ws, metrics, janitor } = self;
         // Work of this daemon may outlive `serve` in this process: so must the lock.
         lock.hold_until_exit();
-        let mut background = Background::start(&shared, metrics, janitor).await;
+        // The network listeners answer probes from the first moment; the Unix socket's clients
+        // wait in its backlog until recovery is done, the door's upgrades get a 503 until then.
+        let probes = tokio::spawn(crate::metrics_door::serve(metrics, Arc::clone(&shared)));
         let admission = Admission::new();
         let acceptor = Acceptor {
             doorway: ws.as_ref().map(|l| l.doorway(Arc::clone(&shared), Arc::clone(&admission))),
@@ -168,7 +171,10 @@ impl Daemon {
             connections: TaskTracker::new(),
             conn_root: CancellationToken::new(),
         };
-        acceptor.run(&listener, ws.as_ref(), &token).await;
+        let (mut background, ()) = tokio::join!(
+            Background::start(&shared, probes, janitor),
+            acceptor.run(&listener, ws.as_ref(), &token)
+        );
         // Stop: refuse new requests, stop listening, end every session through the engine.
         shared.stop.cancel();
         // A tick in progress finishes (claim, then advance) before the engine shuts down.
@@ -198,11 +204,12 @@ struct Background {
 
 impl Background {
     /// Recover what dead daemons left, then start retention, the owner watcher, the orphan
-    /// reaper, the scheduler, the metrics address and the start-up trim. Returns before the
-    /// first request is accepted.
+    /// reaper, the scheduler and the start-up trim, and mark the daemon ready (`recovered`).
+    /// The Unix socket's first request is accepted after that; `metrics` (the separate
+    /// metrics address, already serving probes) is kept to be stopped with the rest.
     async fn start(
         shared: &Arc<Shared>,
-        metrics: Option<crate::metrics_door::MetricsListener>,
+        metrics: JoinHandle<()>,
         (retention, interval): (Duration, Duration),
     ) -> Background {
         // Before the first request: recover what dead daemons left, then keep retention.
@@ -222,8 +229,8 @@ impl Background {
             Arc::clone(&shared.engine),
             stop(),
         ));
-        // After recovery, like the door: `/readyz` there means what it means on the door.
-        let metrics = tokio::spawn(crate::metrics_door::serve(metrics, Arc::clone(shared)));
+        // Ready: schedules are reconciled, requests may come.
+        shared.recovered.cancel();
         // Start-up is done: its pages of the executable go back once the daemon is quiet.
         let trim = tokio::spawn(crate::trim::after_start_up(
             Arc::clone(shared),
@@ -268,12 +275,16 @@ struct Acceptor {
 
 impl Acceptor {
     /// Accept until `token` is cancelled or the daemon stops.
+    /// Unix-socket connections only once recovery is done; the door's from the start (its
+    /// probes answer while the daemon recovers).
     async fn run(&self, unix: &UnixListener, ws: Option<&WsListener>, token: &CancellationToken) {
         loop {
+            let recovered = self.shared.recovered.is_cancelled();
             tokio::select! {
                 () = token.cancelled() => break,
                 () = self.shared.stop.cancelled() => break,
-                accepted = unix.accept() => match accepted {
+                () = self.shared.recovered.cancelled(), if !recovered => {}
+                accepted = unix.accept(), if recovered => match accepted {
                     Ok((stream, _)) => self.local(stream),
                     Err(e) => {
                         tracing::warn!(error = %e, "accept failed");

@@ -16,6 +16,9 @@ pub(crate) struct Shared {
     pub(crate) socket: PathBuf,
     pub(crate) home: PathBuf,
     pub(crate) pid: u32,
+    /// Cancelled once start-up recovery is done: `/readyz` says ready and the door upgrades
+    /// (the probes are served before it, so a kubelet sees the daemon alive while it recovers).
+    pub(crate) recovered: CancellationToken,
     /// Cancelled by the `shutdown` method, or when `serve`'s token is.
     pub(crate) stop: CancellationToken,
     /// The schedules, fired by the scheduler task.

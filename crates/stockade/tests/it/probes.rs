@@ -1,0 +1,91 @@
+//! The probes while the daemon recovers, the real binary (`stockade daemon run --ws … --metrics
+//! …`) with a start-up recovery made 3 s long (test hook): `/healthz` answers 200 at once on
+//! both listeners and `/readyz` 503, the door refuses upgrades with 503 and a Unix-socket
+//! request waits; once recovery is done `/readyz` is 200 and both serve.
+
+use std::io::{Read as _, Write as _};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use stockade_testkit::ws::{self, WsRpc};
+use stockade_testkit::{DaemonProc, owner_token_file};
+
+const TOKEN: &str = "probes-test-token-51c0";
+/// How long the test hook makes start-up recovery take.
+const RECOVERY: Duration = Duration::from_secs(3);
+
+/// The status code of `GET path`, or 0 when the connection is refused or fails.
+fn status(addr: SocketAddr, path: &str) -> u16 {
+    let Ok(mut s) = TcpStream::connect(addr) else { return 0 };
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let head = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    if s.write_all(head.as_bytes()).is_err() {
+        return 0;
+    }
+    let mut answer = String::new();
+    let _ = s.read_to_string(&mut answer);
+    answer.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0)
+}
+
+/// The metrics address from the readiness line.
+fn metrics_addr(daemon: &DaemonProc) -> SocketAddr {
+    let ready = daemon.stderr.lock().unwrap().clone();
+    let rest = ready.split("metrics on http://").nth(1).expect("the ready line names it");
+    rest.split('/').next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn probes_answer_while_the_daemon_recovers_and_readyz_turns_200_after() {
+    let tmp = tempfile::tempdir().unwrap();
+    let token = owner_token_file(tmp.path(), TOKEN);
+    let home = tmp.path().join("home");
+    let args = ["--ws", "127.0.0.1:0", "--token-file", token.to_str().unwrap()];
+    let args = [&args[..], &["--metrics", "127.0.0.1:0"]].concat();
+    let delay = RECOVERY.as_millis().to_string();
+    let started = Instant::now();
+    let daemon =
+        DaemonProc::start_env(&home, &args, &[("STOCKADE_TEST_RECOVERY_DELAY_MS", &delay)])
+            .unwrap();
+    let (door, metrics) = (daemon.ws_addr(), metrics_addr(&daemon));
+
+    // A Unix-socket request sent now waits for recovery, then is answered.
+    let socket_client = {
+        let mut rpc = daemon.client();
+        std::thread::spawn(move || {
+            let status = rpc.ok("status", json!({}));
+            (status, Instant::now())
+        })
+    };
+
+    for addr in [door, metrics] {
+        assert_eq!(status(addr, "/healthz"), 200, "healthz on {addr} while recovering");
+        assert_eq!(status(addr, "/readyz"), 503, "readyz on {addr} while recovering");
+    }
+    let probed = started.elapsed();
+    eprintln!("healthz 200 and readyz 503 on both listeners {probed:?} after the start");
+    assert!(probed < RECOVERY, "the probes answered before recovery ended: {probed:?}");
+    assert_eq!(ws::refused_status(door, Some(&format!("Bearer {TOKEN}"))), 503);
+
+    let mut ready_after = None;
+    while started.elapsed() < Duration::from_secs(60) {
+        if status(door, "/readyz") == 200 {
+            ready_after = Some(started.elapsed());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let ready_after = ready_after.expect("/readyz turns 200 within 60 s");
+    eprintln!("readyz 200 {ready_after:?} after the start");
+    assert!(ready_after >= RECOVERY, "not ready before recovery ended: {ready_after:?}");
+    assert_eq!(status(metrics, "/readyz"), 200);
+    assert_eq!(status(door, "/healthz"), 200);
+
+    let (answer, answered) = socket_client.join().unwrap();
+    assert_eq!(answer["pid"], daemon.pid, "{answer}");
+    assert!(answered.duration_since(started) >= RECOVERY, "the socket waited for recovery");
+    let mut ws = WsRpc(ws::connect(door, Some(&format!("Bearer {TOKEN}"))).unwrap());
+    let run =
+        ws.request(r#"{"jsonrpc":"2.0","id":1,"method":"run","params":{"command":"echo hi"}}"#);
+    assert_eq!(run["result"]["output"], "hi\n", "{run}");
+}
