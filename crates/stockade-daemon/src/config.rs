@@ -46,19 +46,23 @@ pub struct DaemonConfig {
     pub ws: Option<WsConfig>,
     /// A separate address for `GET /metrics` (and the probes), off by default.
     pub metrics: Option<MetricsConfig>,
+    /// A token that reads `GET /metrics` (on the door and on the metrics address) and nothing
+    /// else: it opens no WebSocket, so a scraper never holds a token that runs commands.
+    pub metrics_token_file: Option<PathBuf>,
     /// The sandbox of runs that name none, and the most any run may ask for.
     pub sandbox: stockade_engine::SandboxConfig,
 }
 
 /// A listener of its own for `GET /metrics`, `/healthz` and `/readyz` (no WebSocket), for a
 /// scraper that should not reach the door. On a loopback address scrapes need no token (only
-/// this machine, or this pod, can reach it); anywhere else they need the door's bearer token and
-/// TLS (or `insecure_plaintext`), the same rules as the door.
+/// this machine, or this pod, can reach it); anywhere else they need the door's bearer token (or
+/// the read-only metrics token) and TLS (or `insecure_plaintext`), the same rules as the door.
 #[derive(Debug, Clone)]
 pub struct MetricsConfig {
     /// Where to listen.
     pub addr: SocketAddr,
-    /// The token file (the door's); required unless `addr` is loopback.
+    /// The token file (the door's); required unless `addr` is loopback or there is a metrics
+    /// token (`DaemonConfig::metrics_token_file`).
     pub token_file: Option<PathBuf>,
     /// Serve HTTPS with this certificate and key (the door's).
     pub tls: Option<crate::tls::TlsFiles>,
@@ -103,6 +107,7 @@ impl DaemonConfig {
             sweep_interval: DEFAULT_SWEEP_INTERVAL,
             ws: None,
             metrics: None,
+            metrics_token_file: None,
             sandbox: stockade_engine::SandboxConfig::default(),
         }
     }

@@ -4,7 +4,8 @@
 //! - `GET /healthz` (the daemon is alive and serving) and `GET /readyz` (start-up recovery is
 //!   done and runs are accepted; 503 before) need no token, and are answered from the moment
 //!   the daemon listens, while it still recovers; `GET /metrics` (see `metrics`) needs the door's
-//!   bearer token, except on a loopback metrics address, which has none.
+//!   bearer token or the read-only metrics token (which opens no WebSocket),
+//!   except on a loopback metrics address, which has none.
 //! - On the door, a WebSocket upgrade (any path) is checked here: a well-formed handshake, then
 //!   the token (401 otherwise, before any method can run), then a slot of the connection budget
 //!   (503 when there is none). The 101 hands the connection back to `ws` through the
@@ -64,8 +65,8 @@ const A_DOOR: &str = "this is a Stockade WebSocket door: GET /healthz, /readyz, 
 /// What a listener lets a request do.
 struct Rules {
     shared: Arc<Shared>,
-    /// The token `/metrics` asks for; `None`: no token (a loopback metrics address).
-    metrics_token: Option<Arc<WsToken>>,
+    /// The tokens `/metrics` takes (any of them); none: no token (a loopback metrics address).
+    metrics_tokens: Vec<Arc<WsToken>>,
     /// How upgrades are let in; `None`: refused (the metrics address).
     upgrades: Option<Upgrades>,
 }
@@ -98,20 +99,24 @@ struct Visit {
 pub(crate) struct Doorway(Router);
 
 impl Doorway {
-    /// The WebSocket door: probes, `/metrics` with `token`, and upgrades with `token`.
+    /// The WebSocket door: probes, `/metrics` with `token` or `scrape` (the read-only metrics
+    /// token), and upgrades with `token` only.
     pub(crate) fn door(
         shared: Arc<Shared>,
         token: Arc<WsToken>,
         admission: Arc<Admission>,
+        scrape: Option<Arc<WsToken>>,
     ) -> Doorway {
         let recovered = shared.recovered.clone();
         let upgrades = Some(Upgrades { token: Arc::clone(&token), admission, recovered });
-        Doorway::new(Rules { shared, metrics_token: Some(token), upgrades })
+        let metrics_tokens = std::iter::once(token).chain(scrape).collect();
+        Doorway::new(Rules { shared, metrics_tokens, upgrades })
     }
 
-    /// The metrics address: probes and `/metrics` (with `token` when there is one), no upgrade.
-    pub(crate) fn metrics(shared: Arc<Shared>, token: Option<Arc<WsToken>>) -> Doorway {
-        Doorway::new(Rules { shared, metrics_token: token, upgrades: None })
+    /// The metrics address: probes and `/metrics` (with one of `tokens` when there are any),
+    /// no upgrade.
+    pub(crate) fn metrics(shared: Arc<Shared>, tokens: Vec<Arc<WsToken>>) -> Doorway {
+        Doorway::new(Rules { shared, metrics_tokens: tokens, upgrades: None })
     }
 
     fn new(rules: Rules) -> Doorway {
@@ -212,7 +217,8 @@ async fn readyz(State(rules): State<Arc<Rules>>) -> Response {
 }
 
 async fn metrics(State(rules): State<Arc<Rules>>, headers: HeaderMap) -> Response {
-    if rules.metrics_token.as_ref().is_some_and(|token| !token.authorizes(&headers)) {
+    let tokens = &rules.metrics_tokens;
+    if !tokens.is_empty() && !tokens.iter().any(|token| token.authorizes(&headers)) {
         return text(
             StatusCode::UNAUTHORIZED,
             "a token is required: send the header `Authorization: Bearer <token>`\n",

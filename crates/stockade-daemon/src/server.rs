@@ -54,6 +54,8 @@ pub struct Daemon {
     ws: Option<WsListener>,
     /// The separate metrics address, when there is one.
     metrics: Option<crate::metrics_door::MetricsListener>,
+    /// The read-only metrics token, when there is one (it reads `/metrics`, nothing else).
+    scrape: Option<Arc<crate::token::WsToken>>,
     /// Retention period and sweep interval of the janitor.
     janitor: (Duration, Duration),
 }
@@ -73,8 +75,12 @@ impl Daemon {
         let home = state_dir.root().to_path_buf();
         let lock = DaemonLock::acquire(&config.lock_path(), &home)?;
         let ws = config.ws.as_ref().map(WsListener::bind).transpose()?;
-        let metrics =
-            config.metrics.as_ref().map(crate::metrics_door::MetricsListener::bind).transpose()?;
+        let scrape = config.metrics_token_file.as_deref().map(crate::token::WsToken::load);
+        let scrape = scrape.transpose()?.map(Arc::new);
+        let metrics = config.metrics.as_ref();
+        let metrics = metrics
+            .map(|m| crate::metrics_door::MetricsListener::bind(m, scrape.as_ref()))
+            .transpose()?;
         let socket = config.socket_path();
         let mut engine_config =
             EngineConfig::new(state_dir, config.instance.clone().unwrap_or_else(instance_name));
@@ -87,6 +93,7 @@ impl Daemon {
         // The doors' tokens are kept from sandboxed commands wherever they are.
         let tokens = config.ws.iter().map(|w| w.token_file.clone());
         let tokens = tokens.chain(config.metrics.iter().filter_map(|m| m.token_file.clone()));
+        let tokens = tokens.chain(config.metrics_token_file.clone());
         engine_config.sandbox.hidden.extend(tokens);
         // A run takes a session directory made ahead of time (see stockade-engine's `slots.rs`).
         engine_config.prepared_dirs = PREPARED_DIRS;
@@ -109,7 +116,7 @@ impl Daemon {
             trim: std::sync::OnceLock::new(),
         });
         let janitor = (config.retention, config.sweep_interval);
-        Ok(Daemon { shared, listener, socket_ino, lock, ws, metrics, janitor })
+        Ok(Daemon { shared, listener, socket_ino, lock, ws, metrics, scrape, janitor })
     }
 
     /// The socket path.
@@ -157,7 +164,7 @@ impl Daemon {
     /// Serve until `token` is cancelled or a `shutdown` request arrives; then terminate every
     /// running session, close the connections, remove the socket and release the lock.
     pub async fn serve(self, token: CancellationToken) -> Result<(), DaemonError> {
-        let Daemon { shared, listener, socket_ino, mut lock, ws, metrics, janitor } = self;
+        let Daemon { shared, listener, socket_ino, mut lock, ws, metrics, scrape, janitor } = self;
         // Work of this daemon may outlive `serve` in this process: so must the lock.
         lock.hold_until_exit();
         // The network listeners answer probes from the first moment; the Unix socket's clients
@@ -165,7 +172,9 @@ impl Daemon {
         let probes = tokio::spawn(crate::metrics_door::serve(metrics, Arc::clone(&shared)));
         let admission = Admission::new();
         let acceptor = Acceptor {
-            doorway: ws.as_ref().map(|l| l.doorway(Arc::clone(&shared), Arc::clone(&admission))),
+            doorway: ws
+                .as_ref()
+                .map(|l| l.doorway(Arc::clone(&shared), Arc::clone(&admission), scrape.clone())),
             shared: Arc::clone(&shared),
             admission,
             connections: TaskTracker::new(),

@@ -94,9 +94,15 @@ impl WsListener {
         self.tls.clone()
     }
 
-    /// The door's router, for its connections.
-    pub(crate) fn doorway(&self, shared: Arc<Shared>, admission: Arc<Admission>) -> Doorway {
-        Doorway::door(shared, Arc::clone(&self.token), admission)
+    /// The door's router, for its connections; `scrape` (the read-only metrics token) reads
+    /// `/metrics` there too.
+    pub(crate) fn doorway(
+        &self,
+        shared: Arc<Shared>,
+        admission: Arc<Admission>,
+        scrape: Option<Arc<WsToken>>,
+    ) -> Doorway {
+        Doorway::door(shared, Arc::clone(&self.token), admission, scrape)
     }
 }
 

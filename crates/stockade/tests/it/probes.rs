@@ -1,7 +1,9 @@
 //! The probes while the daemon recovers, the real binary (`stockade daemon run --ws … --metrics
 //! …`) with a start-up recovery made 3 s long (test hook): `/healthz` answers 200 at once on
 //! both listeners and `/readyz` 503, the door refuses upgrades with 503 and a Unix-socket
-//! request waits; once recovery is done `/readyz` is 200 and both serve.
+//! request waits; once recovery is done `/readyz` is 200 and both serve. And the read-only
+//! metrics token (`--metrics-token-file`): it reads `/metrics` on the door and on `--metrics`,
+//! beside the door's token, and opens no WebSocket.
 
 use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};
@@ -17,9 +19,15 @@ const RECOVERY: Duration = Duration::from_secs(3);
 
 /// The status code of `GET path`, or 0 when the connection is refused or fails.
 fn status(addr: SocketAddr, path: &str) -> u16 {
+    status_with(addr, path, None)
+}
+
+/// [`status`] with `Authorization: Bearer <token>` when a token is given.
+fn status_with(addr: SocketAddr, path: &str, token: Option<&str>) -> u16 {
     let Ok(mut s) = TcpStream::connect(addr) else { return 0 };
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let head = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
+    let head = format!("GET {path} HTTP/1.1\r\nHost: x\r\n{auth}Connection: close\r\n\r\n");
     if s.write_all(head.as_bytes()).is_err() {
         return 0;
     }
@@ -32,7 +40,9 @@ fn status(addr: SocketAddr, path: &str) -> u16 {
 fn metrics_addr(daemon: &DaemonProc) -> SocketAddr {
     let ready = daemon.stderr.lock().unwrap().clone();
     let rest = ready.split("metrics on http://").nth(1).expect("the ready line names it");
-    rest.split('/').next().unwrap().parse().unwrap()
+    let addr: SocketAddr = rest.split('/').next().unwrap().parse().unwrap();
+    // An unspecified address is reached on loopback.
+    SocketAddr::from(([127, 0, 0, 1], addr.port()))
 }
 
 #[test]
@@ -88,4 +98,38 @@ fn probes_answer_while_the_daemon_recovers_and_readyz_turns_200_after() {
     let run =
         ws.request(r#"{"jsonrpc":"2.0","id":1,"method":"run","params":{"command":"echo hi"}}"#);
     assert_eq!(run["result"]["output"], "hi\n", "{run}");
+}
+
+#[test]
+fn the_metrics_token_reads_metrics_and_opens_no_websocket() {
+    const SCRAPE: &str = "probes-scrape-only-7d21";
+    let tmp = tempfile::tempdir().unwrap();
+    let door_token = owner_token_file(tmp.path(), TOKEN);
+    let scrape_dir = tmp.path().join("scrape");
+    std::fs::create_dir(&scrape_dir).unwrap();
+    let scrape_token = owner_token_file(&scrape_dir, SCRAPE);
+    // The metrics address off loopback, so it asks for a token too.
+    let daemon = DaemonProc::start(&[
+        "--ws",
+        "127.0.0.1:0",
+        "--token-file",
+        door_token.to_str().unwrap(),
+        "--metrics-token-file",
+        scrape_token.to_str().unwrap(),
+        "--metrics",
+        "0.0.0.0:0",
+        "--insecure-plaintext",
+    ]);
+    let (door, metrics) = (daemon.ws_addr(), metrics_addr(&daemon));
+    for addr in [door, metrics] {
+        assert_eq!(status_with(addr, "/metrics", Some(SCRAPE)), 200, "metrics token on {addr}");
+        assert_eq!(status_with(addr, "/metrics", Some(TOKEN)), 200, "door token on {addr}");
+        assert_eq!(status_with(addr, "/metrics", None), 401, "no token on {addr}");
+        assert_eq!(status_with(addr, "/metrics", Some("wrong")), 401, "wrong token on {addr}");
+    }
+    // The metrics token runs nothing: the door refuses its upgrade before any method.
+    assert_eq!(ws::refused_status(door, Some(&format!("Bearer {SCRAPE}"))), 401);
+    let mut ws = WsRpc(ws::connect(door, Some(&format!("Bearer {TOKEN}"))).unwrap());
+    let answer = ws.request(r#"{"jsonrpc":"2.0","id":1,"method":"status"}"#);
+    assert_eq!(answer["result"]["pid"], daemon.pid, "{answer}");
 }
