@@ -56,6 +56,8 @@ const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=
 
 /// The answer of the metrics address to anything but its three paths.
 const NOT_A_DOOR: &str = "this is a Stockade metrics address: GET /metrics, /healthz or /readyz (sessions are served on the WebSocket door)\n";
+/// How long an upgrade waits for start-up recovery before it is answered 503.
+const RECOVERY_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 /// The answer of `/readyz` and of an upgrade while start-up recovery runs.
 const RECOVERING: &str =
     "not ready: the daemon is recovering the sessions of an earlier daemon; retry in a moment\n";
@@ -183,7 +185,18 @@ async fn front(State(rules): State<Arc<Rules>>, mut request: Request, next: Next
     }
     if asks_upgrade(request.headers()) {
         return match (&rules.upgrades, visit) {
-            (Some(upgrades), Some(visit)) => upgrade(upgrades, &visit, &mut request),
+            (Some(upgrades), Some(visit)) => {
+                // A client that connects as the daemon starts is served once recovery is done,
+                // as on the Unix socket; a recovery longer than this is answered 503 (below),
+                // which frees the pending place the probes need.
+                if !upgrades.recovered.is_cancelled()
+                    && upgrades.token.authorizes(request.headers())
+                {
+                    let recovered = upgrades.recovered.cancelled();
+                    let _ = tokio::time::timeout(RECOVERY_WAIT, recovered).await;
+                }
+                upgrade(upgrades, &visit, &mut request)
+            }
             _ => text(StatusCode::NOT_FOUND, NOT_A_DOOR),
         };
     }
@@ -252,8 +265,8 @@ fn upgrade(upgrades: &Upgrades, visit: &Visit, request: &mut Request) -> Respons
         tracing::warn!(%peer, status = 401, "WebSocket upgrade refused");
         return unauthorized(request.headers());
     }
-    // Refused rather than held: a held upgrade would keep one of the few pending places for
-    // the whole recovery, and `/readyz` already tells a balancer to wait.
+    // Refused rather than held longer: a held upgrade keeps one of the few pending places, and
+    // `/readyz` already tells a balancer to wait.
     if !upgrades.recovered.is_cancelled() {
         let mut response = text(StatusCode::SERVICE_UNAVAILABLE, RECOVERING);
         response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));

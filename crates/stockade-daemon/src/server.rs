@@ -98,6 +98,12 @@ impl Daemon {
         // A run takes a session directory made ahead of time (see stockade-engine's `slots.rs`).
         engine_config.prepared_dirs = PREPARED_DIRS;
         let engine = Engine::new(engine_config)?;
+        let audit = config.audit_log.as_deref().map(|path| {
+            crate::audit::Audit::open(path, config.audit_log_max_bytes).map_err(|e| {
+                DaemonError::io(format!("cannot open the audit log {}", path.display()), e)
+            })
+        });
+        let audit = audit.transpose()?;
         let listener = crate::socket::bind(&socket)?;
         let socket_ino = std::fs::symlink_metadata(&socket)
             .map(|m| (m.dev(), m.ino()))
@@ -114,6 +120,8 @@ impl Daemon {
             metrics: crate::metrics::Metrics::default(),
             door_tls: ws.as_ref().and_then(WsListener::tls),
             trim: std::sync::OnceLock::new(),
+            audit,
+            door_token_id: ws.as_ref().map(WsListener::token_id),
         });
         let janitor = (config.retention, config.sweep_interval);
         Ok(Daemon { shared, listener, socket_ino, lock, ws, metrics, scrape, janitor })
@@ -374,14 +382,21 @@ async fn refuse(mut stream: UnixStream) {
 /// One client connection on the Unix socket.
 async fn connection(shared: Arc<Shared>, stream: UnixStream, conn: CancellationToken) {
     let _open = shared.metrics.connection();
-    let pid = stream.peer_cred().ok().and_then(|c| c.pid()).and_then(|p| u32::try_from(p).ok());
+    let cred = stream.peer_cred().ok();
+    let pid = cred.and_then(|c| c.pid()).and_then(|p| u32::try_from(p).ok());
     let caller = Arc::new(crate::handlers::Caller::of_pid(&shared.engine, pid));
+    let uid = cred.map_or_else(|| "unknown".to_owned(), |c| c.uid().to_string());
+    let who =
+        Arc::new(crate::audit::Peer { door: "unix", peer: format!("uid:{uid}"), token_id: None });
+    if let Some(audit) = &shared.audit {
+        audit.connected(&who);
+    }
     let (read_half, write_half) = stream.into_split();
     let (tx, rx) = mpsc::channel::<Vec<u8>>(WRITE_QUEUE);
     let writer = tokio::spawn(write_loop(write_half, rx, conn.clone()));
     let mut lines =
         LineReader::new(BufReader::with_capacity(READ_BUFFER, read_half), MAX_REQUEST_BYTES);
-    let mut tasks = read_requests(&shared, &mut lines, &tx, &conn, caller).await;
+    let mut tasks = read_requests(&shared, &mut lines, &tx, &conn, (caller, who)).await;
     // The client sends no more. Answer what is in flight, unless it hung up entirely: then its
     // long polls stop and a foreground run it waited on is terminated.
     let read_half = lines.into_inner().into_inner();
