@@ -14,6 +14,8 @@ pub const MAX_CONNECTIONS: usize = 512;
 /// Most requests one connection may have in flight; the reader waits for one to finish before
 /// reading the next line (backpressure, bounded memory).
 pub const MAX_IN_FLIGHT_PER_CONNECTION: usize = 64;
+/// The size past which the audit log is rotated, by default: 16 MiB.
+pub const DEFAULT_AUDIT_LOG_MAX_BYTES: u64 = 16 << 20;
 /// How often the retention janitor sweeps by default: hourly.
 pub const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(60 * 60);
 /// The shortest sweep interval accepted (tests shorten it; nothing needs it busier).
@@ -46,19 +48,28 @@ pub struct DaemonConfig {
     pub ws: Option<WsConfig>,
     /// A separate address for `GET /metrics` (and the probes), off by default.
     pub metrics: Option<MetricsConfig>,
+    /// A token that reads `GET /metrics` (on the door and on the metrics address) and nothing
+    /// else: it opens no WebSocket, so a scraper never holds a token that runs commands.
+    pub metrics_token_file: Option<PathBuf>,
+    /// The audit log: one JSON line per accepted connection and per request that starts a
+    /// command or ends a session. Off unless asked for.
+    pub audit_log: Option<PathBuf>,
+    /// The audit log is rotated (to `<file>.1`) past this size.
+    pub audit_log_max_bytes: u64,
     /// The sandbox of runs that name none, and the most any run may ask for.
     pub sandbox: stockade_engine::SandboxConfig,
 }
 
 /// A listener of its own for `GET /metrics`, `/healthz` and `/readyz` (no WebSocket), for a
 /// scraper that should not reach the door. On a loopback address scrapes need no token (only
-/// this machine, or this pod, can reach it); anywhere else they need the door's bearer token and
-/// TLS (or `insecure_plaintext`), the same rules as the door.
+/// this machine, or this pod, can reach it); anywhere else they need the door's bearer token (or
+/// the read-only metrics token) and TLS (or `insecure_plaintext`), the same rules as the door.
 #[derive(Debug, Clone)]
 pub struct MetricsConfig {
     /// Where to listen.
     pub addr: SocketAddr,
-    /// The token file (the door's); required unless `addr` is loopback.
+    /// The token file (the door's); required unless `addr` is loopback or there is a metrics
+    /// token (`DaemonConfig::metrics_token_file`).
     pub token_file: Option<PathBuf>,
     /// Serve HTTPS with this certificate and key (the door's).
     pub tls: Option<crate::tls::TlsFiles>,
@@ -103,6 +114,9 @@ impl DaemonConfig {
             sweep_interval: DEFAULT_SWEEP_INTERVAL,
             ws: None,
             metrics: None,
+            metrics_token_file: None,
+            audit_log: None,
+            audit_log_max_bytes: DEFAULT_AUDIT_LOG_MAX_BYTES,
             sandbox: stockade_engine::SandboxConfig::default(),
         }
     }

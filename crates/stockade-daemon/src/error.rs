@@ -83,7 +83,7 @@ pub enum WsSetupError {
     },
     /// A metrics address other machines can reach, without a token to ask scrapes for.
     #[error(
-        "the metrics address {addr} is not loopback, so scrapes must present the door's token: pass --token-file FILE, or bind --metrics to a loopback address"
+        "the metrics address {addr} is not loopback, so scrapes must present the door's token: pass --token-file FILE (or a read-only --metrics-token-file FILE), or bind --metrics to a loopback address"
     )]
     MetricsToken {
         /// The address asked for.

@@ -2,8 +2,10 @@
 //! and the separate `--metrics` address.
 //!
 //! - `GET /healthz` (the daemon is alive and serving) and `GET /readyz` (start-up recovery is
-//!   done and runs are accepted) need no token; `GET /metrics` (see `metrics`) needs the door's
-//!   bearer token, except on a loopback metrics address, which has none.
+//!   done and runs are accepted; 503 before) need no token, and are answered from the moment
+//!   the daemon listens, while it still recovers; `GET /metrics` (see `metrics`) needs the door's
+//!   bearer token or the read-only metrics token (which opens no WebSocket),
+//!   except on a loopback metrics address, which has none.
 //! - On the door, a WebSocket upgrade (any path) is checked here: a well-formed handshake, then
 //!   the token (401 otherwise, before any method can run), then a slot of the connection budget
 //!   (503 when there is none). The 101 hands the connection back to `ws` through the
@@ -54,14 +56,19 @@ const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=
 
 /// The answer of the metrics address to anything but its three paths.
 const NOT_A_DOOR: &str = "this is a Stockade metrics address: GET /metrics, /healthz or /readyz (sessions are served on the WebSocket door)\n";
+/// How long an upgrade waits for start-up recovery before it is answered 503.
+const RECOVERY_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+/// The answer of `/readyz` and of an upgrade while start-up recovery runs.
+const RECOVERING: &str =
+    "not ready: the daemon is recovering the sessions of an earlier daemon; retry in a moment\n";
 /// The answer of the door to a path it does not serve.
 const A_DOOR: &str = "this is a Stockade WebSocket door: GET /healthz, /readyz, /metrics, or upgrade to a WebSocket\n";
 
 /// What a listener lets a request do.
 struct Rules {
     shared: Arc<Shared>,
-    /// The token `/metrics` asks for; `None`: no token (a loopback metrics address).
-    metrics_token: Option<Arc<WsToken>>,
+    /// The tokens `/metrics` takes (any of them); none: no token (a loopback metrics address).
+    metrics_tokens: Vec<Arc<WsToken>>,
     /// How upgrades are let in; `None`: refused (the metrics address).
     upgrades: Option<Upgrades>,
 }
@@ -70,6 +77,8 @@ struct Rules {
 struct Upgrades {
     token: Arc<WsToken>,
     admission: Arc<Admission>,
+    /// Cancelled once start-up recovery is done (upgrades are refused before).
+    recovered: tokio_util::sync::CancellationToken,
 }
 
 /// An upgrade the door accepted: the connection, once hyper has sent the 101, and the slot of
@@ -92,19 +101,24 @@ struct Visit {
 pub(crate) struct Doorway(Router);
 
 impl Doorway {
-    /// The WebSocket door: probes, `/metrics` with `token`, and upgrades with `token`.
+    /// The WebSocket door: probes, `/metrics` with `token` or `scrape` (the read-only metrics
+    /// token), and upgrades with `token` only.
     pub(crate) fn door(
         shared: Arc<Shared>,
         token: Arc<WsToken>,
         admission: Arc<Admission>,
+        scrape: Option<Arc<WsToken>>,
     ) -> Doorway {
-        let upgrades = Some(Upgrades { token: Arc::clone(&token), admission });
-        Doorway::new(Rules { shared, metrics_token: Some(token), upgrades })
+        let recovered = shared.recovered.clone();
+        let upgrades = Some(Upgrades { token: Arc::clone(&token), admission, recovered });
+        let metrics_tokens = std::iter::once(token).chain(scrape).collect();
+        Doorway::new(Rules { shared, metrics_tokens, upgrades })
     }
 
-    /// The metrics address: probes and `/metrics` (with `token` when there is one), no upgrade.
-    pub(crate) fn metrics(shared: Arc<Shared>, token: Option<Arc<WsToken>>) -> Doorway {
-        Doorway::new(Rules { shared, metrics_token: token, upgrades: None })
+    /// The metrics address: probes and `/metrics` (with one of `tokens` when there are any),
+    /// no upgrade.
+    pub(crate) fn metrics(shared: Arc<Shared>, tokens: Vec<Arc<WsToken>>) -> Doorway {
+        Doorway::new(Rules { shared, metrics_tokens: tokens, upgrades: None })
     }
 
     fn new(rules: Rules) -> Doorway {
@@ -171,7 +185,18 @@ async fn front(State(rules): State<Arc<Rules>>, mut request: Request, next: Next
     }
     if asks_upgrade(request.headers()) {
         return match (&rules.upgrades, visit) {
-            (Some(upgrades), Some(visit)) => upgrade(upgrades, &visit, &mut request),
+            (Some(upgrades), Some(visit)) => {
+                // A client that connects as the daemon starts is served once recovery is done,
+                // as on the Unix socket; a recovery longer than this is answered 503 (below),
+                // which frees the pending place the probes need.
+                if !upgrades.recovered.is_cancelled()
+                    && upgrades.token.authorizes(request.headers())
+                {
+                    let recovered = upgrades.recovered.cancelled();
+                    let _ = tokio::time::timeout(RECOVERY_WAIT, recovered).await;
+                }
+                upgrade(upgrades, &visit, &mut request)
+            }
             _ => text(StatusCode::NOT_FOUND, NOT_A_DOOR),
         };
     }
@@ -193,9 +218,11 @@ async fn healthz() -> Response {
     text(StatusCode::OK, "ok\n")
 }
 
-/// Ready: recovery is done (the accept loops start after it) and the daemon is not stopping.
+/// Ready: recovery is done (the Unix socket is served after it) and the daemon is not stopping.
 async fn readyz(State(rules): State<Arc<Rules>>) -> Response {
-    if rules.shared.stop.is_cancelled() {
+    if !rules.shared.recovered.is_cancelled() {
+        text(StatusCode::SERVICE_UNAVAILABLE, RECOVERING)
+    } else if rules.shared.stop.is_cancelled() {
         text(StatusCode::SERVICE_UNAVAILABLE, "not ready: the daemon is stopping\n")
     } else {
         text(StatusCode::OK, "ready\n")
@@ -203,7 +230,8 @@ async fn readyz(State(rules): State<Arc<Rules>>) -> Response {
 }
 
 async fn metrics(State(rules): State<Arc<Rules>>, headers: HeaderMap) -> Response {
-    if rules.metrics_token.as_ref().is_some_and(|token| !token.authorizes(&headers)) {
+    let tokens = &rules.metrics_tokens;
+    if !tokens.is_empty() && !tokens.iter().any(|token| token.authorizes(&headers)) {
         return text(
             StatusCode::UNAUTHORIZED,
             "a token is required: send the header `Authorization: Bearer <token>`\n",
@@ -236,6 +264,13 @@ fn upgrade(upgrades: &Upgrades, visit: &Visit, request: &mut Request) -> Respons
     if !upgrades.token.authorizes(request.headers()) {
         tracing::warn!(%peer, status = 401, "WebSocket upgrade refused");
         return unauthorized(request.headers());
+    }
+    // Refused rather than held longer: a held upgrade keeps one of the few pending places, and
+    // `/readyz` already tells a balancer to wait.
+    if !upgrades.recovered.is_cancelled() {
+        let mut response = text(StatusCode::SERVICE_UNAVAILABLE, RECOVERING);
+        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        return response;
     }
     let Some(slot) = upgrades.admission.network() else {
         tracing::warn!(%peer, status = 503, "WebSocket upgrade refused");

@@ -24,9 +24,18 @@ use tokio_util::sync::CancellationToken;
 use crate::config::MIN_SWEEP_INTERVAL;
 use crate::state::Shared;
 
+/// Test hook (feature `test-hooks` only): milliseconds start-up recovery takes longer, as a
+/// recovery of gigabytes of output does.
+#[cfg(feature = "test-hooks")]
+pub(crate) const RECOVERY_DELAY_ENV: &str = "STOCKADE_TEST_RECOVERY_DELAY_MS";
+
 /// Recovers the sessions of dead daemons and loads the finished ones. Never fails the start:
 /// what could not be done is logged.
 pub(crate) async fn start_up(shared: &Shared) {
+    #[cfg(feature = "test-hooks")]
+    if let Some(ms) = std::env::var(RECOVERY_DELAY_ENV).ok().and_then(|v| v.parse().ok()) {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
     match stockade_engine::recover(&shared.engine).await {
         Ok(report) => {
             shared.metrics.recovered(report.recovered.len());

@@ -29,6 +29,7 @@
 #![deny(missing_docs)]
 
 mod admission;
+mod audit;
 mod config;
 mod error;
 mod framing;
@@ -51,8 +52,8 @@ mod ws;
 
 pub use admission::{PENDING_CAP, UNIX_RESERVE};
 pub use config::{
-    DEFAULT_SWEEP_INTERVAL, DaemonConfig, MAX_CONNECTIONS, MAX_IN_FLIGHT_PER_CONNECTION,
-    MIN_SWEEP_INTERVAL, MetricsConfig, WsConfig,
+    DEFAULT_AUDIT_LOG_MAX_BYTES, DEFAULT_SWEEP_INTERVAL, DaemonConfig, MAX_CONNECTIONS,
+    MAX_IN_FLIGHT_PER_CONNECTION, MIN_SWEEP_INTERVAL, MetricsConfig, WsConfig,
 };
 pub use error::{DaemonError, WsSetupError};
 pub use schedule::{CRASH_AFTER_CLAIM_ENV, MIN_INTERVAL_ENV};

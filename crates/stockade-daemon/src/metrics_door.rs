@@ -4,7 +4,8 @@
 //! WebSocket.
 //!
 //! Token rules: on a loopback address `/metrics` needs no token (only this machine, or this
-//! pod, reaches it); anywhere else it needs the door's bearer token, and clear text is refused
+//! pod, reaches it); anywhere else it needs the door's bearer token or the read-only metrics
+//! token (`--metrics-token-file`), and clear text is refused
 //! unless the operator asked for it, as on the door (`docs/deploy.md`).
 
 use std::net::SocketAddr;
@@ -32,21 +33,30 @@ const MAX_CONNECTIONS: usize = 16;
 pub(crate) struct MetricsListener {
     listener: TcpListener,
     addr: SocketAddr,
-    token: Option<Arc<WsToken>>,
+    /// The tokens a scrape may present; none: no token is asked (loopback).
+    tokens: Vec<Arc<WsToken>>,
     tls: Option<TlsAcceptor>,
     slots: Arc<Semaphore>,
 }
 
 impl MetricsListener {
-    /// Check the token and TLS rules, read the token and bind. Must be called inside a tokio
-    /// runtime.
-    pub(crate) fn bind(config: &MetricsConfig) -> Result<MetricsListener, WsSetupError> {
+    /// Check the token and TLS rules, read the token and bind; `scrape` is the read-only
+    /// metrics token, taken beside the door's. Must be called inside a tokio runtime.
+    pub(crate) fn bind(
+        config: &MetricsConfig,
+        scrape: Option<&Arc<WsToken>>,
+    ) -> Result<MetricsListener, WsSetupError> {
         let loopback = config.addr.ip().is_loopback();
-        let token = match (&config.token_file, loopback) {
-            (_, true) => None,
-            (Some(path), false) => Some(Arc::new(WsToken::load(path)?)),
-            (None, false) => return Err(WsSetupError::MetricsToken { addr: config.addr }),
-        };
+        let mut tokens = Vec::new();
+        if !loopback {
+            if let Some(path) = &config.token_file {
+                tokens.push(Arc::new(WsToken::load(path)?));
+            }
+            tokens.extend(scrape.cloned());
+            if tokens.is_empty() {
+                return Err(WsSetupError::MetricsToken { addr: config.addr });
+            }
+        }
         if !loopback && config.tls.is_none() && !config.insecure_plaintext {
             return Err(WsSetupError::MetricsPlaintext { addr: config.addr });
         }
@@ -57,7 +67,7 @@ impl MetricsListener {
         let addr = std_listener.local_addr().map_err(bind_err)?;
         let listener = TcpListener::from_std(std_listener).map_err(bind_err)?;
         let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-        Ok(MetricsListener { listener, addr, token, tls, slots })
+        Ok(MetricsListener { listener, addr, tokens, tls, slots })
     }
 
     /// The address actually bound.
@@ -67,7 +77,7 @@ impl MetricsListener {
 
     /// Whether scrapes must present the token.
     pub(crate) fn needs_token(&self) -> bool {
-        self.token.is_some()
+        !self.tokens.is_empty()
     }
 }
 
@@ -75,7 +85,7 @@ impl MetricsListener {
 /// never when there is no metrics address.
 pub(crate) async fn serve(listener: Option<MetricsListener>, shared: Arc<Shared>) {
     let Some(listener) = listener else { return std::future::pending().await };
-    let doorway = Doorway::metrics(shared, listener.token.clone());
+    let doorway = Doorway::metrics(shared, listener.tokens.clone());
     loop {
         let (stream, peer) = match listener.listener.accept().await {
             Ok(accepted) => accepted,

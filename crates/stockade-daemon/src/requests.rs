@@ -41,7 +41,7 @@ pub(crate) async fn read_requests(
     source: &mut impl FrameSource,
     tx: &mpsc::Sender<Vec<u8>>,
     conn: &CancellationToken,
-    caller: Arc<handlers::Caller>,
+    (caller, peer): (Arc<handlers::Caller>, Arc<crate::audit::Peer>),
 ) -> JoinSet<()> {
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT_PER_CONNECTION));
     let mut tasks = JoinSet::new();
@@ -61,6 +61,7 @@ pub(crate) async fn read_requests(
                     shared: Arc::clone(shared),
                     conn: conn.clone(),
                     caller: Arc::clone(&caller),
+                    peer: Arc::clone(&peer),
                 };
                 let tx = tx.clone();
                 tasks.spawn(async move {
@@ -201,7 +202,13 @@ async fn respond(ctx: &Ctx, frame: Frame) -> Option<Answer> {
         }
     };
     let params = object.remove("params").unwrap_or(Value::Null);
+    let audit = ctx.shared.audit.as_ref().filter(|_| crate::audit::audited(&method));
+    let audited = audit.map(|a| (a, params.clone()));
     let result = handlers::dispatch(ctx, &method, params).await;
+    if let Some((audit, params)) = audited {
+        let answer = result.as_ref().ok().and_then(|l| l.get(handlers::RESULT_PREFIX.len()..));
+        audit.request(&ctx.peer, &method, &params, answer);
+    }
     if notification {
         return None;
     }

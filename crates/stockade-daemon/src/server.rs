@@ -54,6 +54,8 @@ pub struct Daemon {
     ws: Option<WsListener>,
     /// The separate metrics address, when there is one.
     metrics: Option<crate::metrics_door::MetricsListener>,
+    /// The read-only metrics token, when there is one (it reads `/metrics`, nothing else).
+    scrape: Option<Arc<crate::token::WsToken>>,
     /// Retention period and sweep interval of the janitor.
     janitor: (Duration, Duration),
 }
@@ -73,8 +75,12 @@ impl Daemon {
         let home = state_dir.root().to_path_buf();
         let lock = DaemonLock::acquire(&config.lock_path(), &home)?;
         let ws = config.ws.as_ref().map(WsListener::bind).transpose()?;
-        let metrics =
-            config.metrics.as_ref().map(crate::metrics_door::MetricsListener::bind).transpose()?;
+        let scrape = config.metrics_token_file.as_deref().map(crate::token::WsToken::load);
+        let scrape = scrape.transpose()?.map(Arc::new);
+        let metrics = config.metrics.as_ref();
+        let metrics = metrics
+            .map(|m| crate::metrics_door::MetricsListener::bind(m, scrape.as_ref()))
+            .transpose()?;
         let socket = config.socket_path();
         let mut engine_config =
             EngineConfig::new(state_dir, config.instance.clone().unwrap_or_else(instance_name));
@@ -87,10 +93,17 @@ impl Daemon {
         // The doors' tokens are kept from sandboxed commands wherever they are.
         let tokens = config.ws.iter().map(|w| w.token_file.clone());
         let tokens = tokens.chain(config.metrics.iter().filter_map(|m| m.token_file.clone()));
+        let tokens = tokens.chain(config.metrics_token_file.clone());
         engine_config.sandbox.hidden.extend(tokens);
         // A run takes a session directory made ahead of time (see stockade-engine's `slots.rs`).
         engine_config.prepared_dirs = PREPARED_DIRS;
         let engine = Engine::new(engine_config)?;
+        let audit = config.audit_log.as_deref().map(|path| {
+            crate::audit::Audit::open(path, config.audit_log_max_bytes).map_err(|e| {
+                DaemonError::io(format!("cannot open the audit log {}", path.display()), e)
+            })
+        });
+        let audit = audit.transpose()?;
         let listener = crate::socket::bind(&socket)?;
         let socket_ino = std::fs::symlink_metadata(&socket)
             .map(|m| (m.dev(), m.ino()))
@@ -102,13 +115,16 @@ impl Daemon {
             socket,
             home,
             pid: std::process::id(),
+            recovered: CancellationToken::new(),
             stop: CancellationToken::new(),
             metrics: crate::metrics::Metrics::default(),
             door_tls: ws.as_ref().and_then(WsListener::tls),
             trim: std::sync::OnceLock::new(),
+            audit,
+            door_token_id: ws.as_ref().map(WsListener::token_id),
         });
         let janitor = (config.retention, config.sweep_interval);
-        Ok(Daemon { shared, listener, socket_ino, lock, ws, metrics, janitor })
+        Ok(Daemon { shared, listener, socket_ino, lock, ws, metrics, scrape, janitor })
     }
 
     /// The socket path.
@@ -156,19 +172,26 @@ impl Daemon {
     /// Serve until `token` is cancelled or a `shutdown` request arrives; then terminate every
     /// running session, close the connections, remove the socket and release the lock.
     pub async fn serve(self, token: CancellationToken) -> Result<(), DaemonError> {
-        let Daemon { shared, listener, socket_ino, mut lock, ws, metrics, janitor } = self;
+        let Daemon { shared, listener, socket_ino, mut lock, ws, metrics, scrape, janitor } = self;
         // Work of this daemon may outlive `serve` in this process: so must the lock.
         lock.hold_until_exit();
-        let mut background = Background::start(&shared, metrics, janitor).await;
+        // The network listeners answer probes from the first moment; the Unix socket's clients
+        // wait in its backlog until recovery is done, the door's upgrades get a 503 until then.
+        let probes = tokio::spawn(crate::metrics_door::serve(metrics, Arc::clone(&shared)));
         let admission = Admission::new();
         let acceptor = Acceptor {
-            doorway: ws.as_ref().map(|l| l.doorway(Arc::clone(&shared), Arc::clone(&admission))),
+            doorway: ws
+                .as_ref()
+                .map(|l| l.doorway(Arc::clone(&shared), Arc::clone(&admission), scrape.clone())),
             shared: Arc::clone(&shared),
             admission,
             connections: TaskTracker::new(),
             conn_root: CancellationToken::new(),
         };
-        acceptor.run(&listener, ws.as_ref(), &token).await;
+        let (mut background, ()) = tokio::join!(
+            Background::start(&shared, probes, janitor),
+            acceptor.run(&listener, ws.as_ref(), &token)
+        );
         // Stop: refuse new requests, stop listening, end every session through the engine.
         shared.stop.cancel();
         // A tick in progress finishes (claim, then advance) before the engine shuts down.
@@ -198,11 +221,12 @@ struct Background {
 
 impl Background {
     /// Recover what dead daemons left, then start retention, the owner watcher, the orphan
-    /// reaper, the scheduler, the metrics address and the start-up trim. Returns before the
-    /// first request is accepted.
+    /// reaper, the scheduler and the start-up trim, and mark the daemon ready (`recovered`).
+    /// The Unix socket's first request is accepted after that; `metrics` (the separate
+    /// metrics address, already serving probes) is kept to be stopped with the rest.
     async fn start(
         shared: &Arc<Shared>,
-        metrics: Option<crate::metrics_door::MetricsListener>,
+        metrics: JoinHandle<()>,
         (retention, interval): (Duration, Duration),
     ) -> Background {
         // Before the first request: recover what dead daemons left, then keep retention.
@@ -222,8 +246,8 @@ impl Background {
             Arc::clone(&shared.engine),
             stop(),
         ));
-        // After recovery, like the door: `/readyz` there means what it means on the door.
-        let metrics = tokio::spawn(crate::metrics_door::serve(metrics, Arc::clone(shared)));
+        // Ready: schedules are reconciled, requests may come.
+        shared.recovered.cancel();
         // Start-up is done: its pages of the executable go back once the daemon is quiet.
         let trim = tokio::spawn(crate::trim::after_start_up(
             Arc::clone(shared),
@@ -268,12 +292,16 @@ struct Acceptor {
 
 impl Acceptor {
     /// Accept until `token` is cancelled or the daemon stops.
+    /// Unix-socket connections only once recovery is done; the door's from the start (its
+    /// probes answer while the daemon recovers).
     async fn run(&self, unix: &UnixListener, ws: Option<&WsListener>, token: &CancellationToken) {
         loop {
+            let recovered = self.shared.recovered.is_cancelled();
             tokio::select! {
                 () = token.cancelled() => break,
                 () = self.shared.stop.cancelled() => break,
-                accepted = unix.accept() => match accepted {
+                () = self.shared.recovered.cancelled(), if !recovered => {}
+                accepted = unix.accept(), if recovered => match accepted {
                     Ok((stream, _)) => self.local(stream),
                     Err(e) => {
                         tracing::warn!(error = %e, "accept failed");
@@ -354,14 +382,21 @@ async fn refuse(mut stream: UnixStream) {
 /// One client connection on the Unix socket.
 async fn connection(shared: Arc<Shared>, stream: UnixStream, conn: CancellationToken) {
     let _open = shared.metrics.connection();
-    let pid = stream.peer_cred().ok().and_then(|c| c.pid()).and_then(|p| u32::try_from(p).ok());
+    let cred = stream.peer_cred().ok();
+    let pid = cred.and_then(|c| c.pid()).and_then(|p| u32::try_from(p).ok());
     let caller = Arc::new(crate::handlers::Caller::of_pid(&shared.engine, pid));
+    let uid = cred.map_or_else(|| "unknown".to_owned(), |c| c.uid().to_string());
+    let who =
+        Arc::new(crate::audit::Peer { door: "unix", peer: format!("uid:{uid}"), token_id: None });
+    if let Some(audit) = &shared.audit {
+        audit.connected(&who);
+    }
     let (read_half, write_half) = stream.into_split();
     let (tx, rx) = mpsc::channel::<Vec<u8>>(WRITE_QUEUE);
     let writer = tokio::spawn(write_loop(write_half, rx, conn.clone()));
     let mut lines =
         LineReader::new(BufReader::with_capacity(READ_BUFFER, read_half), MAX_REQUEST_BYTES);
-    let mut tasks = read_requests(&shared, &mut lines, &tx, &conn, caller).await;
+    let mut tasks = read_requests(&shared, &mut lines, &tx, &conn, (caller, who)).await;
     // The client sends no more. Answer what is in flight, unless it hung up entirely: then its
     // long polls stop and a foreground run it waited on is terminated.
     let read_half = lines.into_inner().into_inner();

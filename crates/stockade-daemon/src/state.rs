@@ -16,6 +16,9 @@ pub(crate) struct Shared {
     pub(crate) socket: PathBuf,
     pub(crate) home: PathBuf,
     pub(crate) pid: u32,
+    /// Cancelled once start-up recovery is done: `/readyz` says ready and the door upgrades
+    /// (the probes are served before it, so a kubelet sees the daemon alive while it recovers).
+    pub(crate) recovered: CancellationToken,
     /// Cancelled by the `shutdown` method, or when `serve`'s token is.
     pub(crate) stop: CancellationToken,
     /// The schedules, fired by the scheduler task.
@@ -24,6 +27,10 @@ pub(crate) struct Shared {
     pub(crate) metrics: crate::metrics::Metrics,
     /// TLS for the WebSocket door, when it has TLS.
     pub(crate) door_tls: Option<tokio_rustls::TlsAcceptor>,
+    /// The audit log, when asked for.
+    pub(crate) audit: Option<crate::audit::Audit>,
+    /// The fingerprint of the door's token, for the audit lines of its connections.
+    pub(crate) door_token_id: Option<String>,
     /// What the start-up trim did, once it has run.
     pub(crate) trim: std::sync::OnceLock<stockade_proto::rpc::TrimStats>,
 }

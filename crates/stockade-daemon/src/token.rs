@@ -33,6 +33,11 @@ impl WsToken {
         bool::from(self.0.as_slice().ct_eq(presented))
     }
 
+    /// A non-secret fingerprint of the token (see `audit::token_id`).
+    pub(crate) fn id(&self) -> String {
+        crate::audit::token_id(&self.0)
+    }
+
     /// Whether a request with these headers carries `Authorization: Bearer <token>` (any case
     /// of the scheme).
     pub(crate) fn authorizes(&self, headers: &HeaderMap) -> bool {

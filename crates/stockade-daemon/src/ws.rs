@@ -89,14 +89,25 @@ impl WsListener {
         self.addr
     }
 
+    /// The fingerprint of the door's token (for the audit log).
+    pub(crate) fn token_id(&self) -> String {
+        self.token.id()
+    }
+
     /// The TLS acceptor, when the door has TLS.
     pub(crate) fn tls(&self) -> Option<tokio_rustls::TlsAcceptor> {
         self.tls.clone()
     }
 
-    /// The door's router, for its connections.
-    pub(crate) fn doorway(&self, shared: Arc<Shared>, admission: Arc<Admission>) -> Doorway {
-        Doorway::door(shared, Arc::clone(&self.token), admission)
+    /// The door's router, for its connections; `scrape` (the read-only metrics token) reads
+    /// `/metrics` there too.
+    pub(crate) fn doorway(
+        &self,
+        shared: Arc<Shared>,
+        admission: Arc<Admission>,
+        scrape: Option<Arc<WsToken>>,
+    ) -> Doorway {
+        Doorway::door(shared, Arc::clone(&self.token), admission, scrape)
     }
 }
 
@@ -141,7 +152,12 @@ pub(crate) async fn connection(
     let mut source = Messages { stream, tx: tx.clone(), close: None };
     // A network client holds the door's token, which no sandboxed command can read.
     let caller = Arc::new(crate::handlers::Caller::Free);
-    let mut tasks = read_requests(&shared, &mut source, &tx, &conn, caller).await;
+    let token_id = shared.door_token_id.clone();
+    let who = Arc::new(crate::audit::Peer { door: "ws", peer: peer.to_string(), token_id });
+    if let Some(audit) = &shared.audit {
+        audit.connected(&who);
+    }
+    let mut tasks = read_requests(&shared, &mut source, &tx, &conn, (caller, who)).await;
     // No more requests: the client closed (or vanished), the daemon stops, or a message was too
     // large. A WebSocket cannot half-close, so the client is gone or about to be: in-flight
     // requests are cancelled (long polls stop, a foreground run it waited on is terminated) and

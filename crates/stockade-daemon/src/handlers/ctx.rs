@@ -16,6 +16,8 @@ pub(crate) struct Ctx {
     pub(crate) conn: CancellationToken,
     /// Who is asking: a command of a sandboxed session is held to that session's sandbox.
     pub(crate) caller: Arc<Caller>,
+    /// Who is on the other end, for the audit log.
+    pub(crate) peer: Arc<crate::audit::Peer>,
 }
 
 /// Who sent a connection's requests (known from the Unix socket's `SO_PEERCRED`).

@@ -82,6 +82,20 @@ pub struct DaemonRunArgs {
     /// otherwise it needs --token-file's token and TLS or --insecure-plaintext, as the door.
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<std::net::SocketAddr>,
+    /// A second token (a file under the same rules as --token-file) that reads GET /metrics, on
+    /// the door and on --metrics, and nothing else: it opens no WebSocket (401), so a scraper
+    /// never holds the token that runs commands. --token-file's token still reads /metrics too.
+    #[arg(long, value_name = "FILE", value_parser = path_parser())]
+    pub metrics_token_file: Option<PathBuf>,
+    /// Append one JSON line per accepted connection and per command-starting or session-ending
+    /// request (run, kill, write, restart, forget, cleanup, shutdown, schedule.add/fire/remove)
+    /// to FILE: time, peer (uid or address), door, token id (first 8 hex of the token's
+    /// SHA-256), method, session, command. Off unless given.
+    #[arg(long, value_name = "FILE", value_parser = path_parser())]
+    pub audit_log: Option<PathBuf>,
+    /// Rotate the audit log to FILE.1 (replacing it) past this size [default: 16MiB].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_u64, requires = "audit_log")]
+    pub audit_log_max_bytes: Option<u64>,
     /// Also serve E2B's in-sandbox API on ADDR (envd's process and filesystem services, /files,
     /// /health), so the unmodified `e2b` SDKs drive this daemon; given without ADDR, envd's own
     /// 127.0.0.1:49983. With --token-file, every request must carry the token in
@@ -118,6 +132,7 @@ pub fn run(home: Option<PathBuf>, args: DaemonRunArgs) -> anyhow::Result<ExitCod
     if args.ws.is_none() && args.metrics.is_none() && args.e2b.is_none() {
         let flag = [
             (args.token_file.is_some(), "--token-file"),
+            (args.metrics_token_file.is_some(), "--metrics-token-file"),
             (args.tls_cert.is_some(), "--tls-cert"),
             (args.insecure_plaintext, "--insecure-plaintext"),
         ]
@@ -257,6 +272,11 @@ fn config(home: PathBuf, args: &DaemonRunArgs) -> DaemonConfig {
             .map(|(cert, key)| TlsFiles { cert, key }),
         insecure_plaintext: args.insecure_plaintext,
     });
+    config.metrics_token_file = args.metrics_token_file.clone();
+    config.audit_log = args.audit_log.clone();
+    if let Some(max) = args.audit_log_max_bytes {
+        config.audit_log_max_bytes = max;
+    }
     if let Some(policy) = args.sandbox.policy() {
         config.sandbox.default = policy.clone();
         config.sandbox.ceiling = policy;

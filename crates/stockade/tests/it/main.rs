@@ -52,6 +52,7 @@ mod order;
 mod pid1;
 mod pod;
 mod prepared_dirs;
+mod probes;
 mod remote_cli;
 mod remote_crd;
 mod remote_deploy;
