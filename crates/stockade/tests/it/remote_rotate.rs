@@ -355,6 +355,11 @@ fn a_fleet_rotates_its_token_and_certificate_without_losing_a_session() {
                 assert!(m.client(&token, &ca1).is_err(), "{d}: the old CA no longer verifies");
                 assert_eq!(running(&mut fresh), *ids, "daemon {d}: every session still runs");
                 assert_eq!(running(held), *ids, "daemon {d}: the held connection still works");
+                // Two reloads (the token, the certificate and key), none failed.
+                let new_token = std::fs::read_to_string(&token).unwrap();
+                let count = |name| metric(&m.sandbox.url(), new_token.trim(), &ca2, name);
+                assert_eq!(count("stockade_reloads_total"), 2.0, "daemon {d}");
+                assert_eq!(count("stockade_reload_failures_total"), 0.0, "daemon {d}");
                 let after = RunParams { command: after(d), ..RunParams::default() };
                 fresh.call::<method::Run>(after).unwrap();
             });
