@@ -45,9 +45,9 @@ use tower::ServiceExt as _;
 
 use crate::admission::{Admission, UNIX_RESERVE};
 use crate::config::MAX_CONNECTIONS;
+use crate::reload::LiveToken;
 use crate::state::Shared;
 use crate::tls::DoorStream;
-use crate::token::WsToken;
 
 /// Longest request head read (hyper answers a longer one with 431).
 const MAX_HEAD: usize = 16 * 1024;
@@ -68,14 +68,14 @@ const A_DOOR: &str = "this is a Stockade WebSocket door: GET /healthz, /readyz, 
 struct Rules {
     shared: Arc<Shared>,
     /// The tokens `/metrics` takes (any of them); none: no token (a loopback metrics address).
-    metrics_tokens: Vec<Arc<WsToken>>,
+    metrics_tokens: Vec<LiveToken>,
     /// How upgrades are let in; `None`: refused (the metrics address).
     upgrades: Option<Upgrades>,
 }
 
 /// The door's rules for a WebSocket upgrade.
 struct Upgrades {
-    token: Arc<WsToken>,
+    token: LiveToken,
     admission: Arc<Admission>,
     /// Cancelled once start-up recovery is done (upgrades are refused before).
     recovered: tokio_util::sync::CancellationToken,
@@ -105,9 +105,9 @@ impl Doorway {
     /// token), and upgrades with `token` only.
     pub(crate) fn door(
         shared: Arc<Shared>,
-        token: Arc<WsToken>,
+        token: LiveToken,
         admission: Arc<Admission>,
-        scrape: Option<Arc<WsToken>>,
+        scrape: Option<LiveToken>,
     ) -> Doorway {
         let recovered = shared.recovered.clone();
         let upgrades = Some(Upgrades { token: Arc::clone(&token), admission, recovered });
@@ -117,7 +117,7 @@ impl Doorway {
 
     /// The metrics address: probes and `/metrics` (with one of `tokens` when there are any),
     /// no upgrade.
-    pub(crate) fn metrics(shared: Arc<Shared>, tokens: Vec<Arc<WsToken>>) -> Doorway {
+    pub(crate) fn metrics(shared: Arc<Shared>, tokens: Vec<LiveToken>) -> Doorway {
         Doorway::new(Rules { shared, metrics_tokens: tokens, upgrades: None })
     }
 

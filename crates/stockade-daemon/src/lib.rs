@@ -40,6 +40,7 @@ mod lockfile;
 mod memory;
 mod metrics;
 mod metrics_door;
+mod reload;
 mod requests;
 mod schedule;
 mod server;
@@ -56,6 +57,7 @@ pub use config::{
     MAX_IN_FLIGHT_PER_CONNECTION, MIN_SWEEP_INTERVAL, MetricsConfig, WsConfig,
 };
 pub use error::{DaemonError, WsSetupError};
+pub use reload::Reloader;
 pub use schedule::{CRASH_AFTER_CLAIM_ENV, MIN_INTERVAL_ENV};
 pub use server::Daemon;
 pub use tls::{DoorStream, TlsDoor, TlsFiles};

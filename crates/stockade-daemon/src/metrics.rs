@@ -32,6 +32,8 @@ pub(crate) struct Metrics {
     recovered: Counter,
     connections: Gauge<i64, std::sync::atomic::AtomicI64>,
     connections_total: Counter,
+    reloads: Counter,
+    reload_failures: Counter,
 }
 
 impl Default for Metrics {
@@ -44,6 +46,8 @@ impl Default for Metrics {
             recovered: Counter::default(),
             connections: Gauge::default(),
             connections_total: Counter::default(),
+            reloads: Counter::default(),
+            reload_failures: Counter::default(),
         }
     }
 }
@@ -91,6 +95,13 @@ impl Metrics {
         ConnectionGuard(self.connections.clone())
     }
 
+    /// A token or certificate was read again: `ok`, or kept as it was because the new one
+    /// could not be used.
+    pub(crate) fn reloaded(&self, ok: bool) {
+        let counter = if ok { &self.reloads } else { &self.reload_failures };
+        counter.inc();
+    }
+
     /// Everything, in the OpenMetrics text format, with the figures of `stats` (read by the
     /// caller from the engine at scrape time).
     pub(crate) fn encode(&self, stats: &EngineStats) -> Result<String, std::fmt::Error> {
@@ -118,6 +129,12 @@ impl Metrics {
             "connections_opened",
             "Client connections accepted",
             self.connections_total.clone(),
+        );
+        r.register("reloads", "Tokens and certificates read again", self.reloads.clone());
+        r.register(
+            "reload_failures",
+            "Reloads of a token or certificate that failed (the one in use was kept)",
+            self.reload_failures.clone(),
         );
 
         let sessions = Family::<StateLabel, Gauge>::default();

@@ -14,13 +14,12 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
-use tokio_rustls::TlsAcceptor;
 
 use crate::config::MetricsConfig;
 use crate::error::WsSetupError;
 use crate::http::Doorway;
+use crate::reload::{Credentials, LiveTls, LiveToken};
 use crate::state::Shared;
-use crate::token::WsToken;
 
 /// How long a client has for TLS and its request head.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(3);
@@ -34,23 +33,25 @@ pub(crate) struct MetricsListener {
     listener: TcpListener,
     addr: SocketAddr,
     /// The tokens a scrape may present; none: no token is asked (loopback).
-    tokens: Vec<Arc<WsToken>>,
-    tls: Option<TlsAcceptor>,
+    tokens: Vec<LiveToken>,
+    tls: Option<LiveTls>,
     slots: Arc<Semaphore>,
 }
 
 impl MetricsListener {
-    /// Check the token and TLS rules, read the token and bind; `scrape` is the read-only
-    /// metrics token, taken beside the door's. Must be called inside a tokio runtime.
+    /// Check the token and TLS rules, read the token (to be reloaded with `credentials`) and
+    /// bind; `scrape` is the read-only metrics token, taken beside the door's. Must be called
+    /// inside a tokio runtime.
     pub(crate) fn bind(
         config: &MetricsConfig,
-        scrape: Option<&Arc<WsToken>>,
+        scrape: Option<&LiveToken>,
+        credentials: &mut Credentials,
     ) -> Result<MetricsListener, WsSetupError> {
         let loopback = config.addr.ip().is_loopback();
         let mut tokens = Vec::new();
         if !loopback {
             if let Some(path) = &config.token_file {
-                tokens.push(Arc::new(WsToken::load(path)?));
+                tokens.push(credentials.token("the door's token", path)?);
             }
             tokens.extend(scrape.cloned());
             if tokens.is_empty() {
@@ -60,7 +61,7 @@ impl MetricsListener {
         if !loopback && config.tls.is_none() && !config.insecure_plaintext {
             return Err(WsSetupError::MetricsPlaintext { addr: config.addr });
         }
-        let tls = config.tls.as_ref().map(crate::tls::acceptor).transpose()?;
+        let tls = config.tls.as_ref().map(|files| credentials.tls(files)).transpose()?;
         let bind_err = |source| WsSetupError::MetricsBind { addr: config.addr, source };
         let std_listener = std::net::TcpListener::bind(config.addr).map_err(bind_err)?;
         std_listener.set_nonblocking(true).map_err(bind_err)?;
@@ -100,11 +101,12 @@ pub(crate) async fn serve(listener: Option<MetricsListener>, shared: Arc<Shared>
             continue;
         };
         let doorway = doorway.clone();
-        let tls = listener.tls.clone();
+        // The certificate in use now; a reload later does not touch this connection.
+        let tls = listener.tls.as_ref().map(|tls| tls.get());
         tokio::spawn(async move {
             let deadline = tokio::time::Instant::now() + HEAD_TIMEOUT;
             let tls =
-                tokio::time::timeout_at(deadline, crate::tls::accept(stream, tls.as_ref(), peer));
+                tokio::time::timeout_at(deadline, crate::tls::accept(stream, tls.as_deref(), peer));
             if let Ok(Some(stream)) = tls.await {
                 // Never an upgrade here: the router answers every request itself.
                 let _ = doorway.serve(stream, peer, deadline).await;

@@ -55,7 +55,11 @@ pub struct Daemon {
     /// The separate metrics address, when there is one.
     metrics: Option<crate::metrics_door::MetricsListener>,
     /// The read-only metrics token, when there is one (it reads `/metrics`, nothing else).
-    scrape: Option<Arc<crate::token::WsToken>>,
+    scrape: Option<crate::reload::LiveToken>,
+    /// The tokens and certificates read again on [`Daemon::reloader`]'s request or when their
+    /// files change.
+    credentials: crate::reload::Credentials,
+    reloader: crate::reload::Reloader,
     /// Retention period and sweep interval of the janitor.
     janitor: (Duration, Duration),
 }
@@ -74,12 +78,15 @@ impl Daemon {
         let state_dir = StateDir::open(&config.home)?;
         let home = state_dir.root().to_path_buf();
         let lock = DaemonLock::acquire(&config.lock_path(), &home)?;
-        let ws = config.ws.as_ref().map(WsListener::bind).transpose()?;
-        let scrape = config.metrics_token_file.as_deref().map(crate::token::WsToken::load);
-        let scrape = scrape.transpose()?.map(Arc::new);
+        let mut credentials = crate::reload::Credentials::default();
+        let ws = config.ws.as_ref().map(|w| WsListener::bind(w, &mut credentials)).transpose()?;
+        let scrape = config.metrics_token_file.as_deref();
+        let scrape = scrape.map(|path| credentials.token("the metrics token", path)).transpose()?;
         let metrics = config.metrics.as_ref();
         let metrics = metrics
-            .map(|m| crate::metrics_door::MetricsListener::bind(m, scrape.as_ref()))
+            .map(|m| {
+                crate::metrics_door::MetricsListener::bind(m, scrape.as_ref(), &mut credentials)
+            })
             .transpose()?;
         let socket = config.socket_path();
         let mut engine_config =
@@ -121,10 +128,22 @@ impl Daemon {
             door_tls: ws.as_ref().and_then(WsListener::tls),
             trim: std::sync::OnceLock::new(),
             audit,
-            door_token_id: ws.as_ref().map(WsListener::token_id),
+            door_token: ws.as_ref().map(WsListener::token),
         });
         let janitor = (config.retention, config.sweep_interval);
-        Ok(Daemon { shared, listener, socket_ino, lock, ws, metrics, scrape, janitor })
+        let reloader = crate::reload::Reloader::default();
+        Ok(Daemon {
+            shared,
+            listener,
+            socket_ino,
+            lock,
+            ws,
+            metrics,
+            scrape,
+            credentials,
+            reloader,
+            janitor,
+        })
     }
 
     /// The socket path.
@@ -141,6 +160,13 @@ impl Daemon {
     /// scrapes there must present the token.
     pub fn metrics_addr(&self) -> Option<(SocketAddr, bool)> {
         self.metrics.as_ref().map(|m| (m.addr(), m.needs_token()))
+    }
+
+    /// Asks the daemon, once it serves, to read its token files and TLS certificate and key
+    /// again (the binary calls it on SIGHUP); they are also read again when their files change.
+    /// Connections and sessions are never ended by it.
+    pub fn reloader(&self) -> crate::reload::Reloader {
+        self.reloader.clone()
     }
 
     /// The state directory.
@@ -172,9 +198,27 @@ impl Daemon {
     /// Serve until `token` is cancelled or a `shutdown` request arrives; then terminate every
     /// running session, close the connections, remove the socket and release the lock.
     pub async fn serve(self, token: CancellationToken) -> Result<(), DaemonError> {
-        let Daemon { shared, listener, socket_ino, mut lock, ws, metrics, scrape, janitor } = self;
+        let Daemon {
+            shared,
+            listener,
+            socket_ino,
+            mut lock,
+            ws,
+            metrics,
+            scrape,
+            credentials,
+            reloader,
+            janitor,
+        } = self;
         // Work of this daemon may outlive `serve` in this process: so must the lock.
         lock.hold_until_exit();
+        // From the start (a rotation during a long recovery is not missed) to the stop.
+        let reloads = tokio::spawn(crate::reload::run(
+            credentials,
+            reloader,
+            shared.metrics.clone(),
+            shared.stop.clone(),
+        ));
         // The network listeners answer probes from the first moment; the Unix socket's clients
         // wait in its backlog until recovery is done, the door's upgrades get a 503 until then.
         let probes = tokio::spawn(crate::metrics_door::serve(metrics, Arc::clone(&shared)));
@@ -194,6 +238,7 @@ impl Daemon {
         );
         // Stop: refuse new requests, stop listening, end every session through the engine.
         shared.stop.cancel();
+        reloads.abort();
         // A tick in progress finishes (claim, then advance) before the engine shuts down.
         let _ = (&mut background.scheduler).await;
         drop(listener);

@@ -25,12 +25,13 @@ pub(crate) struct Shared {
     pub(crate) schedules: Arc<Scheduler>,
     /// Counted events for `GET /metrics`.
     pub(crate) metrics: crate::metrics::Metrics,
-    /// TLS for the WebSocket door, when it has TLS.
-    pub(crate) door_tls: Option<tokio_rustls::TlsAcceptor>,
+    /// TLS for the WebSocket door, when it has TLS (replaced by a reload).
+    pub(crate) door_tls: Option<crate::reload::LiveTls>,
     /// The audit log, when asked for.
     pub(crate) audit: Option<crate::audit::Audit>,
-    /// The fingerprint of the door's token, for the audit lines of its connections.
-    pub(crate) door_token_id: Option<String>,
+    /// The door's token (replaced by a reload), whose fingerprint the audit lines of its
+    /// connections carry.
+    pub(crate) door_token: Option<crate::reload::LiveToken>,
     /// What the start-up trim did, once it has run.
     pub(crate) trim: std::sync::OnceLock<stockade_proto::rpc::TrimStats>,
 }

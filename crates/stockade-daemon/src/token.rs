@@ -1,6 +1,7 @@
 //! The bearer token a network door holds (the WebSocket door and the `--metrics` address): read
-//! once under the token-file rules of [`stockade_proto::token`], then compared, in constant
-//! time, with what a request's `Authorization` header presents.
+//! under the token-file rules of [`stockade_proto::token`] (at start, and again on each reload:
+//! `reload`), then compared, in constant time, with what a request's `Authorization` header
+//! presents.
 
 use std::path::Path;
 

@@ -38,9 +38,9 @@ use crate::config::WsConfig;
 use crate::error::WsSetupError;
 use crate::framing::Frame;
 use crate::http::{Doorway, Upgrade};
+use crate::reload::{Credentials, LiveTls, LiveToken};
 use crate::requests::{FrameSource, WRITE_QUEUE, encode, read_requests};
 use crate::state::Shared;
-use crate::token::WsToken;
 
 /// Connections the kernel completes and queues before the daemon accepts them (the length
 /// `std::net::TcpListener` uses, 128, drops a burst's SYNs and costs those clients a second).
@@ -60,17 +60,21 @@ const READ_BUFFER: usize = 64 * 1024;
 /// A bound WebSocket listener and the token its connections must present.
 pub(crate) struct WsListener {
     listener: TcpListener,
-    token: Arc<WsToken>,
+    token: LiveToken,
     addr: SocketAddr,
-    tls: Option<tokio_rustls::TlsAcceptor>,
+    tls: Option<LiveTls>,
 }
 
 impl WsListener {
-    /// Read the token and bind `config.addr`. Must be called inside a tokio runtime.
-    pub(crate) fn bind(config: &WsConfig) -> Result<WsListener, WsSetupError> {
-        let token = WsToken::load(&config.token_file)?;
+    /// Read the token (and the certificate), to be reloaded with `credentials`, and bind
+    /// `config.addr`. Must be called inside a tokio runtime.
+    pub(crate) fn bind(
+        config: &WsConfig,
+        credentials: &mut Credentials,
+    ) -> Result<WsListener, WsSetupError> {
+        let token = credentials.token("the door's token", &config.token_file)?;
         crate::tls::check_plaintext(config.addr, config.tls.is_some(), config.insecure_plaintext)?;
-        let tls = config.tls.as_ref().map(crate::tls::acceptor).transpose()?;
+        let tls = config.tls.as_ref().map(|files| credentials.tls(files)).transpose()?;
         let bind_err = |source| WsSetupError::Bind { addr: config.addr, source };
         let socket = match config.addr {
             SocketAddr::V4(_) => TcpSocket::new_v4(),
@@ -81,7 +85,7 @@ impl WsListener {
         socket.bind(config.addr).map_err(bind_err)?;
         let listener = socket.listen(LISTEN_BACKLOG).map_err(bind_err)?;
         let addr = listener.local_addr().map_err(bind_err)?;
-        Ok(WsListener { listener, token: Arc::new(token), addr, tls })
+        Ok(WsListener { listener, token, addr, tls })
     }
 
     /// The address actually bound (the port is known even when 0 was asked for).
@@ -89,13 +93,13 @@ impl WsListener {
         self.addr
     }
 
-    /// The fingerprint of the door's token (for the audit log).
-    pub(crate) fn token_id(&self) -> String {
-        self.token.id()
+    /// The door's token (for the audit log: the fingerprint of the one in use).
+    pub(crate) fn token(&self) -> LiveToken {
+        Arc::clone(&self.token)
     }
 
-    /// The TLS acceptor, when the door has TLS.
-    pub(crate) fn tls(&self) -> Option<tokio_rustls::TlsAcceptor> {
+    /// The certificate and key, when the door has TLS.
+    pub(crate) fn tls(&self) -> Option<LiveTls> {
         self.tls.clone()
     }
 
@@ -105,7 +109,7 @@ impl WsListener {
         &self,
         shared: Arc<Shared>,
         admission: Arc<Admission>,
-        scrape: Option<Arc<WsToken>>,
+        scrape: Option<LiveToken>,
     ) -> Doorway {
         Doorway::door(shared, Arc::clone(&self.token), admission, scrape)
     }
@@ -152,7 +156,9 @@ pub(crate) async fn connection(
     let mut source = Messages { stream, tx: tx.clone(), close: None };
     // A network client holds the door's token, which no sandboxed command can read.
     let caller = Arc::new(crate::handlers::Caller::Free);
-    let token_id = shared.door_token_id.clone();
+    // The token in use as the connection starts: the one its upgrade was checked against,
+    // unless a reload came in between.
+    let token_id = shared.door_token.as_ref().map(|token| token.get().id());
     let who = Arc::new(crate::audit::Peer { door: "ws", peer: peer.to_string(), token_id });
     if let Some(audit) = &shared.audit {
         audit.connected(&who);
@@ -197,7 +203,9 @@ async fn way_in(
         let mut first = [0u8; 1];
         let _ = stream.peek(&mut first).await;
         pending.reached(Stage::Speaking);
-        crate::tls::accept(stream, shared.door_tls.as_ref(), peer).await
+        // The certificate in use now; a reload later does not touch this connection.
+        let tls = shared.door_tls.as_ref().map(|tls| tls.get());
+        crate::tls::accept(stream, tls.as_deref(), peer).await
     };
     // The wait for the first byte counts against the deadline of TLS and the request head.
     let stream = tokio::select! {

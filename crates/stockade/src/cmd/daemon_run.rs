@@ -62,7 +62,8 @@ pub struct DaemonRunArgs {
     #[arg(long, value_name = "ADDR")]
     pub ws: Option<std::net::SocketAddr>,
     /// The file holding the WebSocket token (mode 0600 or stricter, not empty); also asked of
-    /// scrapes on a non-loopback --metrics address.
+    /// scrapes on a non-loopback --metrics address. Read again on SIGHUP and when it changes
+    /// (so are --metrics-token-file, --tls-cert and --tls-key); sessions are never ended by it.
     #[arg(long, value_name = "FILE", value_parser = path_parser())]
     pub token_file: Option<PathBuf>,
     /// TLS certificate chain (PEM) for the WebSocket door (clients then use wss://), the
@@ -189,6 +190,7 @@ pub fn run(home: Option<PathBuf>, args: DaemonRunArgs) -> anyhow::Result<ExitCod
             signals.recv().await;
             on_signal.cancel();
         });
+        reload_on_sighup(daemon.reloader()).context("cannot watch SIGHUP")?;
         let served = daemon.serve(token).await;
         if let Some(stop) = e2b {
             stop.cancel();
@@ -317,6 +319,19 @@ fn config(home: PathBuf, args: &DaemonRunArgs) -> DaemonConfig {
         config.sweep_interval = Duration::from_millis(ms);
     }
     config
+}
+
+/// SIGHUP reads the tokens and certificate again; never the end of the daemon (without a
+/// handler it would be, and as PID 1 it would be ignored), with or without a door.
+fn reload_on_sighup(reloader: stockade_daemon::Reloader) -> std::io::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hangups = signal(SignalKind::hangup())?;
+    tokio::spawn(async move {
+        while hangups.recv().await.is_some() {
+            reloader.reload();
+        }
+    });
+    Ok(())
 }
 
 /// SIGTERM or SIGINT, whichever comes first.

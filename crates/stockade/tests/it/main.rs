@@ -57,6 +57,7 @@ mod remote_cli;
 mod remote_crd;
 mod remote_deploy;
 mod remote_ns;
+mod remote_rotate;
 mod remote_support;
 mod restart;
 mod restart_earlier;
