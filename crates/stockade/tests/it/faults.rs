@@ -76,3 +76,21 @@ fn a_small_open_file_limit_still_runs_commands() {
         list["sessions"].as_array().unwrap().iter().filter(|s| s["state"] == "running").count();
     assert!((20..=30).contains(&running), "{running} running");
 }
+
+#[test]
+fn grep_finds_what_follows_a_line_too_long_to_hold() {
+    let home = Home::new();
+    // 70 MiB on one line (past the 64 MiB a search may hold), then the line looked for.
+    let id =
+        home.run_bg("head -c 73400320 /dev/zero | tr '\\0' x; echo; echo 'error: after it'")["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+    assert_eq!(home.wait_finished(&id)["state"], "exited");
+    let g = home.json(&["grep", &id, "^error"]);
+    let lines = g["lines"].as_array().unwrap();
+    assert_eq!(lines.len(), 1, "{g}");
+    assert_eq!(lines[0]["line_number"], 2, "{g}");
+    assert_eq!(lines[0]["offset"], 73400321, "{g}");
+    assert_eq!(lines[0]["text"], "error: after it", "{g}");
+}
