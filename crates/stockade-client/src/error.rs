@@ -64,6 +64,17 @@ pub enum ClientError {
         /// Our effective uid.
         euid: u32,
     },
+    /// The state directory lets other users write to it.
+    #[error(
+        "{home} has mode {mode:04o}, so other users could put files in it or swap the daemon's socket; Stockade does not change a directory it did not create: make it private with `chmod 700 {home}` or choose another STOCKADE_HOME",
+        home = .home.display()
+    )]
+    LooseHome {
+        /// The state directory.
+        home: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
     /// The `--remote` address is not a WebSocket URL this client can use.
     #[error("the remote daemon address {url} is unusable: {problem}")]
     BadRemote {

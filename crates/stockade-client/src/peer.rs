@@ -50,6 +50,14 @@ pub(crate) fn check_home(home: &Path) -> Result<(), ClientError> {
     if meta.uid() != euid {
         return Err(ClientError::ForeignHome { home: home.to_path_buf(), owner: meta.uid(), euid });
     }
+    // Others who may write here could swap the socket or plant records; the daemon refuses such
+    // a home too, so it is said here before a daemon is started to fail on it.
+    if meta.mode() & 0o022 != 0 {
+        return Err(ClientError::LooseHome {
+            home: home.to_path_buf(),
+            mode: meta.mode() & 0o7777,
+        });
+    }
     Ok(())
 }
 

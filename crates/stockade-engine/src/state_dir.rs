@@ -81,6 +81,16 @@ pub enum StateDirError {
         /// Our effective uid.
         euid: u32,
     },
+    /// A directory of the state directory that Stockade did not just create lets other users in.
+    #[error(
+        "{path} has mode {mode:04o}, so other users could put files in it or swap the daemon's socket; Stockade does not change a directory it did not create: make it private with `chmod 700 {path}` or choose another STOCKADE_HOME"
+    )]
+    LooseMode {
+        /// The directory.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
 }
 
 /// A resolved, existing state directory.
@@ -257,9 +267,12 @@ pub fn is_session_id(s: &str) -> bool {
     })
 }
 
-/// Create `dir` with mode 0700 if missing; refuse a symlink or a non-directory in its place.
+/// Create `dir` with mode 0700 if missing; refuse a symlink or a non-directory in its place,
+/// and a directory that lets other users in.
 fn ensure_private_dir(dir: &Path, recursive: bool) -> Result<(), StateDirError> {
     let unusable = |source| StateDirError::Unusable { path: dir.to_path_buf(), source };
+    // Whether it existed is asked first: `create_dir_all` answers Ok for an existing directory.
+    let existed = fs::symlink_metadata(dir).is_ok();
     match DirBuilder::new().recursive(recursive).mode(0o700).create(dir) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
@@ -270,8 +283,16 @@ fn ensure_private_dir(dir: &Path, recursive: bool) -> Result<(), StateDirError> 
         return Err(StateDirError::NotADirectory { path: dir.to_path_buf() });
     }
     ensure_owned(dir, &meta)?;
-    if meta.permissions().mode() & 0o077 != 0 {
-        // Tighten a directory we own that was created with a looser mode.
+    let mode = meta.permissions().mode() & 0o7777;
+    if existed {
+        // Never change the mode of a directory someone else made (it may be `/tmp`, shared on
+        // purpose). One others may write to is refused (they could swap the socket or plant
+        // records); one they may only list is used as it is (what it holds is made 0700/0600).
+        if mode & 0o022 != 0 {
+            return Err(StateDirError::LooseMode { path: dir.to_path_buf(), mode });
+        }
+    } else if mode & 0o077 != 0 {
+        // One we just made: only a umask or ACL default could have loosened it.
         fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(unusable)?;
     }
     // Probe that we can write here, so an unwritable state dir is reported up front.
@@ -363,6 +384,32 @@ mod tests {
         assert_eq!(mode, 0o700);
         let inst = dir.instance_dir("i1").unwrap();
         assert_eq!(fs::metadata(inst).unwrap().permissions().mode() & 0o777, 0o700);
+    }
+
+    #[test]
+    fn a_loose_directory_it_did_not_create_is_refused_not_changed() {
+        let tmp = tempfile::tempdir().unwrap();
+        for mode in [0o1777, 0o777, 0o770, 0o2775] {
+            let root = tmp.path().join(format!("home-{mode:o}"));
+            fs::create_dir(&root).unwrap();
+            fs::set_permissions(&root, fs::Permissions::from_mode(mode)).unwrap();
+            let err = StateDir::open(&root).unwrap_err();
+            assert!(matches!(err, StateDirError::LooseMode { .. }), "{mode:o}: {err}");
+            assert!(err.to_string().contains("chmod 700"), "{err}");
+            let now = fs::metadata(&root).unwrap().permissions().mode() & 0o7777;
+            assert_eq!(now, mode, "the mode of a directory it did not create was changed");
+        }
+        // One others may only list is used as it is, its mode kept.
+        let listed = tmp.path().join("listed");
+        fs::create_dir(&listed).unwrap();
+        fs::set_permissions(&listed, fs::Permissions::from_mode(0o755)).unwrap();
+        StateDir::open(&listed).unwrap();
+        assert_eq!(fs::metadata(&listed).unwrap().permissions().mode() & 0o7777, 0o755);
+        // A spool directory loosened after the fact is refused too.
+        let root = tmp.path().join("home");
+        StateDir::open(&root).unwrap();
+        fs::set_permissions(root.join(SPOOL_DIR), fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(matches!(StateDir::open(&root), Err(StateDirError::LooseMode { .. })));
     }
 
     #[test]

@@ -101,10 +101,23 @@ pub fn cleanup_line(report: &TerminateReport) -> String {
             if report.escalated { ", then SIGKILL" } else { "" }
         )
     } else {
-        format!(
-            "Process tree: NOT fully terminated; still alive: {:?} (signalled {n} process{plural})",
-            report.survivors
-        )
+        let mut line = String::from("Process tree: NOT fully terminated; ");
+        if !report.survivors.is_empty() || report.unattributed.is_empty() {
+            line.push_str(&format!("still alive: {:?}", report.survivors));
+        }
+        if !report.unattributed.is_empty() {
+            if !report.survivors.is_empty() {
+                line.push_str("; ");
+            }
+            // Named so the user can look at them: they may be this session's escapees, and
+            // nothing was sent to them.
+            line.push_str(&format!(
+                "alive and possibly escaped from a session, not signalled: {:?}",
+                report.unattributed
+            ));
+        }
+        line.push_str(&format!(" (signalled {n} process{plural})"));
+        line
     }
 }
 
@@ -148,6 +161,26 @@ mod tests {
             spool_path: PathBuf::from("/x/output.log"),
             stream: None,
         }
+    }
+
+    #[test]
+    fn a_report_names_the_unattributed_it_did_not_signal() {
+        let report = |survivors: Vec<u32>, unattributed: Vec<u32>| TerminateReport {
+            terminated: false,
+            signal_sent: Some("SIGTERM".into()),
+            escalated: true,
+            pids_signalled: vec![10, 11],
+            survivors,
+            unattributed,
+            method: stockade_proto::ContainmentMethod::ProcessGroup,
+            elapsed_ms: 5,
+        };
+        let only = cleanup_line(&report(vec![], vec![77, 78]));
+        assert!(only.contains("[77, 78]") && !only.contains("still alive: []"), "{only}");
+        let both = cleanup_line(&report(vec![11], vec![77]));
+        assert!(both.contains("still alive: [11]") && both.contains("[77]"), "{both}");
+        let none = cleanup_line(&report(vec![12], vec![]));
+        assert!(none.contains("still alive: [12]") && !none.contains("escaped"), "{none}");
     }
 
     #[test]

@@ -17,7 +17,7 @@
 //! covers what is on disk: while the command runs after the spool stopped, bytes only in the hot
 //! tail are not searched (read them with a tail read).
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::fs::File;
 use std::io::{self, Read};
 use std::os::unix::fs::FileExt;
@@ -43,6 +43,10 @@ pub(crate) const GREP_LINE_MAX_BYTES: usize = 1024;
 /// The searcher holds one whole line in memory; a longer line is an error, not an allocation
 /// that grows with the file.
 pub(crate) const GREP_HEAP_LIMIT: usize = 64 * 1024 * 1024;
+/// A line is searched in its first this many bytes; the rest of a longer one is skipped as it is
+/// read (so one giant line costs no memory and the search goes on past it; offsets and line
+/// numbers after it stay exact).
+pub(crate) const GREP_SEARCHED_LINE_BYTES: u64 = 8 * 1024 * 1024;
 /// Size limit of the compiled regex (`size_limit`): larger patterns are refused as bad regexes.
 pub(crate) const GREP_REGEX_SIZE_LIMIT: usize = 10 * 1024 * 1024;
 /// Capacity of the lazy DFA's cache (`dfa_size_limit`); past it the engine clears the cache or
@@ -109,24 +113,90 @@ impl Guard<'_> {
 }
 
 /// Reads spool bytes `[pos, end)` with `pread` (the log's lock is never held), checking the
-/// grep's bounds before each read.
+/// grep's bounds before each read, and hands on at most [`GREP_SEARCHED_LINE_BYTES`] of each
+/// line (the skipped bytes are noted in `cuts`, so positions map back).
 struct SpoolReader<'a> {
     file: &'a File,
     pos: u64,
     end: u64,
     guard: &'a Guard<'a>,
+    /// Bytes of the current line handed on so far.
+    line: u64,
+    /// Bytes handed on so far (the searcher's offsets).
+    given: u64,
+    cuts: &'a Cuts,
+}
+
+/// Where bytes of over-long lines were skipped: `(searcher offset, bytes skipped before it)`,
+/// ascending.
+#[derive(Default)]
+struct Cuts(RefCell<Vec<(u64, u64)>>);
+
+impl Cuts {
+    /// The spool position of the searcher's offset `at`.
+    fn spool_pos(&self, at: u64) -> u64 {
+        let cuts = self.0.borrow();
+        let i = cuts.partition_point(|&(c, _)| c <= at);
+        at + if i == 0 { 0 } else { cuts[i - 1].1 }
+    }
+
+    /// `n` more bytes skipped at the searcher's offset `at`.
+    fn skip(&self, at: u64, n: u64) {
+        let mut cuts = self.0.borrow_mut();
+        let before = cuts.last().map_or(0, |&(_, d)| d);
+        match cuts.last_mut() {
+            Some(last) if last.0 == at => last.1 += n,
+            _ => cuts.push((at, before + n)),
+        }
+    }
 }
 
 impl Read for SpoolReader<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.guard.check()?;
-        let n = (self.end - self.pos).min(buf.len().min(GREP_CHUNK_BYTES) as u64) as usize;
-        if n == 0 {
-            return Ok(0);
+        loop {
+            self.guard.check()?;
+            let n = (self.end - self.pos).min(buf.len().min(GREP_CHUNK_BYTES) as u64) as usize;
+            if n == 0 {
+                return Ok(0);
+            }
+            let got = self.file.read_at(&mut buf[..n], self.pos)?;
+            if got == 0 {
+                return Ok(0);
+            }
+            self.pos += got as u64;
+            let kept = self.keep_line_starts(&mut buf[..got]);
+            // A read wholly inside a skipped line gives nothing; read on (0 would mean the end).
+            if kept > 0 {
+                self.given += kept as u64;
+                return Ok(kept);
+            }
         }
-        let got = self.file.read_at(&mut buf[..n], self.pos)?;
-        self.pos += got as u64;
-        Ok(got)
+    }
+}
+
+impl SpoolReader<'_> {
+    /// Compacts `buf` to the bytes the searcher gets; how many.
+    fn keep_line_starts(&mut self, buf: &mut [u8]) -> usize {
+        let mut kept = 0;
+        let mut skipped = 0u64;
+        for i in 0..buf.len() {
+            let b = buf[i];
+            if b == b'\n' || self.line < GREP_SEARCHED_LINE_BYTES {
+                self.line = if b == b'\n' { 0 } else { self.line + 1 };
+                if skipped > 0 {
+                    self.cuts.skip(self.given + kept as u64, skipped);
+                    skipped = 0;
+                }
+                buf[kept] = b;
+                kept += 1;
+            } else {
+                skipped += 1;
+            }
+        }
+        if skipped > 0 {
+            self.cuts.skip(self.given + kept as u64, skipped);
+        }
+        kept
     }
 }
 
@@ -167,6 +237,7 @@ struct Collect<'a> {
     truncated: bool,
     error: Option<OutputError>,
     guard: &'a Guard<'a>,
+    cuts: &'a Cuts,
 }
 
 impl Collect<'_> {
@@ -215,7 +286,7 @@ impl Sink for Collect<'_> {
 
     fn matched(&mut self, _: &Searcher, m: &SinkMatch<'_>) -> Result<bool, io::Error> {
         self.guard.check()?;
-        let phys = m.absolute_byte_offset();
+        let phys = self.cuts.spool_pos(m.absolute_byte_offset());
         if !self.wanted(self.map.offset(phys)) {
             return Ok(self.error.is_none());
         }
@@ -232,7 +303,7 @@ impl Sink for Collect<'_> {
 
     fn context(&mut self, _: &Searcher, c: &SinkContext<'_>) -> Result<bool, io::Error> {
         self.guard.check()?;
-        let phys = c.absolute_byte_offset();
+        let phys = self.cuts.spool_pos(c.absolute_byte_offset());
         if self.wanted(self.map.offset(phys)) && !self.push(phys, c.line_number(), c.bytes(), false)
         {
             return Ok(false);
@@ -276,6 +347,7 @@ pub(crate) fn grep(
         (st.spooled, Mapping { stop: st.stop_at(), tail })
     };
     let context = req.context.min(MAX_GREP_CONTEXT);
+    let cuts = Cuts::default();
     let mut searcher = SearcherBuilder::new()
         .line_number(true)
         .before_context(context)
@@ -293,9 +365,18 @@ pub(crate) fn grep(
         truncated: false,
         error: None,
         guard: &guard,
+        cuts: &cuts,
     };
     let files = log.files()?;
-    let reader = SpoolReader { file: &files.spool, pos: 0, end: spooled, guard: &guard };
+    let reader = SpoolReader {
+        file: &files.spool,
+        pos: 0,
+        end: spooled,
+        guard: &guard,
+        line: 0,
+        given: 0,
+        cuts: &cuts,
+    };
     searcher.search_reader(&matcher, reader, &mut sink).map_err(|e| {
         let elapsed_ms = u64::try_from(guard.started.elapsed().as_millis()).unwrap_or(u64::MAX);
         if let Some(why) = guard.stopped.get() {

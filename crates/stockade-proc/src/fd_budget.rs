@@ -23,9 +23,12 @@ use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
 /// master and its duplicate), the pidfd, the spool, the stream index and the session directory,
 /// plus one spare for a spawn in progress.
 pub const FDS_PER_RUNNING_SESSION: u64 = 8;
-/// Descriptors kept free for everything else: the sockets and their clients, reads of finished
-/// logs, recovery, the janitor.
+/// Descriptors kept free for everything else (the sockets and their clients, reads of finished
+/// logs, recovery, the janitor) under a generous limit; a small limit keeps a quarter of itself
+/// (never below [`MIN_FD_RESERVE`]), so `ulimit -n 256` still runs commands.
 pub(crate) const FD_RESERVE: u64 = 256;
+/// The least kept free: a connection, a read and recovery's few files at a time.
+pub(crate) const MIN_FD_RESERVE: u64 = 32;
 /// The default most running sessions never goes below this (where the limits allow less, the
 /// fd budget refuses first, with a sentence naming the limit).
 pub(crate) const MIN_DEFAULT_MAX_RUNNING: usize = 1_024;
@@ -60,7 +63,12 @@ pub(crate) fn child_nofile_limit() -> Option<u64> {
 
 /// Running sessions a soft limit of `soft` descriptors allows.
 pub fn running_allowed(soft: u64) -> u64 {
-    soft.saturating_sub(FD_RESERVE) / FDS_PER_RUNNING_SESSION
+    soft.saturating_sub(fd_reserve(soft)) / FDS_PER_RUNNING_SESSION
+}
+
+/// Descriptors kept free under a soft limit of `soft`.
+fn fd_reserve(soft: u64) -> u64 {
+    (soft / 4).clamp(MIN_FD_RESERVE, FD_RESERVE)
 }
 
 /// The default most running sessions: what the fd and process limits allow, within
@@ -79,7 +87,10 @@ mod tests {
 
     #[test]
     fn the_budget_counts_a_reserve_and_a_cost_per_session() {
-        assert_eq!(running_allowed(100), 0);
+        assert_eq!(running_allowed(32), 0);
+        assert_eq!(running_allowed(100), (100 - MIN_FD_RESERVE) / FDS_PER_RUNNING_SESSION);
+        // `ulimit -n 256`: a quarter kept, 24 running sessions allowed (was none).
+        assert_eq!(running_allowed(256), (256 - 64) / FDS_PER_RUNNING_SESSION);
         assert_eq!(running_allowed(1024), (1024 - FD_RESERVE) / FDS_PER_RUNNING_SESSION);
         assert_eq!(running_allowed(u64::MAX), (u64::MAX - FD_RESERVE) / FDS_PER_RUNNING_SESSION);
         let d = default_max_running();

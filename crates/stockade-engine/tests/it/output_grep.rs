@@ -89,3 +89,36 @@ fn grep_with_context_over_a_200_mib_spool() {
     assert_eq!(g.matches, 2);
     assert!(g.lines.iter().all(|l| l.text.starts_with("NEEDLE")));
 }
+
+#[test]
+fn a_giant_line_is_skipped_past_with_offsets_and_line_numbers_exact() {
+    let t = tempfile::tempdir().unwrap();
+    let log = OutputLog::create(t.path().join("sh-1"), OutputConfig::default()).unwrap();
+    // Two lines longer than the searcher may hold (64 MiB), each followed by a needle; a match
+    // inside the searched start of a giant line is found too.
+    let mut expected = Vec::new();
+    let (mut offset, mut line) = (0u64, 0u64);
+    for n in 0..2 {
+        let mut giant = vec![b'a'; 70 << 20];
+        giant[..12].copy_from_slice(b"giant-start ");
+        giant.push(b'\n');
+        expected.push((offset, line + 1, "giant-start".to_string()));
+        log.append(Stream::Stdout, &giant).unwrap();
+        offset += giant.len() as u64;
+        line += 1;
+        let needle = format!("needle {n}\n");
+        expected.push((offset, line + 1, format!("needle {n}")));
+        log.append(Stream::Stdout, needle.as_bytes()).unwrap();
+        offset += needle.len() as u64;
+        line += 1;
+    }
+    log.finish().unwrap();
+    let g = log
+        .grep(&GrepRequest { pattern: "needle|giant-start".into(), ..Default::default() })
+        .unwrap();
+    assert_eq!((g.matches, g.truncated), (4, false));
+    for (got, (offset, line, text)) in g.lines.iter().zip(&expected) {
+        assert_eq!((got.offset, got.line_number), (*offset, *line), "{text}");
+        assert!(got.text.starts_with(text.as_str()), "{} is not {text}", &got.text[..20]);
+    }
+}

@@ -33,6 +33,7 @@ mod daemon_lifecycle;
 mod daemon_load;
 mod disk_full_restart;
 mod e2b;
+mod faults;
 mod file_cap;
 mod grep_bounds;
 mod hardening;

@@ -1,0 +1,96 @@
+//! Faults in the surroundings a user brings: a shared directory given as the home, a small
+//! open-file limit. Through the binary, daemons auto-started as a user's shell starts them.
+
+use std::os::unix::fs::PermissionsExt as _;
+use std::time::{Duration, Instant};
+
+use stockade_testkit::{Home, text};
+
+#[test]
+fn a_shared_directory_is_refused_as_home_and_left_as_it_was() {
+    for mode in [0o1777, 0o777, 0o775] {
+        let home = Home::nested("shared");
+        std::fs::create_dir(home.path()).unwrap();
+        std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(mode)).unwrap();
+        for args in [&["doctor"][..], &["run", "true"], &["run", "--bg", "sleep 1"]] {
+            let out = home.run(args);
+            let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
+            assert!(said.contains(&format!("chmod 700 {}", home.path_str())), "{args:?}: {said}");
+            if args[0] != "doctor" {
+                assert!(!out.status.success(), "{args:?} ran in a {mode:o} home: {said}");
+            }
+            let now = std::fs::metadata(home.path()).unwrap().permissions().mode() & 0o7777;
+            assert_eq!(now, mode, "{args:?} changed the mode of a home it did not create");
+        }
+        // Nothing was made in it: no daemon, no spool.
+        assert_eq!(std::fs::read_dir(home.path()).unwrap().count(), 0, "{mode:o}");
+    }
+}
+
+#[test]
+fn a_small_open_file_limit_still_runs_commands() {
+    let home = Home::new();
+    // `ulimit -n 256` sets the soft and the hard limit: the daemon it auto-starts cannot raise it.
+    let under_limit = |args: &str| {
+        let mut c = std::process::Command::new("sh");
+        c.arg("-c")
+            .arg(format!("ulimit -n 256 && exec \"$0\" {args}"))
+            .arg(stockade_testkit::stockade_bin())
+            .env("STOCKADE_HOME", home.path())
+            .env("NO_COLOR", "1")
+            .stdin(std::process::Stdio::null());
+        c.output().unwrap()
+    };
+    // The first auto-starts the daemon under the limit.
+    let out = under_limit("run --bg -q 'echo hello'");
+    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+    let id = text(&out.stdout).trim().to_owned();
+    assert_eq!(home.wait_finished(&id)["state"], "exited");
+    assert_eq!(home.ok(&["logs", &id]), "hello\n");
+    let limits =
+        std::fs::read_to_string(format!("/proc/{}/limits", home.daemon_pid().unwrap())).unwrap();
+    let line = limits.lines().find(|l| l.starts_with("Max open files")).unwrap().to_owned();
+    assert!(line.split_whitespace().any(|w| w == "256"), "the daemon's limit: {line}");
+    // Twenty running at once fit; past the budget a run is refused in a sentence, and `ps`
+    // still answers at once.
+    for i in 0..20 {
+        let out = under_limit("run --bg -q 'sleep 30'");
+        assert!(out.status.success(), "run {i}: {}", text(&out.stderr));
+    }
+    let mut refused = None;
+    for _ in 0..10 {
+        let out = under_limit("run --bg -q 'sleep 30'");
+        if !out.status.success() {
+            refused = Some(text(&out.stderr));
+            break;
+        }
+    }
+    let refused = refused.expect("a run past the open-file budget was refused");
+    assert!(refused.contains("open-file limit"), "{refused}");
+    let t = Instant::now();
+    let ps = home.run(&["ps", "--json"]);
+    assert!(ps.status.success(), "{}", text(&ps.stderr));
+    assert!(t.elapsed() < Duration::from_secs(10), "ps took {:?}", t.elapsed());
+    let list: serde_json::Value = serde_json::from_slice(&ps.stdout).unwrap();
+    let running =
+        list["sessions"].as_array().unwrap().iter().filter(|s| s["state"] == "running").count();
+    assert!((20..=30).contains(&running), "{running} running");
+}
+
+#[test]
+fn grep_finds_what_follows_a_line_too_long_to_hold() {
+    let home = Home::new();
+    // 70 MiB on one line (past the 64 MiB a search may hold), then the line looked for.
+    let id =
+        home.run_bg("head -c 73400320 /dev/zero | tr '\\0' x; echo; echo 'error: after it'")["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+    assert_eq!(home.wait_finished(&id)["state"], "exited");
+    let g = home.json(&["grep", &id, "^error"]);
+    let lines = g["lines"].as_array().unwrap();
+    assert_eq!(lines.len(), 1, "{g}");
+    assert_eq!(lines[0]["line_number"], 2, "{g}");
+    assert_eq!(lines[0]["offset"], 73400321, "{g}");
+    assert_eq!(lines[0]["text"], "error: after it", "{g}");
+}
