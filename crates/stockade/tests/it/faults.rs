@@ -142,3 +142,54 @@ fn an_over_long_mcp_stdio_line_is_skipped_in_constant_memory() {
     assert!(answers.iter().any(|a| a["id"] == 1 && a["result"].is_object()), "{answers:?}");
     assert!(peak < 96 << 20, "stockade mcp peaked at {} MiB reading a 400 MiB line", peak >> 20);
 }
+
+/// The resident size (`VmRSS`) of `pid`, in bytes.
+fn rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap()
+        * 1024
+}
+
+#[test]
+fn a_peer_that_pings_and_never_reads_is_closed_not_buffered() {
+    use stockade_testkit::ws::tungstenite::Message;
+    use stockade_testkit::ws::tungstenite::protocol::frame::coding::CloseCode;
+    const TOKEN: &str = "ping-flood-token-0123456789";
+    let tmp = tempfile::tempdir().unwrap();
+    let file = stockade_testkit::owner_token_file(tmp.path(), TOKEN);
+    let daemon = stockade_testkit::DaemonProc::start(&[
+        "--ws",
+        "127.0.0.1:0",
+        "--token-file",
+        file.to_str().unwrap(),
+    ]);
+    let before = rss(daemon.pid);
+    let mut ws =
+        stockade_testkit::ws::connect(daemon.ws_addr(), Some(&format!("Bearer {TOKEN}"))).unwrap();
+    // 200,000 pings of 120 bytes, none of their pongs read: a flood that grew the daemon by ~123
+    // bytes a ping before. (Sends keep succeeding after the close: the daemon reads and drops
+    // what a closed peer still sends.)
+    let mut sent = 0;
+    while sent < 200_000 && ws.send(Message::Ping(vec![b'p'; 120].into())).is_ok() {
+        sent += 1;
+    }
+    let grown = rss(daemon.pid).saturating_sub(before);
+    let code = loop {
+        match ws.read() {
+            Ok(Message::Close(frame)) => break frame.map(|f| f.code),
+            Ok(_) => {}
+            Err(e) => panic!("no close frame after {sent} pings: {e}"),
+        }
+    };
+    assert_eq!(code, Some(CloseCode::Policy), "after {sent} pings");
+    assert!(grown < 16 << 20, "the daemon grew {} MiB under {sent} pings", grown >> 20);
+    // The door still serves a well-behaved client.
+    let mut fresh = stockade_testkit::ws::WsRpc(
+        stockade_testkit::ws::connect(daemon.ws_addr(), Some(&format!("Bearer {TOKEN}"))).unwrap(),
+    );
+    assert!(fresh.ok("list", serde_json::json!({}))["sessions"].is_array());
+}
