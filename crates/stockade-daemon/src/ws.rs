@@ -56,6 +56,11 @@ const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
 const LINGER_BUFFER: usize = 8 * 1024;
 /// Read buffer per WebSocket connection (as for the Unix socket).
 const READ_BUFFER: usize = 64 * 1024;
+/// Pings a peer may send per [`PING_WINDOW`]: each is answered with a pong the library queues
+/// even while the peer reads nothing, so a flood would grow the daemon without bound. Clients
+/// ping every few seconds at most; past this the connection is closed (policy).
+const PINGS_PER_WINDOW: u32 = 100;
+const PING_WINDOW: Duration = Duration::from_secs(10);
 
 /// A bound WebSocket listener and the token its connections must present.
 pub(crate) struct WsListener {
@@ -153,7 +158,13 @@ pub(crate) async fn connection(
     let (sink, stream) = ws.split();
     let (tx, rx) = mpsc::channel::<Vec<u8>>(WRITE_QUEUE);
     let writer = tokio::spawn(write_loop(sink, rx, conn.clone()));
-    let mut source = Messages { stream, tx: tx.clone(), close: None };
+    let mut source = Messages {
+        stream,
+        tx: tx.clone(),
+        close: None,
+        pings: 0,
+        window: tokio::time::Instant::now(),
+    };
     // A network client holds the door's token, which no sandboxed command can read.
     let caller = Arc::new(crate::handlers::Caller::Free);
     // The token in use as the connection starts: the one its upgrade was checked against,
@@ -286,6 +297,22 @@ struct Messages {
     tx: mpsc::Sender<Vec<u8>>,
     /// Why the daemon ends the connection, when it does.
     close: Option<CloseFrame>,
+    /// Pings in the current window, and when it began.
+    pings: u32,
+    window: tokio::time::Instant,
+}
+
+impl Messages {
+    /// Counts a ping; `false` once the peer sent more than its share in this window.
+    fn ping_allowed(&mut self) -> bool {
+        let now = tokio::time::Instant::now();
+        if now.duration_since(self.window) >= PING_WINDOW {
+            self.window = now;
+            self.pings = 0;
+        }
+        self.pings += 1;
+        self.pings <= PINGS_PER_WINDOW
+    }
 }
 
 impl FrameSource for Messages {
@@ -323,8 +350,18 @@ impl FrameSource for Messages {
                     );
                     let _ = self.tx.send(encode(&answer)).await;
                 }
-                // Pings are answered by the library; pongs and raw frames need nothing.
-                Message::Ping(_) | Message::Pong(_) | Message::Frame(_) | Message::Close(_) => {}
+                // Pings are answered by the library, within their share.
+                Message::Ping(_) => {
+                    if !self.ping_allowed() {
+                        tracing::info!(
+                            "a WebSocket peer sent more than {PINGS_PER_WINDOW} pings in {PING_WINDOW:?}; closing it"
+                        );
+                        self.close = Some(close_frame(CloseCode::Policy, "too many pings"));
+                        return Ok(None);
+                    }
+                }
+                // Pongs and raw frames need nothing.
+                Message::Pong(_) | Message::Frame(_) | Message::Close(_) => {}
             }
         }
     }

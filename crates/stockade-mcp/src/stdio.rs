@@ -103,13 +103,8 @@ async fn read_loop(
         if line.len() > MAX_LINE && line.last() != Some(&b'\n') {
             let message = format!("the line is longer than {MAX_LINE} bytes; it was skipped");
             let _ = errors.send(error_line(Value::Null, PARSE_ERROR, &message)).await;
-            // Skip the rest of the line.
-            let mut rest = Vec::new();
-            while !matches!(reader.read_until(b'\n', &mut rest).await, Ok(0) | Err(_)) {
-                if rest.last() == Some(&b'\n') {
-                    break;
-                }
-                rest.clear();
+            if !skip_line(&mut reader).await {
+                break;
             }
             continue;
         }
@@ -128,6 +123,24 @@ async fn read_loop(
     }
     // The client's end: rmcp sees end of input and stops.
     let _ = to_rmcp.shutdown().await;
+}
+
+/// Discards input up to and including the next newline, a buffer at a time (constant memory
+/// however long the line); `false` when the input ended first.
+async fn skip_line(reader: &mut (impl tokio::io::AsyncBufRead + Unpin)) -> bool {
+    loop {
+        let (used, done) = match reader.fill_buf().await {
+            Ok([]) | Err(_) => return false,
+            Ok(buf) => match buf.iter().position(|&b| b == b'\n') {
+                Some(i) => (i + 1, true),
+                None => (buf.len(), false),
+            },
+        };
+        reader.consume(used);
+        if done {
+            return true;
+        }
+    }
 }
 
 async fn write_loop(
@@ -190,5 +203,37 @@ mod tests {
         );
         assert_eq!(code(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#), None);
         assert_eq!(code(""), None);
+    }
+
+    #[tokio::test]
+    async fn an_over_long_line_is_skipped_in_constant_memory() {
+        // A line four times the limit, then a good one: the good one reaches rmcp whole, one
+        // parse error is answered, and the reader never holds more than a buffer of the rest.
+        let long = vec![b'x'; 4 * MAX_LINE];
+        let mut input = long;
+        input.extend_from_slice(b"\n{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n");
+        let (out_w, mut out_r) = tokio::io::duplex(1 << 16);
+        let (mut rmcp_in, _rmcp_out) =
+            filtered(std::io::Cursor::new(input), out_w, CancellationToken::new());
+        let mut got = Vec::new();
+        rmcp_in.read_to_end(&mut got).await.unwrap();
+        assert_eq!(got, b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n");
+        let mut answer = vec![0u8; 4096];
+        let n = out_r.read(&mut answer).await.unwrap();
+        let v: Value = serde_json::from_slice(&answer[..n]).unwrap();
+        assert_eq!(v["error"]["code"], json!(PARSE_ERROR), "{v}");
+    }
+
+    #[tokio::test]
+    async fn skipping_reads_a_buffer_at_a_time() {
+        let mut input = vec![b'y'; 1 << 20];
+        input.extend_from_slice(b"\nnext");
+        let mut reader = BufReader::with_capacity(4096, std::io::Cursor::new(input));
+        assert!(skip_line(&mut reader).await);
+        assert_eq!(reader.buffer().len().max(4096), 4096, "never more than its buffer");
+        let mut rest = String::new();
+        reader.read_to_string(&mut rest).await.unwrap();
+        assert_eq!(rest, "next");
+        assert!(!skip_line(&mut reader).await, "the input ended");
     }
 }

@@ -11,6 +11,9 @@ use tungstenite::{Message, WebSocket};
 
 use crate::rpc::outcome;
 
+/// The WebSocket library the helpers speak, for tests that send frames of their own.
+pub use tungstenite;
+
 /// A client WebSocket over plain TCP.
 pub type Ws = WebSocket<TcpStream>;
 

@@ -94,3 +94,102 @@ fn grep_finds_what_follows_a_line_too_long_to_hold() {
     assert_eq!(lines[0]["offset"], 73400321, "{g}");
     assert_eq!(lines[0]["text"], "error: after it", "{g}");
 }
+
+/// The peak resident size (`VmHWM`) of `pid`, in bytes.
+fn peak_rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap();
+    kib * 1024
+}
+
+#[test]
+fn an_over_long_mcp_stdio_line_is_skipped_in_constant_memory() {
+    use std::io::{BufRead as _, Write as _};
+    let home = Home::new();
+    let mut child = stockade_testkit::child::Reaped(
+        home.stockade(&["mcp", "--embedded"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut stdin = child.0.stdin.take().unwrap();
+    // 400 MiB on one line (the limit is 16 MiB), then a request that must still be answered.
+    let chunk = vec![b'x'; 1 << 20];
+    for _ in 0..400 {
+        stdin.write_all(&chunk).unwrap();
+    }
+    stdin.write_all(b"\n").unwrap();
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"0"}}}"#;
+    stdin.write_all(format!("{init}\n").as_bytes()).unwrap();
+    stdin.flush().unwrap();
+    let mut stdout = std::io::BufReader::new(child.0.stdout.take().unwrap());
+    let mut answers = Vec::new();
+    let mut line = String::new();
+    while answers.len() < 2 && stdout.read_line(&mut line).unwrap_or(0) > 0 {
+        answers.push(serde_json::from_str::<serde_json::Value>(&line).unwrap());
+        line.clear();
+    }
+    let peak = peak_rss(child.0.id());
+    drop(stdin);
+    let status = stockade_testkit::child::wait_bounded(&mut child.0, Duration::from_secs(10));
+    assert!(status.is_some(), "stockade mcp did not end after its input closed");
+    assert!(answers.iter().any(|a| a["error"]["code"] == -32700), "{answers:?}");
+    assert!(answers.iter().any(|a| a["id"] == 1 && a["result"].is_object()), "{answers:?}");
+    assert!(peak < 96 << 20, "stockade mcp peaked at {} MiB reading a 400 MiB line", peak >> 20);
+}
+
+/// The resident size (`VmRSS`) of `pid`, in bytes.
+fn rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap()
+        * 1024
+}
+
+#[test]
+fn a_peer_that_pings_and_never_reads_is_closed_not_buffered() {
+    use stockade_testkit::ws::tungstenite::Message;
+    use stockade_testkit::ws::tungstenite::protocol::frame::coding::CloseCode;
+    const TOKEN: &str = "ping-flood-token-0123456789";
+    let tmp = tempfile::tempdir().unwrap();
+    let file = stockade_testkit::owner_token_file(tmp.path(), TOKEN);
+    let daemon = stockade_testkit::DaemonProc::start(&[
+        "--ws",
+        "127.0.0.1:0",
+        "--token-file",
+        file.to_str().unwrap(),
+    ]);
+    let before = rss(daemon.pid);
+    let mut ws =
+        stockade_testkit::ws::connect(daemon.ws_addr(), Some(&format!("Bearer {TOKEN}"))).unwrap();
+    // 200,000 pings of 120 bytes, none of their pongs read: a flood that grew the daemon by ~123
+    // bytes a ping before. (Sends keep succeeding after the close: the daemon reads and drops
+    // what a closed peer still sends.)
+    let mut sent = 0;
+    while sent < 200_000 && ws.send(Message::Ping(vec![b'p'; 120].into())).is_ok() {
+        sent += 1;
+    }
+    let grown = rss(daemon.pid).saturating_sub(before);
+    let code = loop {
+        match ws.read() {
+            Ok(Message::Close(frame)) => break frame.map(|f| f.code),
+            Ok(_) => {}
+            Err(e) => panic!("no close frame after {sent} pings: {e}"),
+        }
+    };
+    assert_eq!(code, Some(CloseCode::Policy), "after {sent} pings");
+    assert!(grown < 16 << 20, "the daemon grew {} MiB under {sent} pings", grown >> 20);
+    // The door still serves a well-behaved client.
+    let mut fresh = stockade_testkit::ws::WsRpc(
+        stockade_testkit::ws::connect(daemon.ws_addr(), Some(&format!("Bearer {TOKEN}"))).unwrap(),
+    );
+    assert!(fresh.ok("list", serde_json::json!({}))["sessions"].is_array());
+}
