@@ -3,8 +3,10 @@
 //! every process is verified gone.
 
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use clap::Args;
+use stockade_client::{Client, ClientError};
 use stockade_log::answer;
 use stockade_proto::TerminateReport;
 use stockade_proto::rpc::{CleanupParams, ForgetParams, KillParams, method};
@@ -53,12 +55,17 @@ pub struct CleanupArgs {
 }
 
 pub fn kill(global: &Global, args: KillArgs) -> anyhow::Result<ExitCode> {
-    let mut client = global.connect()?;
+    let client = global.connect()?;
+    let params = |id: &String| KillParams {
+        id: id.clone(),
+        signal: args.signal.clone(),
+        grace_ms: args.grace_ms,
+    };
+    let results =
+        in_parallel(global, client, &args.ids, |c, id| c.call::<method::Kill>(params(id)));
     let mut each = Each::new(args.json, args.ids.len());
-    for id in &args.ids {
-        let params =
-            KillParams { id: id.clone(), signal: args.signal.clone(), grace_ms: args.grace_ms };
-        match client.call::<method::Kill>(params) {
+    for result in results {
+        match result {
             Ok(result) => {
                 each.survived |= !result.report.terminated;
                 let text = format!(
@@ -68,17 +75,64 @@ pub fn kill(global: &Global, args: KillArgs) -> anyhow::Result<ExitCode> {
                 );
                 each.done(&result, &text)?;
             }
-            Err(e) => each.failed(e.into())?,
+            Err(e) => each.failed(e)?,
         }
     }
     each.finish()
 }
 
+/// Most calls in flight at once (one connection each). Terminates the daemon runs at once share
+/// their `/proc` census and overlap their grace, so ending a thousand sessions costs about what
+/// a few dozen one after the other would; more connections would only queue behind the census.
+const PARALLEL_CALLS: usize = 128;
+
+/// Makes `call` for every id, on up to [`PARALLEL_CALLS`] connections at once (`first` is one of
+/// them); the results in the order of `ids`. A connection that cannot be opened leaves its share
+/// to the others.
+fn in_parallel<T: Send>(
+    global: &Global,
+    first: Client,
+    ids: &[String],
+    call: impl Fn(&mut Client, &String) -> Result<T, ClientError> + Sync,
+) -> Vec<anyhow::Result<T>> {
+    let next = AtomicUsize::new(0);
+    let work = |mut client: Client| {
+        let mut done = Vec::new();
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(id) = ids.get(i) else { return done };
+            done.push((i, call(&mut client, id).map_err(anyhow::Error::from)));
+        }
+    };
+    let work = &work;
+    let mut results: Vec<Option<anyhow::Result<T>>> = ids.iter().map(|_| None).collect();
+    std::thread::scope(|scope| {
+        let helpers: Vec<_> = (1..ids.len().min(PARALLEL_CALLS))
+            .filter_map(|_| global.connect().ok())
+            .map(|client| scope.spawn(move || work(client)))
+            .collect();
+        let mut all = work(first);
+        for helper in helpers {
+            all.extend(helper.join().unwrap_or_default());
+        }
+        for (i, result) in all {
+            results[i] = Some(result);
+        }
+    });
+    results
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err(anyhow::anyhow!("the call was not made; try again"))))
+        .collect()
+}
+
 pub fn forget(global: &Global, args: ForgetArgs) -> anyhow::Result<ExitCode> {
-    let mut client = global.connect()?;
+    let client = global.connect()?;
+    let results = in_parallel(global, client, &args.ids, |c, id| {
+        c.call::<method::Forget>(ForgetParams { id: id.clone() })
+    });
     let mut each = Each::new(args.json, args.ids.len());
-    for id in &args.ids {
-        match client.call::<method::Forget>(ForgetParams { id: id.clone() }) {
+    for result in results {
+        match result {
             Ok(result) => {
                 let mut text = format!(
                     "Forgot {}: removed {} of output\n",
@@ -92,7 +146,7 @@ pub fn forget(global: &Global, args: ForgetArgs) -> anyhow::Result<ExitCode> {
                 }
                 each.done(&result, &text)?;
             }
-            Err(e) => each.failed(e.into())?,
+            Err(e) => each.failed(e)?,
         }
     }
     each.finish()
