@@ -9,7 +9,9 @@ use clap::Args;
 use stockade_client::{Client, ClientError};
 use stockade_log::answer;
 use stockade_proto::TerminateReport;
-use stockade_proto::rpc::{CleanupParams, ForgetParams, KillParams, method};
+use stockade_proto::rpc::{
+    CleanupParams, ForgetParams, KillManyParams, KillManyResult, KillParams, code, method,
+};
 
 use crate::global::Global;
 use crate::out;
@@ -18,8 +20,11 @@ use crate::out;
 #[derive(Debug, Args)]
 pub struct KillArgs {
     /// The session ids (`sh-3 sh-4`).
-    #[arg(required = true, value_name = "ID")]
+    #[arg(required_unless_present = "all", value_name = "ID")]
     pub ids: Vec<String>,
+    /// Every running session (no ids with it).
+    #[arg(long)]
+    pub all: bool,
     /// The first signal: TERM (default), INT, HUP, KILL, … or a number.
     #[arg(short = 's', long, value_name = "SIGNAL")]
     pub signal: Option<String>,
@@ -55,7 +60,28 @@ pub struct CleanupArgs {
 }
 
 pub fn kill(global: &Global, args: KillArgs) -> anyhow::Result<ExitCode> {
-    let client = global.connect()?;
+    if args.all && !args.ids.is_empty() {
+        anyhow::bail!("give either session ids or --all, not both");
+    }
+    let mut client = global.connect()?;
+    if args.all || args.ids.len() > 1 {
+        // One call for all: the daemon signals every tree first and ends them together.
+        let params = KillManyParams {
+            ids: args.ids.clone(),
+            all: args.all,
+            signal: args.signal.clone(),
+            grace_ms: args.grace_ms,
+        };
+        match client.call::<method::KillMany>(params) {
+            Ok(many) => return print_many(&args, many),
+            // A daemon older than this client: one call per id, as it then did.
+            Err(e) if e.rpc_code() == Some(code::METHOD_NOT_FOUND) && !args.all => {}
+            Err(e) if e.rpc_code() == Some(code::METHOD_NOT_FOUND) => anyhow::bail!(
+                "this daemon is older than `kill --all`; name the sessions instead: stockade kill $(stockade ps -q --state running)"
+            ),
+            Err(e) => return Err(e.into()),
+        }
+    }
     let params = |id: &String| KillParams {
         id: id.clone(),
         signal: args.signal.clone(),
@@ -76,6 +102,32 @@ pub fn kill(global: &Global, args: KillArgs) -> anyhow::Result<ExitCode> {
                 each.done(&result, &text)?;
             }
             Err(e) => each.failed(e)?,
+        }
+    }
+    each.finish()
+}
+
+/// Prints a `kill_many` answer as `kill` of each id would, in order.
+fn print_many(args: &KillArgs, many: KillManyResult) -> anyhow::Result<ExitCode> {
+    if args.all && many.results.is_empty() && !args.json {
+        out::print("Nothing was running\n")?;
+    }
+    let mut each = Each::new(args.json, if args.all { 2 } else { many.results.len() });
+    for one in many.results {
+        match (one.result, one.error) {
+            (Some(result), _) => {
+                each.survived |= !result.report.terminated;
+                let text = format!(
+                    "{}\n{}\n",
+                    answer::status_line(&result.id, &result.state),
+                    report_line(&result.report)
+                );
+                each.done(&result, &text)?;
+            }
+            (None, why) => {
+                let why = why.unwrap_or_else(|| format!("{} was not ended; kill it again", one.id));
+                each.failed(anyhow::anyhow!(why))?;
+            }
         }
     }
     each.finish()
