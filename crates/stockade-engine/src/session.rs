@@ -591,7 +591,7 @@ impl Supervisor {
             Ending::Kill(req) => {
                 let report = match &req.batch {
                     Some(batch) => batch.terminate(Arc::clone(&session.tree)).await,
-                    None => session.tree.terminate(&req.opts).await,
+                    None => stockade_proc::terminate_one(&session.tree, &req.opts).await,
                 };
                 (SessionState::Killed { reason: req.reason }, report, Some(req.reply))
             }

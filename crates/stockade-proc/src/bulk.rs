@@ -89,6 +89,21 @@ pub async fn terminate_many(
     reports
 }
 
+/// Terminates one tree on request: with a cgroup through [`terminate_many`], which then takes
+/// no `/proc` census (the cgroup's `cgroup.procs` and `cgroup.kill` reach every process the
+/// session started, and nothing outside it can be the session's) — O(the session's processes)
+/// instead of O(every process on the machine); without one, [`ProcessTree::terminate`].
+pub async fn terminate_one(tree: &Arc<ProcessTree>, opts: &TerminateOptions) -> TerminateReport {
+    if tree.needs_census() {
+        return tree.terminate(opts).await;
+    }
+    let mut reports = terminate_many(std::slice::from_ref(tree), opts).await;
+    match reports.pop() {
+        Some(report) => report,
+        None => tree.terminate(opts).await,
+    }
+}
+
 fn new_run<'a>(tree: &'a ProcessTree, opts: &TerminateOptions) -> Run<'a> {
     #[cfg(not(feature = "test-hooks"))]
     let _ = opts;

@@ -65,7 +65,7 @@ mod spawn;
 mod terminate;
 mod tree;
 
-pub use bulk::{TerminateBatch, terminate_many};
+pub use bulk::{TerminateBatch, terminate_many, terminate_one};
 pub use clone3::status as spawn_method;
 pub use containment::instance_cgroup_pid;
 pub use containment::{CgroupMode, Containment, ContainmentConfig, ContainmentInfo};
