@@ -39,6 +39,11 @@ pub struct Daemon {
 impl Daemon {
     /// Start a daemon with state directory `home` and wait until its socket answers.
     pub fn start(exe: &Path, home: &Path) -> Result<Daemon> {
+        Daemon::start_with(exe, home, &[])
+    }
+
+    /// [`Daemon::start`] with more `daemon run` arguments (e.g. `--no-cgroup`).
+    pub fn start_with(exe: &Path, home: &Path, extra: &[&str]) -> Result<Daemon> {
         std::fs::create_dir_all(home).map_err(|e| BenchError::path("create", home, e))?;
         let socket = home.join("stockade.sock");
         let stderr_path = home.join("daemon.stderr");
@@ -49,6 +54,7 @@ impl Daemon {
             .arg(home)
             .args(["daemon", "run", "--socket"])
             .arg(&socket)
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(stderr)

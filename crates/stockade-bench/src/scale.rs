@@ -1,5 +1,5 @@
-//! Scale: `grep` over a large spool against ripgrep on the same file, and `list` with many
-//! running sessions.
+//! Scale: `grep` over a large spool against ripgrep on the same file, `list` with many
+//! running sessions, and starting and ending many sessions (`scale`).
 //!
 //! * `grep`: one session prints `seq 1 N` (about `bytes` of lines), then `grep` for the anchored
 //!   last line (`'^N$'`, the case that used to lose the searcher's fast path) and for the same
@@ -7,6 +7,10 @@
 //!   of `rounds` each. The figure is speed relative to `rg` (rg seconds / stockade seconds).
 //! * `list`: `sessions` background `sleep` commands stay running; `list` is called `calls` times;
 //!   the figures are its median wall time and the daemon CPU per call (`/proc/<pid>/stat`).
+//! * `scale`: N background `sleep 1000`s started over 16 connections of the client library at
+//!   once (timed); at N running, the daemon CPU of single `kill`s and `list`s; one `kill_many`
+//!   of all (what `stockade kill --all` sends), timed to 0 processes; N started again and
+//!   `daemon stop` (the `shutdown` call), timed to 0 processes and to the daemon's exit.
 
 use std::path::Path;
 use std::process::Command;
@@ -14,7 +18,9 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use stockade_proto::SessionState;
-use stockade_proto::rpc::{GrepParams, KillParams, ListParams, RunParams, method};
+use stockade_proto::rpc::{
+    GrepParams, KillManyParams, KillParams, ListParams, NoParams, RunParams, method,
+};
 
 use crate::daemon::Daemon;
 use crate::{BenchError, MIB, Result, mib};
@@ -237,6 +243,210 @@ pub fn list(
     drop(client);
     daemon.shutdown();
     let summary = ListSummary { sessions, calls: times.len(), median_s, daemon_cpu_s, kill_all_s };
+    append(out, "scale.jsonl", &summary)?;
+    Ok(summary)
+}
+
+/// Goal: starting the sessions, seconds (1,000 background sessions).
+pub const START_GOAL_S: f64 = 5.0;
+/// Goal: from one `kill` of all (or `daemon stop`) to 0 processes, seconds.
+pub const END_GOAL_S: f64 = 2.0;
+/// Goal: daemon CPU of one `kill` at 1,000 running, seconds.
+pub const KILL_CPU_GOAL_S: f64 = 0.020;
+/// Goal: daemon CPU of one `list` at 1,000 running, seconds.
+pub const LIST_CPU_GOAL_S: f64 = 0.050;
+/// Connections the sessions are started over at once (the client library, one thread each).
+const START_CONNECTIONS: usize = 16;
+/// Single `kill`s and `list`s measured at N running (CPU is counted in 10 ms ticks).
+const SINGLES: usize = 5;
+/// How long the ends may take before the bench gives up waiting for 0 processes.
+const END_LIMIT: Duration = Duration::from_secs(120);
+
+/// `bench scale`'s figures for one containment mode.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ScaleSummary {
+    /// `cgroup` or `process-group`.
+    pub containment: String,
+    /// Sessions started (each `sleep 1000`).
+    pub sessions: usize,
+    /// Seconds to start them, in parallel through the client library.
+    pub start_s: f64,
+    /// Daemon CPU seconds per single `kill` at about `sessions` running.
+    pub kill_one_cpu_s: f64,
+    /// Daemon CPU seconds per `list` at about `sessions` running.
+    pub list_cpu_s: f64,
+    /// Seconds from one `kill_many` of all (what `stockade kill --all` sends) to 0 processes.
+    pub kill_all_s: f64,
+    /// Seconds that call took to answer.
+    pub kill_all_call_s: f64,
+    /// Seconds to start them again (before `daemon stop`).
+    pub restart_s: f64,
+    /// Seconds from `daemon stop` (the `shutdown` call) to 0 processes.
+    pub stop_zero_s: f64,
+    /// Seconds from `daemon stop` to the daemon's exit.
+    pub stop_exit_s: f64,
+}
+
+impl ScaleSummary {
+    /// The lines printed: one per figure, with its goal.
+    pub fn lines(&self) -> Vec<String> {
+        let v = |ok: bool| if ok { "met" } else { "NOT met" };
+        let (n, c) = (self.sessions, &self.containment);
+        vec![
+            format!(
+                "scale ({c}): start {n} background sessions: {:.2}s (goal ≤ {START_GOAL_S}s: {})",
+                self.start_s,
+                v(self.start_s <= START_GOAL_S)
+            ),
+            format!(
+                "scale ({c}): one kill at {n} running: {:.3}s daemon CPU (goal ≤ {KILL_CPU_GOAL_S}s: {})",
+                self.kill_one_cpu_s,
+                v(self.kill_one_cpu_s <= KILL_CPU_GOAL_S)
+            ),
+            format!(
+                "scale ({c}): one list at {n} running: {:.3}s daemon CPU (goal ≤ {LIST_CPU_GOAL_S}s: {})",
+                self.list_cpu_s,
+                v(self.list_cpu_s <= LIST_CPU_GOAL_S)
+            ),
+            format!(
+                "scale ({c}): kill --all of {n}: 0 processes after {:.2}s (call {:.2}s) (goal ≤ {END_GOAL_S}s: {})",
+                self.kill_all_s,
+                self.kill_all_call_s,
+                v(self.kill_all_s <= END_GOAL_S)
+            ),
+            format!(
+                "scale ({c}): daemon stop with {n} running: 0 processes after {:.2}s, daemon exited after {:.2}s (goal ≤ {END_GOAL_S}s to 0: {}); started again in {:.2}s",
+                self.stop_zero_s,
+                self.stop_exit_s,
+                v(self.stop_zero_s <= END_GOAL_S),
+                self.restart_s
+            ),
+        ]
+    }
+}
+
+/// Starts `n` background `sleep 1000`s over [`START_CONNECTIONS`] connections at once; their
+/// ids and root pids (each the pgid of its session).
+fn start_many(daemon: &Daemon, n: usize) -> Result<Vec<(String, u32)>> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let work = || -> Result<Vec<(String, u32)>> {
+        let mut client = daemon.client()?;
+        let mut done = Vec::new();
+        while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < n {
+            let run = RunParams {
+                command: "sleep 1000".into(),
+                background: true,
+                ..RunParams::default()
+            };
+            let res = client.call::<method::Run>(run)?;
+            done.push((res.id, res.pid));
+        }
+        Ok(done)
+    };
+    let mut all = Vec::new();
+    std::thread::scope(|scope| -> Result<()> {
+        let threads: Vec<_> = (0..START_CONNECTIONS).map(|_| scope.spawn(work)).collect();
+        for t in threads {
+            let done = t.join().map_err(|_| BenchError::msg("a starting thread panicked"))?;
+            all.extend(done?);
+        }
+        Ok(())
+    })?;
+    Ok(all)
+}
+
+/// Seconds from `since` until no process is left in any of the sessions' groups.
+fn until_none(started: &[(String, u32)], since: Instant) -> Result<f64> {
+    let none = crate::proc::wait_until(END_LIMIT, Duration::from_millis(10), || {
+        !started.iter().any(|&(_, pgid)| crate::proc::group_alive(pgid))
+    });
+    if !none {
+        return Err(BenchError::msg(format!(
+            "processes of the sessions were still alive {}s after they were ended",
+            END_LIMIT.as_secs()
+        )));
+    }
+    Ok(since.elapsed().as_secs_f64())
+}
+
+/// Daemon CPU seconds per call of `f`, over `calls` calls.
+fn cpu_per_call(pid: u32, calls: usize, mut f: impl FnMut(usize) -> Result<()>) -> Result<f64> {
+    let before = cpu(pid)?;
+    for i in 0..calls {
+        f(i)?;
+    }
+    Ok(cpu(pid)?.saturating_sub(before).as_secs_f64() / calls.max(1) as f64)
+}
+
+/// `bench scale` in one containment mode (`no_cgroup`: the daemon runs with `--no-cgroup`).
+pub fn scale(
+    exe: &Path,
+    out: &Path,
+    work: &Path,
+    n: usize,
+    no_cgroup: bool,
+) -> Result<ScaleSummary> {
+    std::fs::create_dir_all(out).map_err(|e| BenchError::path("create", out, e))?;
+    let tmp = super::speed::tmpdir(work)?;
+    let extra: &[&str] = if no_cgroup { &["--no-cgroup"] } else { &[] };
+    let mut daemon = Daemon::start_with(exe, &tmp.path().join("home"), extra)?;
+    let mut client = daemon.client()?;
+    let containment = client.call::<method::Status>(NoParams {})?.containment;
+    let t = Instant::now();
+    let started = start_many(&daemon, n)?;
+    let start_s = t.elapsed().as_secs_f64();
+    for &(_, pid) in &started {
+        daemon.track_session(pid);
+    }
+    client.call::<method::List>(ListParams::default())?;
+    let list_cpu_s = cpu_per_call(daemon.pid(), SINGLES, |_| {
+        client.call::<method::List>(ListParams::default())?;
+        Ok(())
+    })?;
+    let kill_one_cpu_s = cpu_per_call(daemon.pid(), SINGLES, |i| {
+        let id = started[i % started.len().max(1)].0.clone();
+        client.call::<method::Kill>(KillParams { id, ..KillParams::default() })?;
+        Ok(())
+    })?;
+    // The call answers once every session is finalised; the processes are watched meanwhile.
+    let d = &daemon;
+    let (kill_all_s, kill_all_call_s) = std::thread::scope(|scope| -> Result<(f64, f64)> {
+        let t = Instant::now();
+        let call = scope.spawn(move || -> Result<f64> {
+            let all = KillManyParams { all: true, ..KillManyParams::default() };
+            d.client()?.call::<method::KillMany>(all)?;
+            Ok(t.elapsed().as_secs_f64())
+        });
+        let zero = until_none(&started, t);
+        let call = call.join().map_err(|_| BenchError::msg("the kill thread panicked"))?;
+        Ok((zero?, call?))
+    })?;
+
+    let t = Instant::now();
+    let again = start_many(&daemon, n)?;
+    let restart_s = t.elapsed().as_secs_f64();
+    for &(_, pid) in &again {
+        daemon.track_session(pid);
+    }
+    let t = Instant::now();
+    client.call::<method::Shutdown>(NoParams {})?;
+    let stop_zero_s = until_none(&again, t)?;
+    crate::proc::wait_until(END_LIMIT, Duration::from_millis(10), || !daemon.is_alive());
+    let stop_exit_s = t.elapsed().as_secs_f64();
+    drop(client);
+    daemon.shutdown();
+    let summary = ScaleSummary {
+        containment: serde_json::to_value(containment)?.as_str().unwrap_or("unknown").to_owned(),
+        sessions: n,
+        start_s,
+        kill_one_cpu_s,
+        list_cpu_s,
+        kill_all_s,
+        kill_all_call_s,
+        restart_s,
+        stop_zero_s,
+        stop_exit_s,
+    };
     append(out, "scale.jsonl", &summary)?;
     Ok(summary)
 }

@@ -26,6 +26,7 @@ const QUEUE: usize = 4096;
 const AUDITED: &[&str] = &[
     "run",
     "kill",
+    "kill_many",
     "write",
     "restart",
     "forget",

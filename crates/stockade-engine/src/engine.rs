@@ -23,7 +23,7 @@ use crate::state_dir::StateDir;
 use stockade_log::{OutputConfig, OutputLog};
 use stockade_proc::{
     Containment, ContainmentConfig, ContainmentInfo, SessionMarker, SpawnSpec, StdioSpec,
-    TerminateOptions, spawn, spawn_pty,
+    TerminateBatch, TerminateOptions, spawn, spawn_pty,
 };
 
 /// The shell used when a run names none.
@@ -685,20 +685,34 @@ impl Engine {
         sessions: Vec<Arc<Session>>,
         reason: &str,
     ) -> BTreeMap<String, TerminateReport> {
-        let opts = self.terminate_options();
+        let ids: Vec<String> = sessions.iter().map(|s| s.id().to_owned()).collect();
+        let reports = self.kill_many(sessions, self.terminate_options(), reason).await;
+        ids.into_iter().zip(reports).filter_map(|(id, r)| Some((id, r?))).collect()
+    }
+
+    /// Terminate these sessions together — every tree signalled first, one grace, one `/proc`
+    /// census per round for all of them — each finalised by its own supervisor as by
+    /// [`Session::kill`]; their reports in the order given (`None` where the task ending one
+    /// failed).
+    pub async fn kill_many(
+        &self,
+        sessions: Vec<Arc<Session>>,
+        opts: TerminateOptions,
+        reason: &str,
+    ) -> Vec<Option<TerminateReport>> {
+        let mut reports: Vec<Option<TerminateReport>> = vec![None; sessions.len()];
+        let batch = TerminateBatch::new(sessions.len(), opts.clone());
         let mut kills = tokio::task::JoinSet::new();
-        for session in sessions {
+        for (i, session) in sessions.into_iter().enumerate() {
             let opts = opts.clone();
+            let batch = batch.clone();
             let reason = reason.to_owned();
-            kills.spawn(async move {
-                let report = session.kill(opts, &reason).await;
-                (session.id().to_owned(), report)
-            });
+            kills.spawn(async move { (i, session.kill_in(opts, Some(batch), &reason).await) });
         }
-        let mut reports = BTreeMap::new();
+        drop(batch);
         while let Some(done) = kills.join_next().await {
-            if let Ok((id, report)) = done {
-                reports.insert(id, report);
+            if let Ok((i, report)) = done {
+                reports[i] = Some(report);
             }
         }
         reports

@@ -22,7 +22,7 @@ use crate::input::{InputRefused, SessionInput};
 use crate::registry::{self, Owner, RECORD_VERSION, RecordTotals, SessionRecord};
 use stockade_log::Spare;
 use stockade_log::{LaterMeta, OutputLog, REASON_DISK_CAP};
-use stockade_proc::{ProcessTree, TerminateOptions};
+use stockade_proc::{ProcessTree, TerminateBatch, TerminateOptions};
 
 /// How long the drain may keep reading after the tree is verified gone before it is cancelled.
 /// Only a writer the terminate routine could not find (it reports survivors) can hold the pipe
@@ -47,6 +47,8 @@ struct KillRequest {
     opts: TerminateOptions,
     reason: String,
     reply: oneshot::Sender<TerminateReport>,
+    /// Ends the tree together with the other sessions of a bulk kill (shared grace and census).
+    batch: Option<TerminateBatch>,
 }
 
 /// Why the supervisor stopped waiting.
@@ -238,8 +240,18 @@ impl Session {
     /// and wait for the session to be finalised. On a finished session this verifies that nothing
     /// of it remains and reports what it found.
     pub async fn kill(&self, opts: TerminateOptions, reason: &str) -> TerminateReport {
+        self.kill_in(opts, None, reason).await
+    }
+
+    /// [`Self::kill`], the tree ended in `batch` with other sessions' when one is given.
+    pub async fn kill_in(
+        &self,
+        opts: TerminateOptions,
+        batch: Option<TerminateBatch>,
+        reason: &str,
+    ) -> TerminateReport {
         let (reply, rx) = oneshot::channel();
-        let request = KillRequest { opts: opts.clone(), reason: reason.to_owned(), reply };
+        let request = KillRequest { opts: opts.clone(), reason: reason.to_owned(), reply, batch };
         if self.kill_tx.send(request).await.is_ok()
             && let Ok(report) = rx.await
         {
@@ -577,7 +589,10 @@ impl Supervisor {
                 (SessionState::Killed { reason }, report, None)
             }
             Ending::Kill(req) => {
-                let report = session.tree.terminate(&req.opts).await;
+                let report = match &req.batch {
+                    Some(batch) => batch.terminate(Arc::clone(&session.tree)).await,
+                    None => stockade_proc::terminate_one(&session.tree, &req.opts).await,
+                };
                 (SessionState::Killed { reason: req.reason }, report, Some(req.reply))
             }
         };

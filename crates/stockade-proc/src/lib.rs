@@ -48,6 +48,7 @@
 
 #![deny(missing_docs)]
 
+mod bulk;
 mod cgroup;
 mod clone3;
 mod containment;
@@ -64,6 +65,7 @@ mod spawn;
 mod terminate;
 mod tree;
 
+pub use bulk::{TerminateBatch, terminate_many, terminate_one};
 pub use clone3::status as spawn_method;
 pub use containment::instance_cgroup_pid;
 pub use containment::{CgroupMode, Containment, ContainmentConfig, ContainmentInfo};

@@ -213,6 +213,11 @@ pub(crate) fn census_after(after: Instant, environ_from: u64) -> Arc<ProcessCens
         }
         _ => environ_from,
     };
+    // And every live tree's, so callers of all of them share it: many sessions ending at once
+    // (a bulk kill, shutdown) each ask with their own start time, and a census too young for
+    // the next caller would be taken again for each.
+    let oldest_root = lock(&REGISTRY).roots.iter().map(|&(_, start)| start).min();
+    let from = oldest_root.map_or(from, |oldest| from.min(oldest));
     let started = Instant::now();
     let census = Arc::new(ProcessCensus::take_from(from));
     *lock(&LATEST) = Some(Latest { started, census: Arc::clone(&census) });

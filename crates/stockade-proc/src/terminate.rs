@@ -184,7 +184,7 @@ impl ProcessTree {
         }
     }
 
-    fn cgroup_populated(&self) -> bool {
+    pub(crate) fn cgroup_populated(&self) -> bool {
         match self.cgroup() {
             // Unreadable counts as populated: verification must not claim what it cannot see.
             Some(dir) => cgroup::populated(dir).unwrap_or(true),
@@ -194,20 +194,20 @@ impl ProcessTree {
 }
 
 /// State of one terminate call.
-struct Run<'a> {
-    tree: &'a ProcessTree,
-    spare: HashSet<u32>,
+pub(crate) struct Run<'a> {
+    pub(crate) tree: &'a ProcessTree,
+    pub(crate) spare: HashSet<u32>,
     /// pidfds of processes signalled, keyed by identity.
-    handles: HashMap<(u32, u64), PidFd>,
-    signalled: BTreeSet<u32>,
+    pub(crate) handles: HashMap<(u32, u64), PidFd>,
+    pub(crate) signalled: BTreeSet<u32>,
 }
 
 impl Run<'_> {
-    fn live_unspared<'m>(&self, snap: &'m [Member]) -> Vec<&'m Member> {
+    pub(crate) fn live_unspared<'m>(&self, snap: &'m [Member]) -> Vec<&'m Member> {
         snap.iter().filter(|m| !m.stat.is_zombie() && !self.spare.contains(&m.stat.pid)).collect()
     }
 
-    fn new_unspared<'m>(&self, snap: &'m [Member]) -> Vec<&'m Member> {
+    pub(crate) fn new_unspared<'m>(&self, snap: &'m [Member]) -> Vec<&'m Member> {
         self.live_unspared(snap)
             .into_iter()
             .filter(|m| !self.handles.contains_key(&(m.stat.pid, m.stat.start_time)))
@@ -215,14 +215,14 @@ impl Run<'_> {
     }
 
     /// Whether every process signalled so far has exited (cheap: pidfd polls).
-    fn handles_exited(&self) -> bool {
+    pub(crate) fn handles_exited(&self) -> bool {
         self.handles.iter().all(|((pid, _), h)| self.spare.contains(pid) || h.has_exited())
     }
 
     /// Sends `sig` to the whole session: group-wide first (when nothing is spared), then every
     /// live member individually through a verified pidfd. A polite signal is followed by
     /// `SIGCONT`, so a stopped process gets to handle it.
-    fn signal_all(&mut self, snap: &[Member], sig: Signal) {
+    pub(crate) fn signal_all(&mut self, snap: &[Member], sig: Signal) {
         let tree = self.tree;
         let mut group_signalled = false;
         if self.spare.is_empty() {
@@ -295,7 +295,7 @@ impl Run<'_> {
     }
 
     /// Reaps what is ours to reap: the root, and the session's zombies that are our children.
-    fn reap(&self, snap: &[Member]) {
+    pub(crate) fn reap(&self, snap: &[Member]) {
         // Orphans first: while the root is unreaped its group still identifies them.
         self.tree.reap_orphans(snap);
         for h in self.handles.values() {

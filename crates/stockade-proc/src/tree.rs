@@ -313,6 +313,14 @@ impl ProcessTree {
         found
     }
 
+    /// [`Self::snapshot`] from `census` (a bulk terminate takes one census per round for every
+    /// tree it ends; an empty one when every tree has a cgroup). Blocking.
+    pub(crate) fn snapshot_in(&self, census: &ProcessCensus) -> Found {
+        let found = self.snapshot_job().run_in(census);
+        self.remember(&found.members);
+        found
+    }
+
     /// Remembers the identities of members seen alive or in the group, so their zombies can be
     /// reaped later even after they left every other trace of the session.
     pub(crate) fn remember(&self, found: &[Member]) {
@@ -417,7 +425,12 @@ struct SnapshotJob {
 impl SnapshotJob {
     fn run(&self) -> Found {
         let census = scan::census_after(std::time::Instant::now(), self.query.not_before);
-        let mut found = scan::attribute(&census, &self.query);
+        self.run_in(&census)
+    }
+
+    /// [`Self::run`] over a census the caller took (one shared by many trees).
+    fn run_in(&self, census: &ProcessCensus) -> Found {
+        let mut found = scan::attribute(census, &self.query);
         if let Some(dir) = &self.cgroup {
             for pid in cgroup::procs(dir).unwrap_or_default() {
                 if found.members.iter().any(|m| m.stat.pid == pid) {

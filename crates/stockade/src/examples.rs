@@ -34,7 +34,7 @@ Examples:
   stockade ps                     # running sessions and the 20 newest finished ones
   stockade ps -a                  # every session the daemon knows
   stockade ps --state running --source schedule:tests
-  stockade kill $(stockade ps -q --state running)";
+  stockade kill --all              # every running session, ended together";
 
 pub const LOGS: &str = "\
 Examples:
@@ -52,7 +52,7 @@ pub const KILL: &str = "\
 Examples:
   stockade kill sh-3
   stockade kill -s INT --grace-ms 500 sh-3 sh-4
-  stockade kill $(stockade ps -q --state running)";
+  stockade kill --all              # every running session, ended together";
 
 pub const RESTART: &str = "\
 Examples:

@@ -84,6 +84,20 @@ impl Caller {
                     ))
                 }
             }
+            // Several of its own sessions at once: allowed when each is.
+            Caller::Sandboxed(own, _) if method == M::KillMany => {
+                let ids = params.get("ids").and_then(serde_json::Value::as_array);
+                let all_own = ids.is_some_and(|ids| {
+                    ids.iter().all(|id| engine.descends_from(id.as_str().unwrap_or(""), own))
+                });
+                if all_own && params.get("all").and_then(serde_json::Value::as_bool) != Some(true) {
+                    Ok(())
+                } else {
+                    refuse(format!(
+                        "a command inside sandboxed session {own} may end only that session and the sessions it started, by id; do it from outside the sandbox"
+                    ))
+                }
+            }
             Caller::Sandboxed(..) => refuse(format!(
                 "a command inside a sandboxed session may start sandboxed commands and reach its own sessions, not call `{}`; do it from outside the sandbox",
                 method.name()

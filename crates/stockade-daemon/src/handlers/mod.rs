@@ -66,6 +66,9 @@ pub(crate) async fn dispatch(ctx: &Ctx, name: &str, params: Value) -> Result<Vec
             answer::<m::Write>(write::handle(ctx, parse::<m::Write>(params)?).await)
         }
         MethodName::Kill => answer::<m::Kill>(kill::handle(ctx, parse::<m::Kill>(params)?).await),
+        MethodName::KillMany => {
+            answer::<m::KillMany>(kill::handle_many(ctx, parse::<m::KillMany>(params)?).await)
+        }
         MethodName::List => answer::<m::List>(list::handle(ctx, parse::<m::List>(params)?).await),
         MethodName::Forget => {
             answer::<m::Forget>(forget::handle(ctx, parse::<m::Forget>(params)?).await)

@@ -11,10 +11,10 @@ use serde::de::DeserializeOwned;
 
 use super::{
     CleanupParams, CleanupResult, DEFAULT_WRITE_YIELD_MS, ForgetParams, ForgetResult, GrepParams,
-    GrepResultMsg, KillParams, KillResult, ListParams, ListResult, NoParams, ReadParams,
-    ReadResult, ResizeParams, ResizeResult, RestartParams, RunParams, ScheduleAddParams,
-    ScheduleFireResult, ScheduleInfo, ScheduleListResult, ScheduleNameParams, ScheduleRunsParams,
-    ScheduleRunsResult, ShutdownResult, StatsResult, StatusResult, WriteParams,
+    GrepResultMsg, KillManyParams, KillManyResult, KillParams, KillResult, ListParams, ListResult,
+    NoParams, ReadParams, ReadResult, ResizeParams, ResizeResult, RestartParams, RunParams,
+    ScheduleAddParams, ScheduleFireResult, ScheduleInfo, ScheduleListResult, ScheduleNameParams,
+    ScheduleRunsParams, ScheduleRunsResult, ShutdownResult, StatsResult, StatusResult, WriteParams,
 };
 use crate::{DEFAULT_GRACE_MS, RunResult};
 
@@ -141,7 +141,15 @@ methods! {
     /// `schedule.fire`: fire a schedule now, as a tick would (skipped while its last run is
     /// active); its next tick does not move.
     ScheduleFire = "schedule.fire", ScheduleNameParams => ScheduleFireResult;
+    /// `kill_many`: terminate several sessions (or every running one) together; one report per
+    /// session, in order.
+    KillMany = "kill_many", KillManyParams => KillManyResult,
+        wait |p| p.grace_ms.unwrap_or(DEFAULT_GRACE_MS).saturating_add(KILL_MANY_VERIFY_MS);
 }
+
+/// Beyond the grace, what ending many trees may take by design (verification, finalising each
+/// session): bounded by the terminate routine's verification time.
+pub const KILL_MANY_VERIFY_MS: u64 = 10_000;
 
 #[cfg(test)]
 mod tests {

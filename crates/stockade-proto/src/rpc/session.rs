@@ -351,6 +351,47 @@ pub struct KillResult {
     pub report: TerminateReport,
 }
 
+/// `kill_many` parameters: several sessions (or every running one) ended together — every tree
+/// signalled first, one grace, one `/proc` census per round for all of them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KillManyParams {
+    /// The session ids (answered in this order).
+    #[serde(default)]
+    pub ids: Vec<String>,
+    /// Every running session instead of `ids` (refused together with `ids`).
+    #[serde(default)]
+    pub all: bool,
+    /// The first signal, as for `kill`.
+    #[serde(default)]
+    pub signal: Option<String>,
+    /// Grace before `SIGKILL`, milliseconds.
+    #[serde(default)]
+    pub grace_ms: Option<u64>,
+}
+
+/// `kill_many` result: one entry per id, in the order asked (for `all`: oldest first).
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KillManyResult {
+    /// One per session.
+    pub results: Vec<KillOne>,
+}
+
+/// One session of a `kill_many`: its `kill` result, or why it could not be ended.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KillOne {
+    /// The session id as asked.
+    pub id: String,
+    /// What `kill` would have answered for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<KillResult>,
+    /// Why it was not ended (e.g. no such session), in one sentence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
 /// One session as `list` shows it.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

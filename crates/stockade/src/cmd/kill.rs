@@ -3,11 +3,15 @@
 //! every process is verified gone.
 
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use clap::Args;
+use stockade_client::{Client, ClientError};
 use stockade_log::answer;
 use stockade_proto::TerminateReport;
-use stockade_proto::rpc::{CleanupParams, ForgetParams, KillParams, method};
+use stockade_proto::rpc::{
+    CleanupParams, ForgetParams, KillManyParams, KillManyResult, KillParams, code, method,
+};
 
 use crate::global::Global;
 use crate::out;
@@ -16,8 +20,11 @@ use crate::out;
 #[derive(Debug, Args)]
 pub struct KillArgs {
     /// The session ids (`sh-3 sh-4`).
-    #[arg(required = true, value_name = "ID")]
+    #[arg(required_unless_present = "all", value_name = "ID")]
     pub ids: Vec<String>,
+    /// Every running session (no ids with it).
+    #[arg(long)]
+    pub all: bool,
     /// The first signal: TERM (default), INT, HUP, KILL, … or a number.
     #[arg(short = 's', long, value_name = "SIGNAL")]
     pub signal: Option<String>,
@@ -53,12 +60,38 @@ pub struct CleanupArgs {
 }
 
 pub fn kill(global: &Global, args: KillArgs) -> anyhow::Result<ExitCode> {
+    if args.all && !args.ids.is_empty() {
+        anyhow::bail!("give either session ids or --all, not both");
+    }
     let mut client = global.connect()?;
+    if args.all || args.ids.len() > 1 {
+        // One call for all: the daemon signals every tree first and ends them together.
+        let params = KillManyParams {
+            ids: args.ids.clone(),
+            all: args.all,
+            signal: args.signal.clone(),
+            grace_ms: args.grace_ms,
+        };
+        match client.call::<method::KillMany>(params) {
+            Ok(many) => return print_many(&args, many),
+            // A daemon older than this client: one call per id, as it then did.
+            Err(e) if e.rpc_code() == Some(code::METHOD_NOT_FOUND) && !args.all => {}
+            Err(e) if e.rpc_code() == Some(code::METHOD_NOT_FOUND) => anyhow::bail!(
+                "this daemon is older than `kill --all`; name the sessions instead: stockade kill $(stockade ps -q --state running)"
+            ),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let params = |id: &String| KillParams {
+        id: id.clone(),
+        signal: args.signal.clone(),
+        grace_ms: args.grace_ms,
+    };
+    let results =
+        in_parallel(global, client, &args.ids, |c, id| c.call::<method::Kill>(params(id)));
     let mut each = Each::new(args.json, args.ids.len());
-    for id in &args.ids {
-        let params =
-            KillParams { id: id.clone(), signal: args.signal.clone(), grace_ms: args.grace_ms };
-        match client.call::<method::Kill>(params) {
+    for result in results {
+        match result {
             Ok(result) => {
                 each.survived |= !result.report.terminated;
                 let text = format!(
@@ -68,17 +101,90 @@ pub fn kill(global: &Global, args: KillArgs) -> anyhow::Result<ExitCode> {
                 );
                 each.done(&result, &text)?;
             }
-            Err(e) => each.failed(e.into())?,
+            Err(e) => each.failed(e)?,
         }
     }
     each.finish()
 }
 
+/// Prints a `kill_many` answer as `kill` of each id would, in order.
+fn print_many(args: &KillArgs, many: KillManyResult) -> anyhow::Result<ExitCode> {
+    if args.all && many.results.is_empty() && !args.json {
+        out::print("Nothing was running\n")?;
+    }
+    let mut each = Each::new(args.json, if args.all { 2 } else { many.results.len() });
+    for one in many.results {
+        match (one.result, one.error) {
+            (Some(result), _) => {
+                each.survived |= !result.report.terminated;
+                let text = format!(
+                    "{}\n{}\n",
+                    answer::status_line(&result.id, &result.state),
+                    report_line(&result.report)
+                );
+                each.done(&result, &text)?;
+            }
+            (None, why) => {
+                let why = why.unwrap_or_else(|| format!("{} was not ended; kill it again", one.id));
+                each.failed(anyhow::anyhow!(why))?;
+            }
+        }
+    }
+    each.finish()
+}
+
+/// Most calls in flight at once (one connection each). Terminates the daemon runs at once share
+/// their `/proc` census and overlap their grace, so ending a thousand sessions costs about what
+/// a few dozen one after the other would; more connections would only queue behind the census.
+const PARALLEL_CALLS: usize = 128;
+
+/// Makes `call` for every id, on up to [`PARALLEL_CALLS`] connections at once (`first` is one of
+/// them); the results in the order of `ids`. A connection that cannot be opened leaves its share
+/// to the others.
+fn in_parallel<T: Send>(
+    global: &Global,
+    first: Client,
+    ids: &[String],
+    call: impl Fn(&mut Client, &String) -> Result<T, ClientError> + Sync,
+) -> Vec<anyhow::Result<T>> {
+    let next = AtomicUsize::new(0);
+    let work = |mut client: Client| {
+        let mut done = Vec::new();
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(id) = ids.get(i) else { return done };
+            done.push((i, call(&mut client, id).map_err(anyhow::Error::from)));
+        }
+    };
+    let work = &work;
+    let mut results: Vec<Option<anyhow::Result<T>>> = ids.iter().map(|_| None).collect();
+    std::thread::scope(|scope| {
+        let helpers: Vec<_> = (1..ids.len().min(PARALLEL_CALLS))
+            .filter_map(|_| global.connect().ok())
+            .map(|client| scope.spawn(move || work(client)))
+            .collect();
+        let mut all = work(first);
+        for helper in helpers {
+            all.extend(helper.join().unwrap_or_default());
+        }
+        for (i, result) in all {
+            results[i] = Some(result);
+        }
+    });
+    results
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err(anyhow::anyhow!("the call was not made; try again"))))
+        .collect()
+}
+
 pub fn forget(global: &Global, args: ForgetArgs) -> anyhow::Result<ExitCode> {
-    let mut client = global.connect()?;
+    let client = global.connect()?;
+    let results = in_parallel(global, client, &args.ids, |c, id| {
+        c.call::<method::Forget>(ForgetParams { id: id.clone() })
+    });
     let mut each = Each::new(args.json, args.ids.len());
-    for id in &args.ids {
-        match client.call::<method::Forget>(ForgetParams { id: id.clone() }) {
+    for result in results {
+        match result {
             Ok(result) => {
                 let mut text = format!(
                     "Forgot {}: removed {} of output\n",
@@ -92,7 +198,7 @@ pub fn forget(global: &Global, args: ForgetArgs) -> anyhow::Result<ExitCode> {
                 }
                 each.done(&result, &text)?;
             }
-            Err(e) => each.failed(e.into())?,
+            Err(e) => each.failed(e)?,
         }
     }
     each.finish()

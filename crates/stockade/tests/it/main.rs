@@ -12,6 +12,7 @@ mod architecture;
 mod bench_edges;
 mod bench_growth;
 mod binary_deps;
+mod bulk_kill;
 mod caller_env;
 mod chaos;
 mod cli;

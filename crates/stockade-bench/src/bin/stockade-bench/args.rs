@@ -80,6 +80,17 @@ pub enum BenchCommand {
     /// `list` with 1,000 running sessions: wall time and daemon CPU per call (goal ≤ 0.2 s each).
     #[command(after_help = ex::BENCH_LIST)]
     List(ListBenchArgs),
+    /// Starting and ending 1,000 sessions: start, one kill of all, daemon stop, single kill and
+    /// list in daemon CPU — with a cgroup and without one.
+    ///
+    /// Starts SESSIONS background `sleep 1000`s over 16 connections of the client library
+    /// (goal ≤ 5 s for 1,000); at that many running, the daemon CPU of a single `kill` (≤ 20 ms)
+    /// and of a `list` (≤ 50 ms); one `kill --all` call, timed to 0 processes (≤ 2 s); the
+    /// sessions started again and `daemon stop`, timed to 0 processes (≤ 2 s) and to the
+    /// daemon's exit. Once with a cgroup (where there is one) and once with `--no-cgroup`.
+    /// Appends `scale.jsonl`.
+    #[command(after_help = ex::BENCH_SCALE)]
+    Scale(ScaleBenchArgs),
     /// Redraw `summary.md` and the SVGs of an output directory from its JSONL.
     #[command(after_help = ex::BENCH_PLOT)]
     Plot(PlotArgs),
@@ -96,6 +107,19 @@ pub struct ListBenchArgs {
     /// `list` calls measured.
     #[arg(long, value_name = "N", default_value_t = 9)]
     pub calls: usize,
+}
+
+/// `stockade bench scale`.
+#[derive(Debug, Args)]
+pub struct ScaleBenchArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Sessions started (default 1000; quick 100).
+    #[arg(long, value_name = "N")]
+    pub sessions: Option<usize>,
+    /// Only the `--no-cgroup` daemon (default: with a cgroup, then without).
+    #[arg(long)]
+    pub no_cgroup: bool,
 }
 
 /// Options every bench shares.

@@ -45,6 +45,11 @@ Examples:
   stockade bench list
   stockade bench list --sessions 500";
 
+pub const BENCH_SCALE: &str = "\
+Examples:
+  stockade bench scale
+  stockade bench scale --sessions 200 --no-cgroup";
+
 pub const BENCH_PLOT: &str = "\
 Examples:
   stockade bench plot

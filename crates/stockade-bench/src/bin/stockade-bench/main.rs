@@ -99,6 +99,17 @@ fn bench(cli: Cli) -> Result<ExitCode> {
             println!("{}", s.line());
             Ok(ExitCode::SUCCESS)
         }
+        BenchCommand::Scale(a) => {
+            let n = a.sessions.unwrap_or(if a.common.quick { 100 } else { 1000 });
+            let modes: &[bool] = if a.no_cgroup { &[true] } else { &[false, true] };
+            for &no_cgroup in modes {
+                let s = scale::scale(&exe, &a.common.out, &work, n, no_cgroup)?;
+                for line in s.lines() {
+                    println!("{line}");
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         BenchCommand::Plot(a) => plot(&a),
     }
 }
