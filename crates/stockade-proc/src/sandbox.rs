@@ -15,17 +15,12 @@
 //! gets nothing). A directory on that path can be walked through but not listed, and an entry
 //! created in one of them after the spawn is not readable by the command.
 
-use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 
 use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, Ruleset,
     RulesetAttr, RulesetCreated, RulesetCreatedAttr, Scope,
-};
-use seccompiler::{
-    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
-    SeccompRule, TargetArch,
 };
 use stockade_proto::{NetworkMode, Sandbox, SandboxMode};
 
@@ -529,58 +524,68 @@ fn list_readable(hidden: Vec<PathBuf>) -> Result<Listing, SandboxError> {
     Ok(Listing { hidden, listed, entries })
 }
 
-/// [`seccomp_program`], compiled once per network mode (it depends on nothing else).
+/// The seccomp program ([`bpf::program`]), written once per network mode (it depends on
+/// nothing else).
 fn cached_program(network: NetworkMode) -> Result<Vec<seccompiler::sock_filter>, SandboxError> {
     static NONE: std::sync::OnceLock<Vec<seccompiler::sock_filter>> = std::sync::OnceLock::new();
     static ALLOW: std::sync::OnceLock<Vec<seccompiler::sock_filter>> = std::sync::OnceLock::new();
     let cell = if network == NetworkMode::None { &NONE } else { &ALLOW };
-    if let Some(p) = cell.get() {
-        return Ok(p.clone());
-    }
-    let program = seccomp_program(network)?;
-    Ok(cell.get_or_init(|| program).clone())
+    Ok(cell.get_or_init(|| bpf::program(network)).clone())
 }
 
-/// The seccomp program: what Landlock does not cover, refused with `EPERM`.
+#[path = "sandbox_bpf.rs"]
+mod bpf;
+
+/// System calls refused with `EPERM` whatever their arguments.
+const DENIED: [i64; 34] = [
+    libc::SYS_ptrace,
+    libc::SYS_process_vm_readv,
+    libc::SYS_process_vm_writev,
+    libc::SYS_io_uring_setup,
+    libc::SYS_io_uring_enter,
+    libc::SYS_io_uring_register,
+    libc::SYS_kexec_load,
+    libc::SYS_kexec_file_load,
+    libc::SYS_bpf,
+    libc::SYS_perf_event_open,
+    libc::SYS_mount,
+    libc::SYS_umount2,
+    libc::SYS_pivot_root,
+    libc::SYS_move_mount,
+    libc::SYS_open_tree,
+    libc::SYS_fsopen,
+    libc::SYS_fsconfig,
+    libc::SYS_fsmount,
+    libc::SYS_fspick,
+    libc::SYS_mount_setattr,
+    libc::SYS_keyctl,
+    libc::SYS_add_key,
+    libc::SYS_request_key,
+    libc::SYS_unshare,
+    libc::SYS_setns,
+    libc::SYS_userfaultfd,
+    libc::SYS_init_module,
+    libc::SYS_finit_module,
+    libc::SYS_delete_module,
+    libc::SYS_swapon,
+    libc::SYS_swapoff,
+    libc::SYS_reboot,
+    libc::SYS_chroot,
+    libc::SYS_acct,
+];
+
+/// The seccomp program: what Landlock does not cover, refused with `EPERM`, through
+/// seccompiler: [`bpf::program`] is checked against it instruction by instruction's effect
+/// (it is 4 times longer, and the kernel compiles a program again at every spawn).
+#[cfg(test)]
 fn seccomp_program(network: NetworkMode) -> Result<Vec<seccompiler::sock_filter>, SandboxError> {
-    let always = [
-        libc::SYS_ptrace,
-        libc::SYS_process_vm_readv,
-        libc::SYS_process_vm_writev,
-        libc::SYS_io_uring_setup,
-        libc::SYS_io_uring_enter,
-        libc::SYS_io_uring_register,
-        libc::SYS_kexec_load,
-        libc::SYS_kexec_file_load,
-        libc::SYS_bpf,
-        libc::SYS_perf_event_open,
-        libc::SYS_mount,
-        libc::SYS_umount2,
-        libc::SYS_pivot_root,
-        libc::SYS_move_mount,
-        libc::SYS_open_tree,
-        libc::SYS_fsopen,
-        libc::SYS_fsconfig,
-        libc::SYS_fsmount,
-        libc::SYS_fspick,
-        libc::SYS_mount_setattr,
-        libc::SYS_keyctl,
-        libc::SYS_add_key,
-        libc::SYS_request_key,
-        libc::SYS_unshare,
-        libc::SYS_setns,
-        libc::SYS_userfaultfd,
-        libc::SYS_init_module,
-        libc::SYS_finit_module,
-        libc::SYS_delete_module,
-        libc::SYS_swapon,
-        libc::SYS_swapoff,
-        libc::SYS_reboot,
-        libc::SYS_chroot,
-        libc::SYS_acct,
-    ];
+    use seccompiler::{
+        BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+        SeccompRule, TargetArch,
+    };
+    use std::collections::BTreeMap;
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
-        always.iter().map(|&nr| (nr, Vec::new())).collect();
+        DENIED.iter().map(|&nr| (nr, Vec::new())).collect();
     let cond = |arg: u8, len: SeccompCmpArgLen, op: SeccompCmpOp, v: u64| {
         SeccompCondition::new(arg, len, op, v).map_err(setup)
     };
