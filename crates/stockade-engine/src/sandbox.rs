@@ -91,18 +91,9 @@ pub(crate) fn resolve(
     }
     let mut roots = Vec::new();
     let mut tmpdir = None;
+    let mut hidden = vec![home.clone()];
+    hidden.extend(config.hidden.iter().cloned());
     if policy.mode == SandboxMode::WorkspaceWrite {
-        let tmp = session_dir.join("tmp");
-        let made = match slots {
-            Some(slots) if slots.claim_tmp(&tmp) => Ok(()),
-            _ => std::fs::create_dir(&tmp),
-        };
-        if let Err(e) = made {
-            return Err(EngineError::Resource(format!(
-                "cannot make the session's private temporary directory {}: {e}",
-                tmp.display()
-            )));
-        }
         roots.push(cwd);
         roots.extend(explicit);
         for root in &roots {
@@ -114,11 +105,26 @@ pub(crate) fn resolve(
                 ));
             }
         }
+        let tmp = session_dir.join("tmp");
+        // The directories made ahead get this run's sandbox built for them (with each as the
+        // temporary directory): the next runs like it find their Landlock ruleset ready.
+        let template = || {
+            let policy = Sandbox { writable_roots: roots.clone(), ..policy.clone() };
+            SandboxSpec { policy, writable_roots: roots.clone(), hidden: hidden.clone() }
+        };
+        let made = match slots {
+            Some(slots) if slots.claim_tmp(&tmp, template()) => Ok(()),
+            _ => std::fs::create_dir(&tmp),
+        };
+        if let Err(e) = made {
+            return Err(EngineError::Resource(format!(
+                "cannot make the session's private temporary directory {}: {e}",
+                tmp.display()
+            )));
+        }
         roots.push(tmp.clone());
         tmpdir = Some(tmp);
     }
-    let mut hidden = vec![home];
-    hidden.extend(config.hidden.iter().cloned());
     let effective = Sandbox { writable_roots: roots.clone(), ..policy.clone() };
     let spec = SandboxSpec { policy: effective.clone(), writable_roots: roots, hidden };
     Ok(Some(Resolved { request: policy, policy: effective, spec, tmpdir }))

@@ -48,6 +48,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use stockade_log::{OutputError, Prepared, Spare};
+use stockade_proc::SandboxSpec;
 
 /// Names of slot folders start with this (never a session id).
 pub(crate) const SLOT_PREFIX: &str = ".slot-";
@@ -70,6 +71,9 @@ pub(crate) struct Slots {
     tmps: Mutex<VecDeque<PathBuf>>,
     /// A sandboxed run asked for a private temporary directory: keep some ready from now on.
     tmps_wanted: AtomicBool,
+    /// The sandbox of the last run that asked for one, less its temporary directory: each
+    /// directory made ahead gets its Landlock ruleset built for it, off the spawn path.
+    template: Mutex<Option<SandboxSpec>>,
     /// A blocking task is making slots.
     filling: AtomicBool,
     /// Set at shutdown: no slot is made, used again or handed out any more.
@@ -87,6 +91,7 @@ impl Slots {
             ready: Mutex::new(VecDeque::with_capacity(target)),
             tmps: Mutex::new(VecDeque::new()),
             tmps_wanted: AtomicBool::new(false),
+            template: Mutex::new(None),
             filling: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             next: AtomicU64::new(0),
@@ -129,9 +134,11 @@ impl Slots {
 
     /// A ready empty directory moved to `dir` (which must not exist): `true` when it is there,
     /// `false` when none was ready or it could not be moved (the caller then makes `dir`
-    /// itself). Starts a refill, and keeps some ready from now on.
-    pub(crate) fn claim_tmp(self: &Arc<Self>, dir: &Path) -> bool {
+    /// itself). Starts a refill, and keeps some ready from now on, with their Landlock
+    /// rulesets built for `template` (the run's sandbox, less this directory) plus each.
+    pub(crate) fn claim_tmp(self: &Arc<Self>, dir: &Path, template: SandboxSpec) -> bool {
         self.tmps_wanted.store(true, Ordering::Release);
+        *self.template.lock().unwrap_or_else(PoisonError::into_inner) = Some(template);
         let tmp = if self.is_closed() { None } else { self.tmps().pop_front() };
         self.refill();
         let Some(tmp) = tmp else { return false };
@@ -196,6 +203,7 @@ impl Slots {
                 tracing::debug!(error = %e, "cannot prepare a private temporary directory");
                 return;
             }
+            self.prebuild(&path);
             let mut tmps = self.tmps();
             if self.is_closed() {
                 drop(tmps);
@@ -203,6 +211,19 @@ impl Slots {
                 return;
             }
             tmps.push_back(path);
+        }
+    }
+
+    /// Builds the sandbox a run like the last sandboxed one would get with `tmp` as its
+    /// private temporary directory, so that run's spawn finds it built.
+    fn prebuild(&self, tmp: &Path) {
+        let template = self.template.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let Some(mut spec) = template else { return };
+        spec.writable_roots.push(tmp.to_owned());
+        spec.policy.writable_roots.clone_from(&spec.writable_roots);
+        if let Err(e) = stockade_proc::sandbox::prebuild(&spec) {
+            // The spawn builds its own and says what is wrong, if anything still is.
+            tracing::debug!(error = %e, "cannot build a sandbox ahead of time");
         }
     }
 
@@ -484,6 +505,16 @@ mod tests {
         panic!("{} temporary directories ready, wanted {n}", slots.tmp_count());
     }
 
+    /// A `workspace-write` sandbox writing in `cwd`.
+    fn template(cwd: &Path) -> SandboxSpec {
+        let policy = stockade_proto::Sandbox {
+            mode: stockade_proto::SandboxMode::WorkspaceWrite,
+            writable_roots: vec![cwd.to_owned()],
+            ..stockade_proto::Sandbox::default()
+        };
+        SandboxSpec { policy, writable_roots: vec![cwd.to_owned()], hidden: Vec::new() }
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn private_temporary_directories_are_prepared_once_one_was_asked_for() {
         let tmp = tempfile::tempdir().unwrap();
@@ -494,23 +525,23 @@ mod tests {
         // The first is made by the caller; two are made ready for the next ones.
         let dir = tmp.path().join("sh-1");
         std::fs::create_dir(&dir).unwrap();
-        assert!(!slots.claim_tmp(&dir.join("tmp")));
+        assert!(!slots.claim_tmp(&dir.join("tmp"), template(&dir)));
         tmps_settled(&slots, 2).await;
         assert_eq!(names(tmp.path()), [".slot-0", ".slot-1", ".slot-tmp-2", ".slot-tmp-3", "sh-1"]);
         let ino = std::fs::metadata(tmp.path().join(".slot-tmp-2")).unwrap().ino();
         let dir = tmp.path().join("sh-2");
         std::fs::create_dir(&dir).unwrap();
-        assert!(slots.claim_tmp(&dir.join("tmp")), "the oldest ready one is taken");
+        assert!(slots.claim_tmp(&dir.join("tmp"), template(&dir)), "the oldest ready one is taken");
         assert_eq!(std::fs::metadata(dir.join("tmp")).unwrap().ino(), ino);
         assert!(names(&dir.join("tmp")).is_empty());
         // An existing directory is never replaced: the claim fails, the ready one is dropped.
         tmps_settled(&slots, 2).await;
-        assert!(!slots.claim_tmp(&dir.join("tmp")));
+        assert!(!slots.claim_tmp(&dir.join("tmp"), template(&dir)));
         assert!(names(&dir.join("tmp")).is_empty());
         tmps_settled(&slots, 2).await;
         slots.close();
         assert_eq!(names(tmp.path()), ["sh-1", "sh-2"], "closed: none left ready");
-        assert!(!slots.claim_tmp(&tmp.path().join("sh-1/tmp")));
+        assert!(!slots.claim_tmp(&tmp.path().join("sh-1/tmp"), template(tmp.path())));
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert_eq!(names(tmp.path()), ["sh-1", "sh-2"], "closed: none made again");
         // A dead process's ready ones are swept with its slots.

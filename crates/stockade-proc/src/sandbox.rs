@@ -15,17 +15,12 @@
 //! gets nothing). A directory on that path can be walked through but not listed, and an entry
 //! created in one of them after the spawn is not readable by the command.
 
-use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 
 use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, Ruleset,
     RulesetAttr, RulesetCreated, RulesetCreatedAttr, Scope,
-};
-use seccompiler::{
-    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
-    SeccompRule, TargetArch,
 };
 use stockade_proto::{NetworkMode, Sandbox, SandboxMode};
 
@@ -167,7 +162,12 @@ pub(crate) fn prepare(spec: &SandboxSpec) -> Result<Prepared, SandboxError> {
     if !cfg!(target_arch = "x86_64") || !seccomp_available() {
         return Err(SandboxError::Unsupported("seccomp filters are not available".into()));
     }
-    let ruleset = ruleset(spec, abi_of(abi.min(MAX_LANDLOCK_ABI)))?;
+    let abi = abi.min(MAX_LANDLOCK_ABI);
+    let listing = readable(&spec.hidden)?;
+    let ruleset = match take_prebuilt(spec, abi, &listing) {
+        Some(fd) => fd,
+        None => ruleset(spec, abi_of(abi), &listing)?.0,
+    };
     let filters = vec![cached_program(policy.network)?, enosys_program()];
     Ok(Prepared { ruleset: Some(ruleset), filters, nofile, procs: Vec::new() })
 }
@@ -189,8 +189,13 @@ fn setup<E: std::fmt::Display>(e: E) -> SandboxError {
     SandboxError::Setup(e.to_string())
 }
 
-/// The Landlock ruleset of `spec`, as a descriptor.
-fn ruleset(spec: &SandboxSpec, abi: ABI) -> Result<OwnedFd, SandboxError> {
+/// The Landlock ruleset of `spec`, as a descriptor, with what each device and writable root
+/// rule was put on ([`Identity`], in [`identities`]' order).
+fn ruleset(
+    spec: &SandboxSpec,
+    abi: ABI,
+    listing: &Listing,
+) -> Result<(OwnedFd, Vec<Identity>), SandboxError> {
     let mut attr = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(AccessFs::from_all(abi))
@@ -206,25 +211,135 @@ fn ruleset(spec: &SandboxSpec, abi: ABI) -> Result<OwnedFd, SandboxError> {
     }
     let mut created = attr.create().map_err(setup)?;
     let read = AccessFs::from_read(abi);
-    let listing = readable(&spec.hidden)?;
     if listing.hidden.is_empty() {
-        created = grant(created, Path::new("/"), read)?;
+        created = grant(created, Path::new("/"), read)?.0;
     }
     let device = read | AccessFs::WriteFile | AccessFs::IoctlDev;
+    let mut on = Vec::new();
     for dev in DEVICES {
+        let mut identity = None;
         if Path::new(dev).exists() {
-            created = grant(created, Path::new(dev), device)?;
+            (created, identity) = grant(created, Path::new(dev), device)?;
         }
+        on.push(identity);
     }
     if spec.policy.mode == SandboxMode::WorkspaceWrite {
         for root in &spec.writable_roots {
-            created = grant(created, root, AccessFs::from_all(abi))?;
+            let identity;
+            (created, identity) = grant(created, root, AccessFs::from_all(abi))?;
+            on.push(identity);
         }
     }
     let ruleset = Option::<OwnedFd>::from(created)
         .ok_or_else(|| SandboxError::Unsupported("the kernel refused a Landlock ruleset".into()))?;
-    grant_listed(&ruleset, &listing, read)?;
-    Ok(ruleset)
+    grant_listed(&ruleset, listing, read)?;
+    Ok((ruleset, on))
+}
+
+/// What a rule was put on: device, inode and file type (`None`: nothing there, or a symlink
+/// left out). A ruleset holds the inodes of its rules, so while it lives, an inode number it
+/// names is not handed to another file.
+type Identity = Option<(u64, u64, u32)>;
+
+fn identity_of(st: &rustix::fs::Stat) -> Identity {
+    #[allow(clippy::unnecessary_cast)] // the field types differ between targets
+    Some((st.st_dev as u64, st.st_ino as u64, st.st_mode as u32 & libc::S_IFMT))
+}
+
+/// What `spec`'s device and writable root paths name now, in the order [`ruleset`] grants
+/// them; `None` when one cannot be looked at (the ruleset is then built afresh, which says why).
+fn identities(spec: &SandboxSpec) -> Option<Vec<Identity>> {
+    let lstat = |p: &Path| -> Option<Identity> {
+        let st = rustix::fs::lstat(p).ok()?;
+        // A symlink gets no rule (see `open_path`).
+        Some(if st.st_mode & libc::S_IFMT == libc::S_IFLNK { None } else { identity_of(&st) })
+    };
+    let mut on = Vec::new();
+    for dev in DEVICES {
+        let dev = Path::new(dev);
+        on.push(if dev.exists() { lstat(dev)? } else { None });
+    }
+    if spec.policy.mode == SandboxMode::WorkspaceWrite {
+        for root in &spec.writable_roots {
+            on.push(lstat(root)?);
+        }
+    }
+    Some(on)
+}
+
+/// A ruleset built ahead of time by [`prebuild`], for the spawn whose paths still name what
+/// its rules are on.
+struct Prebuilt {
+    mode: SandboxMode,
+    network: NetworkMode,
+    abi: i32,
+    listing: std::sync::Arc<Listing>,
+    on: Vec<Identity>,
+    ruleset: OwnedFd,
+}
+
+/// Rulesets built ahead of time, the oldest first; each is used by one spawn at most.
+static PREBUILT: std::sync::Mutex<std::collections::VecDeque<Prebuilt>> =
+    std::sync::Mutex::new(std::collections::VecDeque::new());
+
+/// Most rulesets kept built ahead (one descriptor each).
+const MAX_PREBUILT: usize = 32;
+
+fn prebuilt() -> std::sync::MutexGuard<'static, std::collections::VecDeque<Prebuilt>> {
+    PREBUILT.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Builds the Landlock ruleset of `spec` now, off the spawn path, for the spawn that asks for
+/// the same policy while its hidden paths' listing is unchanged and its device and writable
+/// root paths name the same files ([`prepare`] checks, with a `stat` each): the rules are on
+/// those files, so that spawn gets exactly the ruleset it would have built. For a writable
+/// root made ahead and moved into place before the spawn (a private temporary directory):
+/// a move keeps the file. Nothing is kept for a policy that does not confine or that this
+/// kernel cannot enforce ([`prepare`] says why when a run asks).
+pub fn prebuild(spec: &SandboxSpec) -> Result<(), SandboxError> {
+    let abi = landlock_abi();
+    if !spec.policy.confines() || abi < MIN_LANDLOCK_ABI {
+        return Ok(());
+    }
+    let abi = abi.min(MAX_LANDLOCK_ABI);
+    let listing = readable(&spec.hidden)?;
+    let (ruleset, on) = ruleset(spec, abi_of(abi), &listing)?;
+    let entry = Prebuilt {
+        mode: spec.policy.mode,
+        network: spec.policy.network,
+        abi,
+        listing,
+        on,
+        ruleset,
+    };
+    let mut ready = prebuilt();
+    if ready.len() >= MAX_PREBUILT {
+        ready.pop_front();
+    }
+    ready.push_back(entry);
+    Ok(())
+}
+
+/// The ruleset [`prebuild`] made for `spec`, when its files are still the ones named.
+fn take_prebuilt(
+    spec: &SandboxSpec,
+    abi: i32,
+    listing: &std::sync::Arc<Listing>,
+) -> Option<OwnedFd> {
+    // Checked before the lock: a miss costs the stats, and nothing when none is kept.
+    if prebuilt().is_empty() {
+        return None;
+    }
+    let on = identities(spec)?;
+    let mut ready = prebuilt();
+    let at = ready.iter().position(|p| {
+        p.mode == spec.policy.mode
+            && p.network == spec.policy.network
+            && p.abi == abi
+            && std::sync::Arc::ptr_eq(&p.listing, listing)
+            && p.on == on
+    })?;
+    ready.remove(at).map(|p| p.ruleset)
 }
 
 /// `struct landlock_path_beneath_attr` (`linux/landlock.h`).
@@ -268,10 +383,10 @@ fn grant(
     created: RulesetCreated,
     path: &Path,
     access: BitFlags<AccessFs>,
-) -> Result<RulesetCreated, SandboxError> {
-    let (fd, is_dir) = match open_path(path) {
+) -> Result<(RulesetCreated, Identity), SandboxError> {
+    let (fd, is_dir, identity) = match open_path(path) {
         Ok(Some(opened)) => opened,
-        Ok(None) => return Ok(created),
+        Ok(None) => return Ok((created, None)),
         Err(e) => {
             return Err(SandboxError::Invalid(format!(
                 "cannot open {} for the sandbox: {e}",
@@ -280,24 +395,25 @@ fn grant(
         }
     };
     let access = if is_dir { access } else { access & file_rights() };
-    created.add_rule(PathBeneath::new(fd, access)).map_err(setup)
+    Ok((created.add_rule(PathBeneath::new(fd, access)).map_err(setup)?, identity))
 }
 
 fn file_rights() -> BitFlags<AccessFs> {
     AccessFs::from_file(ABI::V7)
 }
 
-/// `O_PATH` descriptor of `path` and whether it is a directory, `None` for a symlink (its
-/// target, when readable, is covered by the rules on where it lives).
-fn open_path(path: &Path) -> std::io::Result<Option<(OwnedFd, bool)>> {
+/// `O_PATH` descriptor of `path`, whether it is a directory and what it is, `None` for a
+/// symlink (its target, when readable, is covered by the rules on where it lives).
+fn open_path(path: &Path) -> std::io::Result<Option<(OwnedFd, bool, Identity)>> {
     use rustix::fs::{Mode, OFlags};
     let fd =
         rustix::fs::open(path, OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())?;
-    let kind = rustix::fs::fstat(&fd)?.st_mode & libc::S_IFMT;
+    let st = rustix::fs::fstat(&fd)?;
+    let kind = st.st_mode & libc::S_IFMT;
     if kind == libc::S_IFLNK {
         return Ok(None);
     }
-    Ok(Some((fd, kind == libc::S_IFDIR)))
+    Ok(Some((fd, kind == libc::S_IFDIR, identity_of(&st))))
 }
 
 /// Where read access is granted (see [`readable`]) for one set of hidden paths, opened, and
@@ -408,58 +524,68 @@ fn list_readable(hidden: Vec<PathBuf>) -> Result<Listing, SandboxError> {
     Ok(Listing { hidden, listed, entries })
 }
 
-/// [`seccomp_program`], compiled once per network mode (it depends on nothing else).
+/// The seccomp program ([`bpf::program`]), written once per network mode (it depends on
+/// nothing else).
 fn cached_program(network: NetworkMode) -> Result<Vec<seccompiler::sock_filter>, SandboxError> {
     static NONE: std::sync::OnceLock<Vec<seccompiler::sock_filter>> = std::sync::OnceLock::new();
     static ALLOW: std::sync::OnceLock<Vec<seccompiler::sock_filter>> = std::sync::OnceLock::new();
     let cell = if network == NetworkMode::None { &NONE } else { &ALLOW };
-    if let Some(p) = cell.get() {
-        return Ok(p.clone());
-    }
-    let program = seccomp_program(network)?;
-    Ok(cell.get_or_init(|| program).clone())
+    Ok(cell.get_or_init(|| bpf::program(network)).clone())
 }
 
-/// The seccomp program: what Landlock does not cover, refused with `EPERM`.
+#[path = "sandbox_bpf.rs"]
+mod bpf;
+
+/// System calls refused with `EPERM` whatever their arguments.
+const DENIED: [i64; 34] = [
+    libc::SYS_ptrace,
+    libc::SYS_process_vm_readv,
+    libc::SYS_process_vm_writev,
+    libc::SYS_io_uring_setup,
+    libc::SYS_io_uring_enter,
+    libc::SYS_io_uring_register,
+    libc::SYS_kexec_load,
+    libc::SYS_kexec_file_load,
+    libc::SYS_bpf,
+    libc::SYS_perf_event_open,
+    libc::SYS_mount,
+    libc::SYS_umount2,
+    libc::SYS_pivot_root,
+    libc::SYS_move_mount,
+    libc::SYS_open_tree,
+    libc::SYS_fsopen,
+    libc::SYS_fsconfig,
+    libc::SYS_fsmount,
+    libc::SYS_fspick,
+    libc::SYS_mount_setattr,
+    libc::SYS_keyctl,
+    libc::SYS_add_key,
+    libc::SYS_request_key,
+    libc::SYS_unshare,
+    libc::SYS_setns,
+    libc::SYS_userfaultfd,
+    libc::SYS_init_module,
+    libc::SYS_finit_module,
+    libc::SYS_delete_module,
+    libc::SYS_swapon,
+    libc::SYS_swapoff,
+    libc::SYS_reboot,
+    libc::SYS_chroot,
+    libc::SYS_acct,
+];
+
+/// The seccomp program: what Landlock does not cover, refused with `EPERM`, through
+/// seccompiler: [`bpf::program`] is checked against it instruction by instruction's effect
+/// (it is 4 times longer, and the kernel compiles a program again at every spawn).
+#[cfg(test)]
 fn seccomp_program(network: NetworkMode) -> Result<Vec<seccompiler::sock_filter>, SandboxError> {
-    let always = [
-        libc::SYS_ptrace,
-        libc::SYS_process_vm_readv,
-        libc::SYS_process_vm_writev,
-        libc::SYS_io_uring_setup,
-        libc::SYS_io_uring_enter,
-        libc::SYS_io_uring_register,
-        libc::SYS_kexec_load,
-        libc::SYS_kexec_file_load,
-        libc::SYS_bpf,
-        libc::SYS_perf_event_open,
-        libc::SYS_mount,
-        libc::SYS_umount2,
-        libc::SYS_pivot_root,
-        libc::SYS_move_mount,
-        libc::SYS_open_tree,
-        libc::SYS_fsopen,
-        libc::SYS_fsconfig,
-        libc::SYS_fsmount,
-        libc::SYS_fspick,
-        libc::SYS_mount_setattr,
-        libc::SYS_keyctl,
-        libc::SYS_add_key,
-        libc::SYS_request_key,
-        libc::SYS_unshare,
-        libc::SYS_setns,
-        libc::SYS_userfaultfd,
-        libc::SYS_init_module,
-        libc::SYS_finit_module,
-        libc::SYS_delete_module,
-        libc::SYS_swapon,
-        libc::SYS_swapoff,
-        libc::SYS_reboot,
-        libc::SYS_chroot,
-        libc::SYS_acct,
-    ];
+    use seccompiler::{
+        BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+        SeccompRule, TargetArch,
+    };
+    use std::collections::BTreeMap;
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
-        always.iter().map(|&nr| (nr, Vec::new())).collect();
+        DENIED.iter().map(|&nr| (nr, Vec::new())).collect();
     let cond = |arg: u8, len: SeccompCmpArgLen, op: SeccompCmpOp, v: u64| {
         SeccompCondition::new(arg, len, op, v).map_err(setup)
     };
@@ -623,3 +749,7 @@ pub fn confined_below_us(pid: u32) -> Option<bool> {
     let ours = std::fs::read_to_string("/proc/self/status").ok()?;
     Some(filters(&theirs)? > filters(&ours).unwrap_or(0))
 }
+
+#[cfg(test)]
+#[path = "sandbox_tests.rs"]
+mod tests;

@@ -1,0 +1,114 @@
+use super::*;
+
+/// A `workspace-write` sandbox writing in `roots`, hiding nothing.
+fn spec(roots: &[&Path]) -> SandboxSpec {
+    let roots: Vec<PathBuf> = roots.iter().map(|r| r.to_path_buf()).collect();
+    let policy = Sandbox {
+        mode: SandboxMode::WorkspaceWrite,
+        network: NetworkMode::None,
+        writable_roots: roots.clone(),
+        ..Sandbox::default()
+    };
+    SandboxSpec { policy, writable_roots: roots, hidden: Vec::new() }
+}
+
+fn take(spec: &SandboxSpec) -> Option<OwnedFd> {
+    let abi = landlock_abi().min(MAX_LANDLOCK_ABI);
+    let listing = readable(&spec.hidden).unwrap();
+    take_prebuilt(spec, abi, &listing)
+}
+
+#[test]
+fn a_ruleset_built_ahead_serves_one_spawn_whose_roots_are_the_same_files() {
+    assert!(
+        landlock_abi() >= MIN_LANDLOCK_ABI,
+        "this test needs Landlock ABI {MIN_LANDLOCK_ABI} (the kernel has {})",
+        landlock_abi()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (work, ready) = (dir.path().join("work"), dir.path().join(".slot-tmp-1"));
+    std::fs::create_dir(&work).unwrap();
+    std::fs::create_dir(&ready).unwrap();
+    prebuild(&spec(&[&work, &ready])).unwrap();
+    // Moved into place as a session's temporary directory: the same file, so it is used...
+    let tmp = dir.path().join("tmp");
+    std::fs::rename(&ready, &tmp).unwrap();
+    assert!(take(&spec(&[&work, &tmp])).is_some());
+    // ...once.
+    assert!(take(&spec(&[&work, &tmp])).is_none());
+    // Another policy, or a root that is now another directory: built afresh.
+    prebuild(&spec(&[&work, &tmp])).unwrap();
+    let mut networked = spec(&[&work, &tmp]);
+    networked.policy.network = NetworkMode::Allow;
+    assert!(take(&networked).is_none());
+    std::fs::rename(&work, dir.path().join("old")).unwrap();
+    std::fs::create_dir(&work).unwrap();
+    assert!(take(&spec(&[&work, &tmp])).is_none(), "the rule is on the old directory");
+    let other = dir.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    assert!(take(&spec(&[&other, &tmp])).is_none());
+}
+
+/// Runs classic BPF `prog` on a `struct seccomp_data` (the instructions seccompiler and
+/// `sandbox_bpf.rs` use).
+fn run_bpf(prog: &[seccompiler::sock_filter], nr: u32, args: [u64; 6]) -> u32 {
+    let mut data = Vec::new();
+    data.extend(nr.to_le_bytes());
+    data.extend(0xC000_003Eu32.to_le_bytes());
+    data.extend(0u64.to_le_bytes());
+    for a in args {
+        data.extend(a.to_le_bytes());
+    }
+    let (mut acc, mut pc) = (0u32, 0usize);
+    loop {
+        let i = &prog[pc];
+        pc += 1;
+        let k = i.k;
+        let jump = |taken: bool| if taken { usize::from(i.jt) } else { usize::from(i.jf) };
+        match i.code {
+            0x20 => {
+                let at = k as usize;
+                acc = u32::from_le_bytes(data[at..at + 4].try_into().unwrap());
+            }
+            0x54 => acc &= k,
+            0x05 => pc += k as usize,
+            0x15 => pc += jump(acc == k),
+            0x25 => pc += jump(acc > k),
+            0x35 => pc += jump(acc >= k),
+            0x45 => pc += jump(acc & k != 0),
+            0x06 => return k,
+            other => panic!("instruction {other:#x} not known to this test"),
+        }
+    }
+}
+
+#[test]
+fn the_written_seccomp_program_decides_every_call_as_seccompilers_does() {
+    let mut firsts =
+        vec![0u64, 1, libc::AF_UNIX as u64, libc::AF_INET as u64, libc::AF_INET6 as u64];
+    firsts.extend([
+        libc::AF_NETLINK as u64,
+        libc::AF_PACKET as u64,
+        1 << 32 | libc::AF_UNIX as u64,
+    ]);
+    firsts.extend(CLONE_NEW_FLAGS.iter().flat_map(|&f| [f, f | 0x11, f << 32]));
+    firsts.push(libc::SIGCHLD as u64 | libc::CLONE_VM as u64 | libc::CLONE_VFORK as u64);
+    let seconds = [0u64, libc::TIOCSTI, 0x541C, 1 << 32 | libc::TIOCSTI, 0x5401];
+    for network in [NetworkMode::None, NetworkMode::Allow] {
+        let reference = seccomp_program(network).unwrap();
+        let written = bpf::program(network);
+        assert!(written.len() * 3 < reference.len(), "{} vs {}", written.len(), reference.len());
+        for nr in 0..=470u32 {
+            for &a0 in &firsts {
+                for &a1 in &seconds {
+                    let args = [a0, a1, 0, 0, 0, 0];
+                    assert_eq!(
+                        run_bpf(&written, nr, args),
+                        run_bpf(&reference, nr, args),
+                        "system call {nr} with {args:x?}, network {network:?}"
+                    );
+                }
+            }
+        }
+    }
+}
