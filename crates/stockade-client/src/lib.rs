@@ -304,10 +304,22 @@ impl Client {
         params: M::Params,
         wait: Duration,
     ) -> Result<M::Result, ClientError> {
+        let limit = self.call_timeout.saturating_add(wait);
+        self.call_within::<M>(params, limit)
+    }
+
+    /// Like [`call`](Client::call), giving up (with [`ClientError::Timeout`]) when no answer
+    /// came within `limit`, whatever the connection's call timeout: for a caller with a
+    /// deadline of its own (`wait --timeout`) that a stopped daemon must not stretch.
+    pub fn call_within<M: Method>(
+        &mut self,
+        params: M::Params,
+        limit: Duration,
+    ) -> Result<M::Result, ClientError> {
         if self.poisoned {
             return Err(ClientError::Poisoned);
         }
-        let result = self.exchange(M::NAME, &params, self.call_timeout.saturating_add(wait));
+        let result = self.exchange(M::NAME, &params, limit);
         if matches!(
             result,
             Err(ClientError::Timeout { .. }

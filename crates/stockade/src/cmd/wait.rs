@@ -19,6 +19,25 @@ use crate::out;
 
 /// Longest one long-poll read waits before asking again.
 const POLL_MS: u64 = 30_000;
+/// How long past `--timeout` an answer may take before the daemon counts as not answering.
+const ANSWER_GRACE: Duration = Duration::from_secs(1);
+
+/// The daemon did not answer by the caller's deadline (stopped, stalled): the session's state
+/// is unknown, which is said as such, never as "still running".
+#[derive(Debug)]
+struct NoAnswer(String);
+
+impl std::fmt::Display for NoAnswer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the daemon did not answer by the --timeout (it may be stopped or stalled); the state of {} is unknown: see `stockade ps` once the daemon answers",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for NoAnswer {}
 /// How often a record on disk is read again.
 const RECORD_POLL: Duration = Duration::from_millis(100);
 
@@ -56,6 +75,10 @@ pub fn wait(global: &Global, args: WaitArgs) -> anyhow::Result<ExitCode> {
                 // A remote daemon's sessions are not in this machine's state directory.
                 Err(e) if no_such_session(&e) && global.remote.is_none() => {
                     from_disk(global, id, deadline)?
+                }
+                Err(e) if e.downcast_ref::<NoAnswer>().is_some() => {
+                    eprintln!("stockade: {e}");
+                    return Ok(ExitCode::from(124));
                 }
                 other => other?,
             },
@@ -104,7 +127,7 @@ fn from_daemon(
     loop {
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         let wait_ms = left.map_or(POLL_MS, |l| (l.as_millis() as u64).min(POLL_MS));
-        let answer = client.call::<method::Read>(ReadParams {
+        let params = ReadParams {
             id: id.to_owned(),
             after: Some(cursor),
             mode: Some(ReadMode::Delta),
@@ -113,7 +136,16 @@ fn from_daemon(
             wait_ms: Some(wait_ms),
             raw: true,
             ..ReadParams::default()
-        })?;
+        };
+        let answer = match left {
+            // The caller's deadline holds even when the daemon does not answer (stopped or
+            // stalled): the read may take its wait plus a moment, no more.
+            Some(left) => match client.call_within::<method::Read>(params, left + ANSWER_GRACE) {
+                Err(ClientError::Timeout { .. }) => return Err(NoAnswer(id.to_owned()).into()),
+                other => other?,
+            },
+            None => client.call::<method::Read>(params)?,
+        };
         if answer.state.is_terminal() {
             return Ok(Some(Ended { wall_time_ms: wall_time(client, id), state: answer.state }));
         }

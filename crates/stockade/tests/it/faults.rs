@@ -193,3 +193,25 @@ fn a_peer_that_pings_and_never_reads_is_closed_not_buffered() {
     );
     assert!(fresh.ok("list", serde_json::json!({}))["sessions"].is_array());
 }
+
+#[test]
+fn wait_timeout_holds_against_a_stopped_daemon() {
+    let home = Home::new();
+    let id = home.run_bg("sleep 60")["id"].as_str().unwrap().to_owned();
+    let pid = home.daemon_pid().unwrap();
+    // SAFETY: kill(2) on the daemon this test's home started (its pid from its lock file).
+    unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+    let started = Instant::now();
+    let out = home.run(&["wait", "--timeout", "2s", &id]);
+    let took = started.elapsed();
+    // SAFETY: as above.
+    unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+    assert_eq!(out.status.code(), Some(124), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("did not answer"), "{}", text(&out.stderr));
+    // 2 s, the one-second grace, and room for a loaded machine; it took 30-65 s before.
+    assert!(took < Duration::from_secs(8), "wait --timeout 2s took {took:?}");
+    // Once the daemon answers again, so does wait.
+    let out = home.run(&["wait", "--timeout", "1s", &id]);
+    assert_eq!(out.status.code(), Some(124), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("still running"), "{}", text(&out.stdout));
+}
