@@ -442,7 +442,31 @@ pub(crate) fn attribute(census: &ProcessCensus, q: &SessionQuery) -> Found {
                 && !holds_any(st.pid, &io)
         })
         .collect();
+    name_descendants(census, &mut found, &members, q.not_before);
     found
+}
+
+/// Adds the live descendants of the unattributed orphans to them: what those orphans started is
+/// no more attributable than they are, and just as alive, so a report never names an orphan but
+/// not its child.
+fn name_descendants(
+    census: &ProcessCensus,
+    found: &mut Found,
+    members: &HashSet<u32>,
+    not_before: u64,
+) {
+    let mut named: HashSet<u32> = found.unattributed.iter().map(|st| st.pid).collect();
+    let mut queue: Vec<u32> = named.iter().copied().collect();
+    while let Some(pid) = queue.pop() {
+        for e in census.at(&census.children, pid) {
+            let st = e.stat;
+            let young = !st.is_zombie() && st.start_time >= not_before;
+            if young && !members.contains(&st.pid) && named.insert(st.pid) {
+                found.unattributed.push(st);
+                queue.push(st.pid);
+            }
+        }
+    }
 }
 
 /// Whether `pid` runs this process's own executable: a child forked by a spawn that has not

@@ -427,8 +427,17 @@ impl SnapshotJob {
                     found.members.push(m);
                 }
             }
-            // An orphan still in the session cgroup is the session's, not unattributed.
-            found.unattributed.retain(|st| !found.members.iter().any(|m| m.stat.pid == st.pid));
+            // An orphan still in the session cgroup is the session's, not unattributed; one in
+            // any other cgroup is not the session's either (every process of the session starts
+            // in its cgroup and cannot leave it unless moved by someone allowed to write another
+            // cgroup — another session's orphan, say). Only an orphan whose cgroup cannot be
+            // read is left unattributed.
+            found.unattributed.retain(|st| {
+                !found.members.iter().any(|m| m.stat.pid == st.pid)
+                    && scan::cgroup_of(st.pid).is_none()
+                    && stockade_procfs::read_stat(st.pid)
+                        .is_some_and(|now| now.start_time == st.start_time)
+            });
         }
         found
     }
