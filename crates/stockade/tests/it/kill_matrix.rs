@@ -1,8 +1,9 @@
 //! The kill-shape matrix: every process shape that has ever escaped a session (plain, pipeline,
 //! nested `timeout`, `&`+wait, `setsid`, double fork, `nohup`, trap TERM, pipe holder, `env -i
 //! setsid`, python setsid + double fork + empty environment, perl `setpgrp`, a setsid storm,
-//! re-fork on TERM, and a detached daemon that leaves no trace of the session but being an orphan
-//! on the subreaper), each on a pipe and on a PTY, ended by `kill`, by its timeout and by its own
+//! re-fork on TERM, a detached daemon that leaves no trace of the session but being an orphan
+//! on the subreaper, and double forks orphaned at once with a scrubbed environment and closed
+//! stdio), each on a pipe and on a PTY, ended by `kill`, by its timeout and by its own
 //! normal exit, through a real daemon with cgroup containment and without. After each ending,
 //! either no process of the shape is left, or the daemon's report names every one that is
 //! (`survivors` / `unattributed`, `terminated: false`) — never "none left" beside a live one.
@@ -412,4 +413,34 @@ fn another_sessions_orphans_are_no_alarm_with_cgroup() {
         return;
     }
     another_sessions_orphans_are_no_alarm(&daemon, &format!("44.{run:04}"));
+}
+
+/// `daemon stop` without a cgroup ends sessions that orphaned a double fork at once: 0 of their
+/// processes are left within 3 s of the daemon's exit (4 sessions, 3 processes each).
+#[test]
+fn daemon_stop_leaves_no_orphan_without_cgroup() {
+    let run = run_id();
+    let prefix = format!("45.{run:04}");
+    let _cleanup = Cleanup(prefix.clone());
+    let mut daemon = DaemonProc::start(&["--no-cgroup"]);
+    let mut rpc = daemon.client();
+    for n in 1..=4 {
+        let t = format!("{prefix}{n:04}");
+        let shape = format!(
+            "(setsid env -i /bin/sh -c 'sleep {t} & exec sleep {t}' </dev/null >/dev/null 2>&1 &)\nexec sleep {t}"
+        );
+        rpc.ok("run", json!({"command": shape, "background": true}));
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while holding_token(&prefix).len() < 12 {
+        assert!(Instant::now() < deadline, "the shapes never formed: {:?}", holding_token(&prefix));
+        thread::sleep(Duration::from_millis(50));
+    }
+    rpc.ok("shutdown", json!({}));
+    assert!(daemon.wait_exit(Duration::from_secs(30)).is_some(), "the daemon did not stop");
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while !holding_token(&prefix).is_empty() && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(holding_token(&prefix), Vec::<u32>::new(), "left after daemon stop");
 }
