@@ -55,6 +55,7 @@ pub mod fd_budget;
 mod input;
 mod limits;
 mod marker;
+mod orphans;
 mod pidfd;
 pub mod pty;
 mod reaper;

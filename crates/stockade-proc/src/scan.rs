@@ -247,6 +247,7 @@ pub(crate) fn register_tree(root: (u32, u64), io: &[(u64, u64)]) {
 
 /// Forgets what [`register_tree`] and [`claim`] recorded for a tree.
 pub(crate) fn unregister_tree(root: (u32, u64), io: &[(u64, u64)], seen: &BTreeSet<(u32, u64)>) {
+    super::orphans::forget_root(root);
     let mut r = lock(&REGISTRY);
     r.roots.remove(&root);
     for id in io {
@@ -306,6 +307,9 @@ pub(crate) struct SessionQuery {
     pub seen: BTreeSet<(u32, u64)>,
     /// The session's output pipe, terminal or spool: a process holding one is the session's.
     pub io: Vec<(u64, u64)>,
+    /// The root's `(pid, start time)`: the key of the orphans placed in this session when it
+    /// exited.
+    pub root: (u32, u64),
 }
 
 /// How a process was recognised as the session's.
@@ -378,7 +382,8 @@ pub(crate) fn attribute(census: &ProcessCensus, q: &SessionQuery) -> Found {
             add(&mut members, &mut found, st, Via::Marker);
         }
     }
-    for &(pid, start) in &q.seen {
+    let placed = placed_orphans(census, q.root);
+    for &(pid, start) in q.seen.iter().chain(&placed.mine) {
         if let Some(e) = census.get(pid)
             && e.stat.start_time == start
             && !e.stat.is_zombie()
@@ -438,12 +443,38 @@ pub(crate) fn attribute(census: &ProcessCensus, q: &SessionQuery) -> Found {
             let id = (st.pid, st.start_time);
             !roots.contains(&id)
                 && !claimed.contains(&id)
+                && !placed.others.contains(&id)
                 && Some(st.session) != my_session
                 && !holds_any(st.pid, &io)
         })
         .collect();
     name_descendants(census, &mut found, &members, q.not_before);
     found
+}
+
+/// Places this process's unmarked children that are no session's root (orphans a root left as
+/// it exited; see `orphans`), then says which are this session's.
+fn placed_orphans(census: &ProcessCensus, root: (u32, u64)) -> super::orphans::OrphanView {
+    let me = std::process::id();
+    let candidates: Vec<ProcStat> = census
+        .at(&census.children, me)
+        .filter(|e| e.markers.is_empty() && !e.own_fork && !e.stat.is_zombie())
+        .map(|e| e.stat)
+        .collect();
+    if !candidates.is_empty() {
+        let roots = lock(&REGISTRY).roots.clone();
+        super::orphans::place(candidates, &roots);
+    }
+    super::orphans::view(root)
+}
+
+/// Places this process's children a root left as it exited (`root` is a zombie now, not reaped).
+pub(crate) fn place_orphans_of_exited_root() {
+    let (roots, claimed) = {
+        let r = lock(&REGISTRY);
+        (r.roots.clone(), r.claimed.clone())
+    };
+    super::orphans::place_own_children(&roots, &claimed);
 }
 
 /// Adds the live descendants of the unattributed orphans to them: what those orphans started is
@@ -471,7 +502,7 @@ fn name_descendants(
 
 /// Whether `pid` runs this process's own executable: a child forked by a spawn that has not
 /// reached `exec` yet.
-fn is_own_fork(pid: u32) -> bool {
+pub(crate) fn is_own_fork(pid: u32) -> bool {
     static OWN: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
     let Some(own) = OWN.get_or_init(|| std::fs::read_link("/proc/self/exe").ok()) else {
         return false;

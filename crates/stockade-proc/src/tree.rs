@@ -196,6 +196,12 @@ impl ProcessTree {
         if !root.has_exited() {
             return None;
         }
+        // Its children have reparented to this process by now; place them in this session
+        // before the reap makes the root's identity useless. With a cgroup, `/proc/PID/cgroup`
+        // places them instead. An adopted root's children never land here.
+        if self.cgroup.is_none() && !self.adopted {
+            scan::place_orphans_of_exited_root();
+        }
         match root.try_reap() {
             Ok(Reap::Reaped(exit)) => *slot = Some(exit),
             Ok(Reap::Running) => {}
@@ -276,6 +282,7 @@ impl ProcessTree {
             not_before: self.root_start_time,
             seen: lock(&self.seen).clone(),
             io: self.io.clone(),
+            root: (self.root_pid, self.root_start_time),
         }
     }
 
