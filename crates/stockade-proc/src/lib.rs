@@ -64,6 +64,7 @@ mod scan;
 mod spawn;
 mod terminate;
 mod tree;
+mod walk;
 
 pub use clone3::status as spawn_method;
 pub use containment::instance_cgroup_pid;
@@ -81,6 +82,7 @@ pub use spawn::{SpawnError, SpawnSpec, SpawnedTree, StdioSpec, spawn, spawn_pty}
 pub use stockade_proto::Signal;
 pub use terminate::TerminateOptions;
 pub use tree::{AdoptSpec, ProcessTree};
+pub use walk::walks_taken;
 
 /// Name of the environment variable that marks every process of a session.
 pub(crate) const MARKER_ENV: &str = "STOCKADE_SESSION";

@@ -45,6 +45,8 @@ pub(crate) struct OrphanView {
     pub mine: Vec<(u32, u64)>,
     /// Orphans placed in other sessions only: not this session's, no alarm.
     pub others: BTreeSet<(u32, u64)>,
+    /// Orphans placed nowhere: they arrived when no session root was exiting.
+    pub nowhere: BTreeSet<(u32, u64)>,
 }
 
 /// The placements as seen from the session rooted at `root`.
@@ -56,6 +58,8 @@ pub(crate) fn view(root: (u32, u64)) -> OrphanView {
             v.mine.push(*id);
         } else if !p.roots.is_empty() {
             v.others.insert(*id);
+        } else {
+            v.nowhere.insert(*id);
         }
     }
     v

@@ -260,6 +260,11 @@ pub(crate) fn unregister_tree(root: (u32, u64), io: &[(u64, u64)], seen: &BTreeS
     }
 }
 
+/// The pids of the roots of trees spawned or adopted and not yet reaped.
+pub(crate) fn root_pids() -> HashSet<u32> {
+    lock(&REGISTRY).roots.iter().map(|r| r.0).collect()
+}
+
 /// The root has been reaped: its pid is no longer a root.
 pub(crate) fn root_gone(root: (u32, u64)) {
     lock(&REGISTRY).roots.remove(&root);

@@ -14,6 +14,7 @@ use super::containment::Containment;
 use super::marker::SessionMarker;
 use super::pidfd::{PidFd, Reap, RootExit};
 use super::scan::{self, Found, Member, ProcessCensus, SessionQuery};
+use super::walk;
 
 /// What a session record knows about a tree another daemon started (see [`ProcessTree::adopt`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -291,7 +292,15 @@ impl ProcessTree {
             query: self.query(),
             cgroup: self.cgroup.clone(),
             cgroup_path: self.cgroup_path.clone(),
+            walk: self.walkable(),
         }
+    }
+
+    /// Whether the session can be found without a census (see `walk`): its root was spawned by
+    /// this process, so it is a child subreaper while it lives, and what it leaves at its exit
+    /// lands here. A tree an earlier daemon started (crash recovery) needs the census.
+    fn walkable(&self) -> bool {
+        !self.adopted && self.root.is_some()
     }
 
     /// Every process of the session right now, zombies included (flagged): cgroup members, the
@@ -341,19 +350,25 @@ impl ProcessTree {
     }
 
     /// How many live processes the session has, cheaply: the session cgroup's `cgroup.procs`
-    /// where there is one (no `/proc` scan), else counted in `census` — one scan shared by every
-    /// session a caller counts. Blocking.
+    /// where there is one (no `/proc` scan), else a walk from its root (O(the session's
+    /// processes)), else counted in `census` — one scan shared by every session a caller
+    /// counts. Blocking.
     pub fn count_processes(&self, census: &ProcessCensus) -> usize {
         if let Some(dir) = &self.cgroup {
             return cgroup::procs(dir).map_or(0, |pids| pids.len());
         }
-        let found = scan::attribute(census, &self.query());
+        let query = self.query();
+        let found = match self.walkable() {
+            true => walk::from_own_root(&query),
+            false => scan::attribute(census, &query),
+        };
         live_pids(&found.members).len()
     }
 
-    /// Whether [`Self::count_processes`] needs a census (the tree has no cgroup).
+    /// Whether [`Self::count_processes`] needs a census: the tree has no cgroup and was started
+    /// by an earlier daemon.
     pub fn needs_census(&self) -> bool {
-        self.cgroup.is_none()
+        self.cgroup.is_none() && !self.walkable()
     }
 
     /// Reaps zombies that are this process's children and belong to the session (seen as
@@ -419,12 +434,18 @@ struct SnapshotJob {
     query: SessionQuery,
     cgroup: Option<PathBuf>,
     cgroup_path: Option<String>,
+    /// Try a walk down from the root before a census.
+    walk: bool,
 }
 
 impl SnapshotJob {
     fn run(&self) -> Found {
-        let census = scan::census_after(std::time::Instant::now(), self.query.not_before);
-        let mut found = scan::attribute(&census, &self.query);
+        let mut found = if self.walk {
+            walk::from_own_root(&self.query)
+        } else {
+            let census = scan::census_after(std::time::Instant::now(), self.query.not_before);
+            scan::attribute(&census, &self.query)
+        };
         if let Some(dir) = &self.cgroup {
             for pid in cgroup::procs(dir).unwrap_or_default() {
                 if found.members.iter().any(|m| m.stat.pid == pid) {

@@ -13,6 +13,7 @@ mod bench_edges;
 mod bench_growth;
 mod binary_deps;
 mod caller_env;
+mod census_cost;
 mod chaos;
 mod cli;
 mod cli_bad_inputs;
