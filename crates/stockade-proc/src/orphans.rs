@@ -133,21 +133,36 @@ pub(crate) fn place(candidates: Vec<ProcStat>, roots: &BTreeSet<(u32, u64)>) {
                 && Some(st.session) != my_session
                 && !roots.contains(&id)
                 && !placed.contains_key(&id)
-                && !super::scan::is_own_fork(st.pid)
+                && !is_own_fork(st.pid)
         })
         .collect();
     if new.is_empty() {
         prune_gone(&mut placed);
         return;
     }
-    // Roots that are zombies now: one of them is where each new orphan came from.
-    let exited: Vec<(u32, u64)> = roots
-        .iter()
-        .copied()
-        .filter(|&(pid, start)| {
-            read_stat(pid).is_some_and(|st| st.start_time == start && st.is_zombie())
-        })
-        .collect();
+    // A session root this process just spawned is a child without a marker for the instant its
+    // `exec` has a new image but no environment yet: look again a moment later, and leave out
+    // whatever has a marker by then (it is attributed by it; a root is registered by then).
+    let new: Vec<ProcStat> = if new.iter().any(|st| environ_empty(st.pid)) {
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        new.into_iter().filter(|st| !has_any_marker(st)).collect()
+    } else {
+        new
+    };
+    // Roots that are zombies now: one of them is where each new orphan came from — or a placed
+    // orphan that is a zombie now (a process that outlived its root and then exited leaves its
+    // children here too): then it is that orphan's session's.
+    let zombie = |&(pid, start): &(u32, u64)| {
+        read_stat(pid).is_some_and(|st| st.start_time == start && st.is_zombie())
+    };
+    let mut exited: Vec<(u32, u64)> = roots.iter().copied().filter(zombie).collect();
+    for (id, p) in placed.iter() {
+        if zombie(id) {
+            exited.extend(
+                p.roots.iter().filter(|r| !exited.contains(r)).copied().collect::<Vec<_>>(),
+            );
+        }
+    }
     for st in new {
         let roots = origin(&st, &exited);
         if roots.len() > 1 {
@@ -176,10 +191,25 @@ fn prune_gone(placed: &mut BTreeMap<(u32, u64), Placement>) {
     });
 }
 
+/// Whether `pid`'s environment is empty or unreadable.
+fn environ_empty(pid: u32) -> bool {
+    std::fs::read(format!("/proc/{pid}/environ")).map_or(true, |env| env.is_empty())
+}
+
 /// Whether `st` carries any session marker in its environment: then the marker attributes it
 /// (a session root just spawned and not registered yet carries its own).
 fn has_any_marker(st: &ProcStat) -> bool {
     let prefix = format!("{MARKER_ENV}=");
     let Ok(env) = std::fs::read(format!("/proc/{}/environ", st.pid)) else { return false };
     env.split(|b| *b == 0).any(|e| e.starts_with(prefix.as_bytes()))
+}
+
+/// Whether `pid` runs this process's own executable: a child forked by a spawn that has not
+/// reached `exec` yet.
+pub(crate) fn is_own_fork(pid: u32) -> bool {
+    static OWN: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+    let Some(own) = OWN.get_or_init(|| std::fs::read_link("/proc/self/exe").ok()) else {
+        return false;
+    };
+    std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| &exe == own)
 }

@@ -103,7 +103,7 @@ impl ProcessCensus {
                 continue;
             }
             let mut markers = Vec::new();
-            let own_fork = stat.ppid == me && !stat.is_zombie() && is_own_fork(pid);
+            let own_fork = stat.ppid == me && !stat.is_zombie() && super::orphans::is_own_fork(pid);
             if !stat.is_zombie()
                 && !own_fork
                 && stat.start_time >= environ_from
@@ -503,16 +503,6 @@ fn name_descendants(
             }
         }
     }
-}
-
-/// Whether `pid` runs this process's own executable: a child forked by a spawn that has not
-/// reached `exec` yet.
-pub(crate) fn is_own_fork(pid: u32) -> bool {
-    static OWN: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
-    let Some(own) = OWN.get_or_init(|| std::fs::read_link("/proc/self/exe").ok()) else {
-        return false;
-    };
-    std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| &exe == own)
 }
 
 /// Whether `ancestor` is `pid` or one of its ancestors in the census.

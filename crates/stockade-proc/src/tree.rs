@@ -359,7 +359,7 @@ impl ProcessTree {
         }
         let query = self.query();
         let found = match self.walkable() {
-            true => walk::from_own_root(&query),
+            true => walk::from_own_root(&query, true),
             false => scan::attribute(census, &query),
         };
         live_pids(&found.members).len()
@@ -374,6 +374,8 @@ impl ProcessTree {
     /// Reaps zombies that are this process's children and belong to the session (seen as
     /// members, or still in its group). Never touches any other child. Returns how many.
     pub(crate) fn reap_orphans(&self, snapshot: &[Member]) -> usize {
+        // A zombie orphan's children have reparented here: place them before it is reaped.
+        scan::place_orphans_of_exited_root();
         let me = std::process::id();
         let seen = lock(&self.seen).clone();
         let mut reaped = 0;
@@ -441,7 +443,7 @@ struct SnapshotJob {
 impl SnapshotJob {
     fn run(&self) -> Found {
         let mut found = if self.walk {
-            walk::from_own_root(&self.query)
+            walk::from_own_root(&self.query, self.cgroup.is_none())
         } else {
             let census = scan::census_after(std::time::Instant::now(), self.query.not_before);
             scan::attribute(&census, &self.query)

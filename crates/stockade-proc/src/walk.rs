@@ -21,13 +21,35 @@ pub fn walks_taken() -> u64 {
     WALKS.load(std::sync::atomic::Ordering::Relaxed)
 }
 
-/// The children of `pid`, from the `children` file of each of its threads.
-fn children(pid: u32, out: &mut Vec<u32>) {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return };
-    for t in tasks.flatten() {
-        let Ok(text) = std::fs::read_to_string(t.path().join("children")) else { continue };
-        out.extend(text.split_ascii_whitespace().filter_map(|p| p.parse::<u32>().ok()));
+/// The children of `st`'s process, from the `children` file of each of its threads (a child
+/// hangs under the thread that forked it); of one thread, without listing them.
+fn children(st: &ProcStat, out: &mut Vec<u32>) {
+    if st.num_threads == 1 {
+        read_children(&format!("/proc/{0}/task/{0}/children", st.pid), out);
+        return;
     }
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{}/task", st.pid)) else { return };
+    for t in tasks.flatten() {
+        read_children(&t.path().join("children").to_string_lossy(), out);
+    }
+}
+
+/// Reads one `children` file (pids separated by spaces) into `out`.
+fn read_children(path: &str, out: &mut Vec<u32>) {
+    use std::io::Read as _;
+    let Ok(mut file) = std::fs::File::open(path) else { return };
+    let mut buf = [0u8; 4096];
+    let mut text = Vec::new();
+    loop {
+        match file.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => text.extend_from_slice(&buf[..n]),
+        }
+    }
+    let pids = text
+        .split(|b| *b == b' ' || *b == b'\n')
+        .filter_map(|p| std::str::from_utf8(p).ok().and_then(|p| p.parse::<u32>().ok()));
+    out.extend(pids);
 }
 
 /// Every process of the session rooted at `q.root` (a root this process spawned), found without
@@ -35,9 +57,18 @@ fn children(pid: u32, out: &mut Vec<u32>) {
 /// orphans it left on this process (placed in the session, or carrying its marker) and what was
 /// seen before, and down from those. Zombies are included only in the session's group or as
 /// this process's children (the caller's memory decides), as in a census.
-pub(crate) fn from_own_root(q: &SessionQuery) -> Found {
+/// With a cgroup (`orphans` false) the orphans are the cgroup's members, which the caller adds:
+/// nothing on this process is looked at or placed.
+pub(crate) fn from_own_root(q: &SessionQuery, orphans: bool) -> Found {
     if let Some(found) = from_live_root(q) {
         return found;
+    }
+    if !orphans {
+        WALKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut w = Walk::default();
+        w.remembered(q);
+        w.descend(q);
+        return w.found;
     }
     after_exit(q)
 }
@@ -70,12 +101,12 @@ fn from_live_root(q: &SessionQuery) -> Option<Found> {
 /// and were placed in the session before it was reaped (see `orphans`).
 fn after_exit(q: &SessionQuery) -> Found {
     WALKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    super::scan::place_orphans_of_exited_root();
-    let placed = super::orphans::view(q.root);
     let marker = [super::MARKER_ENV.as_bytes(), b"=", &q.marker_value].concat();
     let roots = super::scan::root_pids();
     let mut w = Walk::default();
-    let mut strays = Vec::new();
+    // The marker is looked at before the placement: a child that `exec`s `env -i` in between
+    // is then either seen with the marker or placed without it, never neither.
+    let mut unmarked = Vec::new();
     for pid in super::orphans::own_children() {
         if roots.contains(&pid) {
             continue;
@@ -83,11 +114,20 @@ fn after_exit(q: &SessionQuery) -> Found {
         let Some(st) = read_stat(pid) else { continue };
         if st.is_zombie() {
             w.found.members.push(Member { stat: st, via: Via::ZombieChild });
-        } else if placed.mine.contains(&(st.pid, st.start_time)) {
-            w.add(Member { stat: st, via: Via::Remembered });
         } else if st.start_time >= q.not_before && carries(pid, &marker) {
             w.add(Member { stat: st, via: Via::Marker });
-        } else if st.start_time >= q.not_before && placed.nowhere.contains(&(pid, st.start_time)) {
+        } else {
+            unmarked.push(st);
+        }
+    }
+    super::scan::place_orphans_of_exited_root();
+    let placed = super::orphans::view(q.root);
+    let mut strays = Vec::new();
+    for st in unmarked {
+        let id = (st.pid, st.start_time);
+        if placed.mine.contains(&id) {
+            w.add(Member { stat: st, via: Via::Remembered });
+        } else if st.start_time >= q.not_before && placed.nowhere.contains(&id) {
             strays.push(st);
         }
     }
@@ -118,14 +158,14 @@ fn carries(pid: u32, marker: &[u8]) -> bool {
 struct Walk {
     found: Found,
     members: HashSet<u32>,
-    queue: Vec<u32>,
+    queue: Vec<ProcStat>,
 }
 
 impl Walk {
     fn add(&mut self, m: Member) {
         if self.members.insert(m.stat.pid) {
             self.found.members.push(m);
-            self.queue.push(m.stat.pid);
+            self.queue.push(m.stat);
         }
     }
 
@@ -146,11 +186,13 @@ impl Walk {
         let mut kids = Vec::new();
         while let Some(parent) = self.queue.pop() {
             kids.clear();
-            children(parent, &mut kids);
+            children(&parent, &mut kids);
             for &pid in &kids {
                 let Some(st) = read_stat(pid) else { continue };
                 // Still this parent's child (not a recycled pid) and started within the session.
-                if st.ppid != parent || st.start_time < q.not_before || self.members.contains(&pid)
+                if st.ppid != parent.pid
+                    || st.start_time < q.not_before
+                    || self.members.contains(&pid)
                 {
                     continue;
                 }
