@@ -66,6 +66,13 @@ pub(crate) fn from_own_root(q: &SessionQuery, orphans: bool) -> Found {
     if !orphans {
         WALKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut w = Walk::default();
+        // Zombies that reparented here: the caller reaps those it saw as members.
+        let roots = super::scan::root_pids();
+        for pid in super::orphans::own_children().into_iter().filter(|p| !roots.contains(p)) {
+            if let Some(st) = read_stat(pid).filter(ProcStat::is_zombie) {
+                w.found.members.push(Member { stat: st, via: Via::ZombieChild });
+            }
+        }
         w.remembered(q);
         w.descend(q);
         return w.found;
