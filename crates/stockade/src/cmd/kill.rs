@@ -10,7 +10,8 @@ use stockade_client::{Client, ClientError};
 use stockade_log::answer;
 use stockade_proto::TerminateReport;
 use stockade_proto::rpc::{
-    CleanupParams, ForgetParams, KillManyParams, KillManyResult, KillParams, code, method,
+    CleanupParams, ForgetParams, KillManyParams, KillManyResult, KillParams, KillResult, code,
+    method,
 };
 
 use crate::global::Global;
@@ -92,15 +93,7 @@ pub fn kill(global: &Global, args: KillArgs) -> anyhow::Result<ExitCode> {
     let mut each = Each::new(args.json, args.ids.len());
     for result in results {
         match result {
-            Ok(result) => {
-                each.survived |= !result.report.terminated;
-                let text = format!(
-                    "{}\n{}\n",
-                    answer::status_line(&result.id, &result.state),
-                    report_line(&result.report)
-                );
-                each.done(&result, &text)?;
-            }
+            Ok(result) => each.killed(&result)?,
             Err(e) => each.failed(e)?,
         }
     }
@@ -115,15 +108,7 @@ fn print_many(args: &KillArgs, many: KillManyResult) -> anyhow::Result<ExitCode>
     let mut each = Each::new(args.json, if args.all { 2 } else { many.results.len() });
     for one in many.results {
         match (one.result, one.error) {
-            (Some(result), _) => {
-                each.survived |= !result.report.terminated;
-                let text = format!(
-                    "{}\n{}\n",
-                    answer::status_line(&result.id, &result.state),
-                    report_line(&result.report)
-                );
-                each.done(&result, &text)?;
-            }
+            (Some(result), _) => each.killed(&result)?,
             (None, why) => {
                 let why = why.unwrap_or_else(|| format!("{} was not ended; kill it again", one.id));
                 each.failed(anyhow::anyhow!(why))?;
@@ -228,6 +213,17 @@ impl Each {
             out::print_json(result)?;
         }
         Ok(())
+    }
+
+    /// One session's kill answer: its status line and what terminating did.
+    fn killed(&mut self, result: &KillResult) -> anyhow::Result<()> {
+        self.survived |= !result.report.terminated;
+        let text = format!(
+            "{}\n{}\n",
+            answer::status_line(&result.id, &result.state),
+            report_line(&result.report)
+        );
+        self.done(result, &text)
     }
 
     fn failed(&mut self, e: anyhow::Error) -> anyhow::Result<()> {
