@@ -11,7 +11,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use stockade_testkit::{DaemonProc, Rpc, eventually};
 
-const TMPFS_SIZE: &str = "size=8m";
+/// Private, as a home must be (a tmpfs is `1777` unless told otherwise, which a home may not be).
+const TMPFS_SIZE: &str = "size=8m,mode=0700";
 const FLOOD_BYTES: u64 = 16 * 1024 * 1024;
 const CHUNK: u64 = 1024 * 1024;
 
