@@ -92,11 +92,9 @@ pub async fn terminate_many(
 /// Terminates one tree on request: with a cgroup through [`terminate_many`], which then takes
 /// no `/proc` census (the cgroup's `cgroup.procs` and `cgroup.kill` reach every process the
 /// session started, and nothing outside it can be the session's) — O(the session's processes)
-/// instead of O(every process on the machine); without one, [`ProcessTree::terminate`] (which
-/// walks down from the root this daemon spawned).
+/// instead of O(every process on the machine); without one, [`ProcessTree::terminate`].
 pub async fn terminate_one(tree: &Arc<ProcessTree>, opts: &TerminateOptions) -> TerminateReport {
-    // Without a cgroup the tree's own terminate walks it (or takes a census when it cannot).
-    if !tree.has_cgroup() {
+    if tree.needs_census() {
         return tree.terminate(opts).await;
     }
     let mut reports = terminate_many(std::slice::from_ref(tree), opts).await;
@@ -207,7 +205,7 @@ async fn snapshot_refs(trees: &[&ProcessTree], which: &[bool]) -> Vec<Option<Fou
     let need_census: Vec<u64> = trees
         .iter()
         .zip(which)
-        .filter(|(t, w)| **w && !t.has_cgroup())
+        .filter(|(t, w)| **w && t.needs_census())
         .map(|(t, _)| t.root_start_time())
         .collect();
     let census = match need_census.iter().min() {

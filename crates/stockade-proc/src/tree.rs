@@ -373,11 +373,6 @@ impl ProcessTree {
         live_pids(&found.members).len()
     }
 
-    /// Whether the session has a cgroup of its own.
-    pub fn has_cgroup(&self) -> bool {
-        self.cgroup.is_some()
-    }
-
     /// Whether [`Self::count_processes`] needs a census: the tree has no cgroup and was started
     /// by an earlier daemon.
     pub fn needs_census(&self) -> bool {
@@ -456,17 +451,18 @@ struct SnapshotJob {
 impl SnapshotJob {
     fn run(&self) -> Found {
         if self.walk {
-            return self.with_cgroup(walk::from_own_root(&self.query, self.cgroup.is_none()));
+            return self.run_in(&ProcessCensus::empty());
         }
         let census = scan::census_after(std::time::Instant::now(), self.query.not_before);
         self.run_in(&census)
     }
 
-    /// [`Self::run`] over a census the caller took (one shared by many trees: a bulk terminate
-    /// takes one per round for the trees without a cgroup, and none when every tree has one —
-    /// `cgroup.procs` is then the whole truth). Walking each of a thousand trees instead would
-    /// list the daemon's own children, every thread's, once per tree and round.
+    /// [`Self::run`] over a census the caller took (one shared by many trees); a tree that can
+    /// be walked is walked (the shared census then holds only the trees that cannot).
     fn run_in(&self, census: &ProcessCensus) -> Found {
+        if self.walk {
+            return self.with_cgroup(walk::from_own_root(&self.query, self.cgroup.is_none()));
+        }
         self.with_cgroup(scan::attribute(census, &self.query))
     }
 
