@@ -451,18 +451,14 @@ struct SnapshotJob {
 impl SnapshotJob {
     fn run(&self) -> Found {
         if self.walk {
-            return self.run_in(&ProcessCensus::empty());
+            return self.with_cgroup(walk::from_own_root(&self.query, self.cgroup.is_none()));
         }
         let census = scan::census_after(std::time::Instant::now(), self.query.not_before);
         self.run_in(&census)
     }
 
-    /// [`Self::run`] over a census the caller took (one shared by many trees); a tree that can
-    /// be walked is walked (the shared census then holds only the trees that cannot).
+    /// [`Self::run`] over a census the caller took (one shared by many trees).
     fn run_in(&self, census: &ProcessCensus) -> Found {
-        if self.walk {
-            return self.with_cgroup(walk::from_own_root(&self.query, self.cgroup.is_none()));
-        }
         self.with_cgroup(scan::attribute(census, &self.query))
     }
 
