@@ -416,7 +416,6 @@ extern "C" fn child_main(arg: *mut c_void) -> ! {
         if libc::setsid() < 0 {
             fail(STEP_SETSID);
         }
-        crate::containment::adopt_orphans();
         for (target, &src) in plan.stdio.iter().enumerate() {
             if libc::dup2(src, target as i32) < 0 {
                 fail(STEP_STDIO);

@@ -25,20 +25,6 @@ pub(crate) fn become_subreaper() -> std::io::Result<()> {
     Ok(())
 }
 
-/// Makes the calling process (a session's root, between fork and exec) a child subreaper: what
-/// its descendants orphan — a subshell that exits as soon as it has forked a `setsid env -i`
-/// grandchild — is reparented to the root instead of to this process, and so stays a
-/// descendant of the session, found by the walk down from the root with no marker, group or
-/// descriptor left. The attribute survives `execve`. Best effort: without it (a kernel that
-/// refuses) such orphans land on this process as before and are reported unattributed.
-/// Async-signal-safe (one `prctl`).
-pub(crate) fn adopt_orphans() {
-    // SAFETY: prctl(PR_SET_CHILD_SUBREAPER) touches no memory.
-    unsafe {
-        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-    }
-}
-
 /// Whether [`become_subreaper`] has succeeded in this process.
 pub(crate) fn is_subreaper() -> bool {
     SUBREAPER.load(Ordering::Relaxed)

@@ -56,7 +56,6 @@ pub mod fd_budget;
 mod input;
 mod limits;
 mod marker;
-mod orphans;
 mod pidfd;
 pub mod pty;
 mod reaper;
@@ -65,7 +64,6 @@ mod scan;
 mod spawn;
 mod terminate;
 mod tree;
-mod walk;
 
 pub use bulk::{TerminateBatch, terminate_many, terminate_one};
 pub use clone3::status as spawn_method;
@@ -84,7 +82,6 @@ pub use spawn::{SpawnError, SpawnSpec, SpawnedTree, StdioSpec, spawn, spawn_pty}
 pub use stockade_proto::Signal;
 pub use terminate::TerminateOptions;
 pub use tree::{AdoptSpec, ProcessTree};
-pub use walk::walks_taken;
 
 /// Name of the environment variable that marks every process of a session.
 pub(crate) const MARKER_ENV: &str = "STOCKADE_SESSION";

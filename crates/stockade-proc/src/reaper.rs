@@ -24,8 +24,6 @@ pub fn reap_zombie_children(keep: impl FnOnce() -> Option<HashSet<u32>>) -> usiz
         return 0;
     }
     let Some(roots) = keep() else { return 0 };
-    // A zombie orphan's children have reparented here: place them before it is reaped.
-    crate::scan::place_orphans_of_exited_root();
     let mut reaped = 0;
     for pid in zombies.into_iter().filter(|p| !roots.contains(p)) {
         let mut status = 0;

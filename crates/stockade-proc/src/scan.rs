@@ -103,7 +103,7 @@ impl ProcessCensus {
                 continue;
             }
             let mut markers = Vec::new();
-            let own_fork = stat.ppid == me && !stat.is_zombie() && super::orphans::is_own_fork(pid);
+            let own_fork = stat.ppid == me && !stat.is_zombie() && is_own_fork(pid);
             if !stat.is_zombie()
                 && !own_fork
                 && stat.start_time >= environ_from
@@ -252,7 +252,6 @@ pub(crate) fn register_tree(root: (u32, u64), io: &[(u64, u64)]) {
 
 /// Forgets what [`register_tree`] and [`claim`] recorded for a tree.
 pub(crate) fn unregister_tree(root: (u32, u64), io: &[(u64, u64)], seen: &BTreeSet<(u32, u64)>) {
-    super::orphans::forget_root(root);
     let mut r = lock(&REGISTRY);
     r.roots.remove(&root);
     for id in io {
@@ -263,11 +262,6 @@ pub(crate) fn unregister_tree(root: (u32, u64), io: &[(u64, u64)], seen: &BTreeS
     for id in seen {
         r.claimed.remove(id);
     }
-}
-
-/// The pids of the roots of trees spawned or adopted and not yet reaped.
-pub(crate) fn root_pids() -> HashSet<u32> {
-    lock(&REGISTRY).roots.iter().map(|r| r.0).collect()
 }
 
 /// The root has been reaped: its pid is no longer a root.
@@ -317,9 +311,6 @@ pub(crate) struct SessionQuery {
     pub seen: BTreeSet<(u32, u64)>,
     /// The session's output pipe, terminal or spool: a process holding one is the session's.
     pub io: Vec<(u64, u64)>,
-    /// The root's `(pid, start time)`: the key of the orphans placed in this session when it
-    /// exited.
-    pub root: (u32, u64),
 }
 
 /// How a process was recognised as the session's.
@@ -392,8 +383,7 @@ pub(crate) fn attribute(census: &ProcessCensus, q: &SessionQuery) -> Found {
             add(&mut members, &mut found, st, Via::Marker);
         }
     }
-    let placed = placed_orphans(census, q.root);
-    for &(pid, start) in q.seen.iter().chain(&placed.mine) {
+    for &(pid, start) in &q.seen {
         if let Some(e) = census.get(pid)
             && e.stat.start_time == start
             && !e.stat.is_zombie()
@@ -453,61 +443,21 @@ pub(crate) fn attribute(census: &ProcessCensus, q: &SessionQuery) -> Found {
             let id = (st.pid, st.start_time);
             !roots.contains(&id)
                 && !claimed.contains(&id)
-                && !placed.others.contains(&id)
                 && Some(st.session) != my_session
                 && !holds_any(st.pid, &io)
         })
         .collect();
-    name_descendants(census, &mut found, &members, q.not_before);
     found
 }
 
-/// Places this process's unmarked children that are no session's root (orphans a root left as
-/// it exited; see `orphans`), then says which are this session's.
-fn placed_orphans(census: &ProcessCensus, root: (u32, u64)) -> super::orphans::OrphanView {
-    let me = std::process::id();
-    let candidates: Vec<ProcStat> = census
-        .at(&census.children, me)
-        .filter(|e| e.markers.is_empty() && !e.own_fork && !e.stat.is_zombie())
-        .map(|e| e.stat)
-        .collect();
-    if !candidates.is_empty() {
-        let roots = lock(&REGISTRY).roots.clone();
-        super::orphans::place(candidates, &roots);
-    }
-    super::orphans::view(root)
-}
-
-/// Places this process's children a root left as it exited (`root` is a zombie now, not reaped).
-pub(crate) fn place_orphans_of_exited_root() {
-    let (roots, claimed) = {
-        let r = lock(&REGISTRY);
-        (r.roots.clone(), r.claimed.clone())
+/// Whether `pid` runs this process's own executable: a child forked by a spawn that has not
+/// reached `exec` yet.
+fn is_own_fork(pid: u32) -> bool {
+    static OWN: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+    let Some(own) = OWN.get_or_init(|| std::fs::read_link("/proc/self/exe").ok()) else {
+        return false;
     };
-    super::orphans::place_own_children(&roots, &claimed);
-}
-
-/// Adds the live descendants of the unattributed orphans to them: what those orphans started is
-/// no more attributable than they are, and just as alive, so a report never names an orphan but
-/// not its child.
-fn name_descendants(
-    census: &ProcessCensus,
-    found: &mut Found,
-    members: &HashSet<u32>,
-    not_before: u64,
-) {
-    let mut named: HashSet<u32> = found.unattributed.iter().map(|st| st.pid).collect();
-    let mut queue: Vec<u32> = named.iter().copied().collect();
-    while let Some(pid) = queue.pop() {
-        for e in census.at(&census.children, pid) {
-            let st = e.stat;
-            let young = !st.is_zombie() && st.start_time >= not_before;
-            if young && !members.contains(&st.pid) && named.insert(st.pid) {
-                found.unattributed.push(st);
-                queue.push(st.pid);
-            }
-        }
-    }
+    std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| &exe == own)
 }
 
 /// Whether `ancestor` is `pid` or one of its ancestors in the census.

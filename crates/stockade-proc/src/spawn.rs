@@ -356,7 +356,6 @@ fn spawn_forked(
             if libc::setsid() < 0 {
                 return fail(STAGE_SETSID);
             }
-            super::containment::adopt_orphans();
             // The new session has no controlling terminal yet: take the slave as ours.
             if controlling_tty && libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
                 return fail(STAGE_CTTY);

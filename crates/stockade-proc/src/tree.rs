@@ -14,7 +14,6 @@ use super::containment::Containment;
 use super::marker::SessionMarker;
 use super::pidfd::{PidFd, Reap, RootExit};
 use super::scan::{self, Found, Member, ProcessCensus, SessionQuery};
-use super::walk;
 
 /// What a session record knows about a tree another daemon started (see [`ProcessTree::adopt`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -197,12 +196,6 @@ impl ProcessTree {
         if !root.has_exited() {
             return None;
         }
-        // Its children have reparented to this process by now; place them in this session
-        // before the reap makes the root's identity useless. With a cgroup, `/proc/PID/cgroup`
-        // places them instead. An adopted root's children never land here.
-        if self.cgroup.is_none() && !self.adopted {
-            scan::place_orphans_of_exited_root();
-        }
         match root.try_reap() {
             Ok(Reap::Reaped(exit)) => *slot = Some(exit),
             Ok(Reap::Running) => {}
@@ -283,7 +276,6 @@ impl ProcessTree {
             not_before: self.root_start_time,
             seen: lock(&self.seen).clone(),
             io: self.io.clone(),
-            root: (self.root_pid, self.root_start_time),
         }
     }
 
@@ -292,15 +284,7 @@ impl ProcessTree {
             query: self.query(),
             cgroup: self.cgroup.clone(),
             cgroup_path: self.cgroup_path.clone(),
-            walk: self.walkable(),
         }
-    }
-
-    /// Whether the session can be found without a census (see `walk`): its root was spawned by
-    /// this process, so it is a child subreaper while it lives, and what it leaves at its exit
-    /// lands here. A tree an earlier daemon started (crash recovery) needs the census.
-    fn walkable(&self) -> bool {
-        !self.adopted && self.root.is_some()
     }
 
     /// Every process of the session right now, zombies included (flagged): cgroup members, the
@@ -358,32 +342,24 @@ impl ProcessTree {
     }
 
     /// How many live processes the session has, cheaply: the session cgroup's `cgroup.procs`
-    /// where there is one (no `/proc` scan), else a walk from its root (O(the session's
-    /// processes)), else counted in `census` — one scan shared by every session a caller
-    /// counts. Blocking.
+    /// where there is one (no `/proc` scan), else counted in `census` — one scan shared by every
+    /// session a caller counts. Blocking.
     pub fn count_processes(&self, census: &ProcessCensus) -> usize {
         if let Some(dir) = &self.cgroup {
             return cgroup::procs(dir).map_or(0, |pids| pids.len());
         }
-        let query = self.query();
-        let found = match self.walkable() {
-            true => walk::from_own_root(&query, true),
-            false => scan::attribute(census, &query),
-        };
+        let found = scan::attribute(census, &self.query());
         live_pids(&found.members).len()
     }
 
-    /// Whether [`Self::count_processes`] needs a census: the tree has no cgroup and was started
-    /// by an earlier daemon.
+    /// Whether [`Self::count_processes`] needs a census (the tree has no cgroup).
     pub fn needs_census(&self) -> bool {
-        self.cgroup.is_none() && !self.walkable()
+        self.cgroup.is_none()
     }
 
     /// Reaps zombies that are this process's children and belong to the session (seen as
     /// members, or still in its group). Never touches any other child. Returns how many.
     pub(crate) fn reap_orphans(&self, snapshot: &[Member]) -> usize {
-        // A zombie orphan's children have reparented here: place them before it is reaped.
-        scan::place_orphans_of_exited_root();
         let me = std::process::id();
         let seen = lock(&self.seen).clone();
         let mut reaped = 0;
@@ -444,26 +420,17 @@ struct SnapshotJob {
     query: SessionQuery,
     cgroup: Option<PathBuf>,
     cgroup_path: Option<String>,
-    /// Try a walk down from the root before a census.
-    walk: bool,
 }
 
 impl SnapshotJob {
     fn run(&self) -> Found {
-        if self.walk {
-            return self.with_cgroup(walk::from_own_root(&self.query, self.cgroup.is_none()));
-        }
         let census = scan::census_after(std::time::Instant::now(), self.query.not_before);
         self.run_in(&census)
     }
 
     /// [`Self::run`] over a census the caller took (one shared by many trees).
     fn run_in(&self, census: &ProcessCensus) -> Found {
-        self.with_cgroup(scan::attribute(census, &self.query))
-    }
-
-    /// Adds what the session cgroup holds (when there is one) to what was found.
-    fn with_cgroup(&self, mut found: Found) -> Found {
+        let mut found = scan::attribute(census, &self.query);
         if let Some(dir) = &self.cgroup {
             for pid in cgroup::procs(dir).unwrap_or_default() {
                 if found.members.iter().any(|m| m.stat.pid == pid) {
@@ -473,17 +440,8 @@ impl SnapshotJob {
                     found.members.push(m);
                 }
             }
-            // An orphan still in the session cgroup is the session's, not unattributed; one in
-            // any other cgroup is not the session's either (every process of the session starts
-            // in its cgroup and cannot leave it unless moved by someone allowed to write another
-            // cgroup — another session's orphan, say). Only an orphan whose cgroup cannot be
-            // read is left unattributed.
-            found.unattributed.retain(|st| {
-                !found.members.iter().any(|m| m.stat.pid == st.pid)
-                    && scan::cgroup_of(st.pid).is_none()
-                    && stockade_procfs::read_stat(st.pid)
-                        .is_some_and(|now| now.start_time == st.start_time)
-            });
+            // An orphan still in the session cgroup is the session's, not unattributed.
+            found.unattributed.retain(|st| !found.members.iter().any(|m| m.stat.pid == st.pid));
         }
         found
     }

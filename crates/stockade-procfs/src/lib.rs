@@ -34,8 +34,6 @@ pub struct ProcStat {
     pub tty_nr: i64,
     /// Field 9: kernel flags (`PF_*`).
     pub flags: u64,
-    /// Field 20: how many threads it has.
-    pub num_threads: u32,
     /// Field 22: start time in clock ticks after boot. With the pid, the process's identity.
     pub start_time: u64,
 }
@@ -65,10 +63,9 @@ pub fn parse_stat(pid: u32, text: &str) -> Option<ProcStat> {
     // Field 7 (tty_nr), 8 (tpgid), then 9 (flags).
     let tty_nr = fields.next()?.parse().ok()?;
     let flags = fields.nth(1)?.parse().ok()?;
-    // Fields 10..=19, then 20 (num_threads), 21, then 22 (starttime).
-    let num_threads = fields.nth(10)?.parse().ok()?;
-    let start_time = fields.nth(1)?.parse().ok()?;
-    Some(ProcStat { pid, state, ppid, pgrp, session, tty_nr, flags, num_threads, start_time })
+    // Fields 10..=21, then 22 (starttime).
+    let start_time = fields.nth(12)?.parse().ok()?;
+    Some(ProcStat { pid, state, ppid, pgrp, session, tty_nr, flags, start_time })
 }
 
 /// Reads `/proc/<pid>/stat`; `None` when the process is gone (or unreadable).

@@ -14,7 +14,6 @@ mod bench_growth;
 mod binary_deps;
 mod bulk_kill;
 mod caller_env;
-mod census_cost;
 mod chaos;
 mod cli;
 mod cli_bad_inputs;
