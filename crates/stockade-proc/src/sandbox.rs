@@ -168,7 +168,7 @@ pub(crate) fn prepare(spec: &SandboxSpec) -> Result<Prepared, SandboxError> {
         Some(fd) => fd,
         None => ruleset(spec, abi_of(abi), &listing)?.0,
     };
-    let filters = vec![cached_program(policy.network)?, enosys_program()];
+    let filters = vec![cached_program(policy.network)?];
     Ok(Prepared { ruleset: Some(ruleset), filters, nofile, procs: Vec::new() })
 }
 
@@ -627,32 +627,6 @@ fn seccomp_program(network: NetworkMode) -> Result<Vec<seccompiler::sock_filter>
     .map_err(setup)?;
     let program: BpfProgram = filter.try_into().map_err(setup)?;
     Ok(program)
-}
-
-/// The second program: `clone3` answers `ENOSYS` (its flags are behind a pointer seccomp cannot
-/// read, and the C library falls back to `clone`, whose flags the first program checks), and
-/// so does every x32 system call (another numbering the first program would not match).
-fn enosys_program() -> Vec<seccompiler::sock_filter> {
-    const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
-    const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
-    const JGE_K: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
-    const RET_K: u16 = 0x06; // BPF_RET | BPF_K
-    const AUDIT_ARCH_X86_64: u32 = 0xC000_003E;
-    const RET_ALLOW: u32 = 0x7fff_0000;
-    const RET_KILL_PROCESS: u32 = 0x8000_0000;
-    const RET_ERRNO: u32 = 0x0005_0000;
-    const X32_BIT: u32 = 0x4000_0000;
-    let ins = |code, jt, jf, k| seccompiler::sock_filter { code, jt, jf, k };
-    vec![
-        ins(LD_W_ABS, 0, 0, 4), // seccomp_data.arch
-        ins(JEQ_K, 1, 0, AUDIT_ARCH_X86_64),
-        ins(RET_K, 0, 0, RET_KILL_PROCESS),
-        ins(LD_W_ABS, 0, 0, 0), // seccomp_data.nr
-        ins(JGE_K, 2, 0, X32_BIT),
-        ins(JEQ_K, 1, 0, libc::SYS_clone3 as u32),
-        ins(RET_K, 0, 0, RET_ALLOW),
-        ins(RET_K, 0, 0, RET_ERRNO | libc::ENOSYS as u32),
-    ]
 }
 
 /// What the child needs of a [`Prepared`], as plain values: read in the child without any

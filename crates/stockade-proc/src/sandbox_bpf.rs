@@ -12,12 +12,16 @@ use super::{CLONE_NEW_FLAGS, DENIED};
 
 const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
 const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
+const JGE_K: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
 const JSET_K: u16 = 0x45; // BPF_JMP | BPF_JSET | BPF_K
 const RET_K: u16 = 0x06; // BPF_RET | BPF_K
 const AUDIT_ARCH_X86_64: u32 = 0xC000_003E;
 const RET_ALLOW: u32 = 0x7fff_0000;
 const RET_KILL_PROCESS: u32 = 0x8000_0000;
 const RET_EPERM: u32 = 0x0005_0000 | libc::EPERM as u32;
+const RET_ENOSYS: u32 = 0x0005_0000 | libc::ENOSYS as u32;
+/// Set in the number of every x32 system call (another numbering the comparisons would miss).
+pub(super) const X32_BIT: u32 = 0x4000_0000;
 /// Offsets in `struct seccomp_data`: the number, the architecture, the low half of an argument.
 const NR: u32 = 0;
 const ARCH: u32 = 4;
@@ -34,6 +38,7 @@ enum Label {
     Ioctl,
     Socket,
     Unix,
+    Enosys,
 }
 
 /// An instruction, its jump (when taken) named by label until [`assemble`] counts it.
@@ -53,7 +58,10 @@ fn jump(code: u16, k: u32, to: Label) -> Ins {
 }
 
 /// The program for `network`: `EPERM` for what [`DENIED`] lists, a `clone` making a namespace,
-/// the terminal-injecting `ioctl`s and (network none) every socket family but `AF_UNIX`.
+/// the terminal-injecting `ioctl`s and (network none) every socket family but `AF_UNIX`;
+/// `ENOSYS` for `clone3` (its flags are behind a pointer seccomp cannot read, and the C library
+/// falls back to `clone`, whose flags are checked) and every x32 system call. One program, so
+/// the child installs one filter.
 pub(super) fn program(network: NetworkMode) -> Vec<sock_filter> {
     let mut p = vec![
         ins(LD_W_ABS, ARCH),
@@ -61,6 +69,8 @@ pub(super) fn program(network: NetworkMode) -> Vec<sock_filter> {
         ins(JEQ_K, AUDIT_ARCH_X86_64),
         ins(RET_K, RET_KILL_PROCESS),
         ins(LD_W_ABS, NR),
+        jump(JGE_K, X32_BIT, Label::Enosys),
+        jump(JEQ_K, libc::SYS_clone3 as u32, Label::Enosys),
     ];
     for nr in DENIED {
         p.push(jump(JEQ_K, nr as u32, Label::Deny));
@@ -90,6 +100,7 @@ pub(super) fn program(network: NetworkMode) -> Vec<sock_filter> {
     if network == NetworkMode::None {
         p.push(Ins { at: Some(Label::Unix), ..ins(RET_K, RET_ALLOW) });
     }
+    p.push(Ins { at: Some(Label::Enosys), ..ins(RET_K, RET_ENOSYS) });
     let mut out = assemble(&p);
     out[1].jt = 1;
     out
