@@ -8,6 +8,17 @@ use anyhow::Context;
 use stockade_client::{Client, ConnectOptions, RemoteOptions};
 use stockade_engine::StateDir;
 
+/// `stockade --version`: the number, the cargo profile that built it (`dist` is what is
+/// shipped, `release` the quick local build) and whether it is linked statically.
+pub const LONG_VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("STOCKADE_BUILD_PROFILE"),
+    " profile, ",
+    env!("STOCKADE_BUILD_LINKING"),
+    ")"
+);
+
 /// The global options every subcommand sees.
 #[derive(Debug, Clone)]
 pub struct Global {

@@ -246,10 +246,17 @@ impl Sandbox {
         for applet in list.lines().filter(|a| !a.is_empty() && *a != "busybox") {
             let _ = std::os::unix::fs::symlink("busybox", root.join("bin").join(applet));
         }
-        std::fs::copy(stockade_bin(), root.join("stockade")).unwrap();
+        // `STOCKADE_STATIC_BIN` (the static build of scripts/build-static) puts that binary in
+        // the root instead: it must run there with no library at all.
+        let bin = std::env::var_os("STOCKADE_STATIC_BIN").map_or_else(stockade_bin, PathBuf::from);
+        std::fs::copy(&bin, root.join("stockade")).unwrap();
         // A dynamically linked binary brings the libraries it names (the documented minimal
-        // dependency set: the C library and the loader).
-        let ldd = sh(Command::new("ldd").arg(stockade_bin())).unwrap_or_default();
+        // dependency set: the C library and the loader); `ldd` fails on a static one.
+        let ldd = sh(Command::new("ldd").arg(&bin)).unwrap_or_default();
+        if std::env::var_os("STOCKADE_STATIC_BIN").is_some() {
+            let dynamic = sh(Command::new("readelf").arg("-d").arg(&bin)).unwrap();
+            assert!(!dynamic.contains("(NEEDED)"), "{} is not static: {dynamic}", bin.display());
+        }
         for path in ldd.split_whitespace().filter(|w| w.starts_with('/')) {
             let to = root.join(path.trim_start_matches('/'));
             std::fs::create_dir_all(to.parent().unwrap()).unwrap();

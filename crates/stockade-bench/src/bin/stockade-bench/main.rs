@@ -187,6 +187,9 @@ fn growth(exe: PathBuf, work: PathBuf, a: GrowthArgs) -> Result<ExitCode> {
 
 fn bench_memory(exe: PathBuf, work: PathBuf, a: MemoryArgs) -> Result<ExitCode> {
     let quick = a.common.quick;
+    // The figures depend on how the binary was built: the shipped `dist` profile (fat LTO) or
+    // the quick `release` build, so the run says which it measured.
+    println!("Measured: {} ({})", exe.display(), build_of(&exe));
     let cfg = memory::MemoryConfig { exe, work_dir: work };
     let cases = if a.cases.is_empty() {
         vec!["idle".to_owned(), "output".into(), "live".into(), "slope".into()]
@@ -238,4 +241,13 @@ fn bench_memory(exe: PathBuf, work: PathBuf, a: MemoryArgs) -> Result<ExitCode> 
         println!("{}", f.line());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `stockade --version` of the measured binary: its number, cargo profile and linking.
+fn build_of(exe: &std::path::Path) -> String {
+    match std::process::Command::new(exe).arg("--version").output() {
+        Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).trim().to_owned(),
+        Ok(out) => format!("`--version` failed: {}", String::from_utf8_lossy(&out.stderr).trim()),
+        Err(e) => format!("cannot run it: {e}"),
+    }
 }

@@ -1,0 +1,323 @@
+"""What the sync and asyncio clients share: the answers as typed values, and the request
+parameters of docs/protocol.md built from the clients' keyword arguments."""
+
+from __future__ import annotations
+
+import base64
+import os
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+
+from ._errors import CommandFailed, TimeoutExpired
+
+#: The daemon clamps a long poll to 300 s; longer waits are made of slices this long.
+MAX_SLICE_S = 300.0
+#: Largest raw read the daemon answers in one call in base64.
+RAW_CHUNK = 4 * 1024 * 1024
+#: Largest raw read asked for in the binary form (the bytes follow the answer unencoded).
+BINARY_CHUNK = 16 * 1024 * 1024
+#: Terminal states (everything but ``running``).
+RUNNING = "running"
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """The answer of ``run`` (a foreground command) or the state of a started session."""
+
+    id: str
+    command: str
+    state: str
+    #: The exit code; ``-N`` when ended by signal N (as ``subprocess``); None otherwise.
+    returncode: Optional[int]
+    #: The daemon's bounded view of the output (stdout and stderr merged), the tail by default.
+    output: str
+    truncated: bool
+    #: What the view left out (``omitted_bytes``, ``after``, …) when ``truncated``.
+    notice: Optional[Dict[str, Any]]
+    next_cursor: int
+    total_bytes: int
+    spool_path: Optional[str]
+    #: The whole answer of the daemon.
+    raw: Dict[str, Any] = field(repr=False)
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Exact bytes of the output from a cursor (``Session.read``)."""
+
+    data: bytes
+    next_cursor: int
+    state: str
+    total_bytes: int
+    #: The session has ended and every byte up to ``total_bytes`` has been read.
+    eof: bool
+
+
+@dataclass(frozen=True)
+class WaitResult:
+    """How ``Session.wait`` ended: the session's state, and the line that matched ``until``."""
+
+    state: str
+    returncode: Optional[int]
+    #: ``"exit"`` (the session ended) or ``"match"`` (a line matched ``until``).
+    ended_by: str
+    matched: Optional[str]
+    #: The cursor just after the matched line (read on from there), else the end.
+    cursor: int
+
+
+@dataclass(frozen=True)
+class GrepLine:
+    """One line of a ``grep`` answer: a match or a context line."""
+
+    line_number: int
+    offset: int
+    text: str
+    is_match: bool
+
+
+def returncode(answer: Mapping[str, Any]) -> Optional[int]:
+    state = answer.get("state")
+    if state == "exited":
+        return int(answer.get("code", 0))
+    if state == "signaled":
+        return -int(answer.get("signal", 0))
+    return None
+
+
+def run_result(answer: Dict[str, Any], command: str) -> RunResult:
+    return RunResult(
+        id=str(answer.get("id", "")),
+        command=command,
+        state=str(answer.get("state", "")),
+        returncode=returncode(answer),
+        output=str(answer.get("output", "")),
+        truncated=bool(answer.get("truncated", False)),
+        notice=answer.get("notice"),
+        next_cursor=int(answer.get("next_cursor", 0)),
+        total_bytes=int(answer.get("total_bytes", 0)),
+        spool_path=answer.get("spool_path"),
+        raw=answer,
+    )
+
+
+def check_run(result: RunResult, check: bool) -> RunResult:
+    """``subprocess.run`` semantics: a timed-out run raises, ``check`` raises on failure."""
+    if result.state == "timed_out":
+        raise TimeoutExpired(
+            f"{result.command!r} ({result.id}) timed out and was terminated", result
+        )
+    if check and result.returncode != 0:
+        how = (
+            f"exited with status {result.returncode}"
+            if result.state == "exited"
+            else f"ended {result.state}"
+            + (f" ({result.raw.get('reason')})" if result.raw.get("reason") else "")
+        )
+        raise CommandFailed(f"{result.command!r} ({result.id}) {how}", result)
+    return result
+
+
+def ms(seconds: Optional[float]) -> Optional[int]:
+    return None if seconds is None else max(0, int(round(seconds * 1000)))
+
+
+def run_params(
+    command: str,
+    *,
+    background: bool,
+    cwd: Optional[str],
+    env: Optional[Mapping[str, str]],
+    timeout: Optional[float],
+    shell: Optional[str] = None,
+    max_bytes: Optional[int] = None,
+    pty: Optional[Tuple[int, int]] = None,
+    stdin: bool = False,
+    until: Optional[str] = None,
+    wait: Optional[float] = None,
+) -> Dict[str, Any]:
+    params: Dict[str, Any] = {"command": command}
+    if background:
+        params["background"] = True
+    if cwd is not None:
+        params["cwd"] = str(cwd)
+    if env is not None:
+        params["env"] = {str(k): str(v) for k, v in env.items()}
+    if timeout is not None:
+        params["timeout_ms"] = ms(timeout)
+    if shell is not None:
+        params["shell"] = shell
+    if max_bytes is not None:
+        params["max_bytes"] = max_bytes
+    if pty is not None:
+        rows, cols = pty
+        params["pty"] = {"rows": int(rows), "cols": int(cols)}
+    if stdin:
+        params["stdin"] = "pipe"
+    if until is not None:
+        params["until"] = until
+    if wait:
+        params["yield_ms"] = ms(min(wait, MAX_SLICE_S))
+    return params
+
+
+def raw_read_params(
+    sid: str, after: int, max_bytes: Optional[int], wait: Optional[float], binary: bool = False
+) -> Dict[str, Any]:
+    params: Dict[str, Any] = {
+        "id": sid,
+        "after": int(after),
+        "raw": True,
+        "max_bytes": int(max_bytes) if max_bytes is not None else (
+            BINARY_CHUNK if binary else RAW_CHUNK),
+    }
+    if binary:
+        params["encoding"] = "binary"
+    if wait:
+        params["wait_ms"] = ms(min(wait, MAX_SLICE_S))
+    return params
+
+
+def binary_reads_wanted() -> bool:
+    """Whether to ask for the binary read form (``STOCKADE_NO_BINARY_READ=1`` forces JSON)."""
+    return os.environ.get("STOCKADE_NO_BINARY_READ", "") in ("", "0")
+
+
+def binary_refused(error: Exception) -> bool:
+    """A daemon without the binary read form refuses the unknown field: read in base64."""
+    return getattr(error, "code", None) == -32602 and "unknown field `encoding`" in str(error)
+
+
+def chunk(answer: Mapping[str, Any], payload: Optional[bytes] = None) -> Chunk:
+    if payload is not None:
+        data = payload
+    else:
+        b64 = answer.get("bytes_b64") or ""
+        data = base64.b64decode(b64) if b64 else b""
+    state = str(answer.get("state", ""))
+    next_cursor = int(answer.get("next_cursor", 0))
+    total = int(answer.get("total_bytes", next_cursor))
+    return Chunk(data, next_cursor, state, total, state != RUNNING and next_cursor >= total)
+
+
+def binary_len(answer: Any) -> Optional[int]:
+    """How many raw bytes follow this answer (a binary read), or None."""
+    result = answer.get("result") if isinstance(answer, dict) else None
+    n = result.get("binary_len") if isinstance(result, dict) else None
+    return n if isinstance(n, int) and n >= 0 else None
+
+
+def wait_params(sid: str, until: Optional[str], after: int, slice_s: float) -> Dict[str, Any]:
+    """One slice of a wait: a ``tail`` view (never full) of one byte, collecting until the end,
+    a line matching ``until``, or the slice's end."""
+    params: Dict[str, Any] = {
+        "id": sid,
+        "after": int(after),
+        "mode": "tail",
+        "max_bytes": 1,
+        "wait_ms": ms(min(slice_s, MAX_SLICE_S)),
+        "collect": True,
+    }
+    if until is not None:
+        params["until"] = until
+    return params
+
+
+def wait_outcome(answer: Mapping[str, Any]) -> Optional[WaitResult]:
+    """The result of a wait slice, or None when it only passed its window."""
+    state = str(answer.get("state", ""))
+    report = answer.get("wait") or {}
+    matched = report.get("matched")
+    if matched:
+        return WaitResult(
+            state, returncode(answer), "match", str(matched.get("line", "")),
+            int(matched.get("cursor", 0)),
+        )
+    if state != RUNNING:
+        return WaitResult(state, returncode(answer), "exit", None, int(answer.get("next_cursor", 0)))
+    return None
+
+
+def grep_match(answer: Mapping[str, Any], after: int, ended: WaitResult) -> WaitResult:
+    """A wait that found the session already ended: the daemon answers at once without looking
+    for ``until``, so the first matching line (from a ``grep`` of the spool) that ends after the
+    cursor is the match, if there is one."""
+    for line in answer.get("lines", []):
+        if not line.get("is_match"):
+            continue
+        start = int(line.get("offset", 0))
+        end = start + len(str(line.get("text", "")).encode("utf-8")) + 1
+        if end > after:
+            return WaitResult(ended.state, ended.returncode, "match", str(line.get("text", "")), end)
+    return ended
+
+
+def write_params(sid: str, data: Union[str, bytes], close_stdin: bool) -> Dict[str, Any]:
+    params: Dict[str, Any] = {"id": sid, "yield_ms": 0}
+    if isinstance(data, str):
+        params["chars"] = data
+    else:
+        params["bytes_b64"] = base64.b64encode(bytes(data)).decode("ascii")
+    if close_stdin:
+        params["close_stdin"] = True
+    return params
+
+
+def kill_params(sid: str, signal: str, grace: Optional[float]) -> Dict[str, Any]:
+    params: Dict[str, Any] = {"id": sid, "signal": str(signal)}
+    if grace is not None:
+        params["grace_ms"] = ms(grace)
+    return params
+
+
+def grep_params(
+    sid: str, pattern: str, context: int, max_matches: Optional[int], ignore_case: bool
+) -> Dict[str, Any]:
+    params: Dict[str, Any] = {"id": sid, "pattern": pattern}
+    if context:
+        params["context"] = int(context)
+    if max_matches is not None:
+        params["max_matches"] = int(max_matches)
+    if ignore_case:
+        params["ignore_case"] = True
+    return params
+
+
+def grep_lines(answer: Mapping[str, Any]) -> List[GrepLine]:
+    return [
+        GrepLine(
+            int(line.get("line_number", 0)),
+            int(line.get("offset", 0)),
+            str(line.get("text", "")),
+            bool(line.get("is_match", False)),
+        )
+        for line in answer.get("lines", [])
+    ]
+
+
+def call_timeout(base: float, params: Mapping[str, Any]) -> float:
+    """The deadline of one answer: the client's timeout plus any wait the call asks for."""
+    extra = max(
+        int(params.get("wait_ms") or 0),
+        int(params.get("yield_ms") or 0),
+        int(params.get("grace_ms") or 0),
+        int(params.get("timeout_ms") or 0) if not params.get("background") else 0,
+    )
+    return base + extra / 1000.0
+
+
+class LineSplitter:
+    """Cuts a byte stream into lines (without ``\\n``), decoded UTF-8 with replacement."""
+
+    def __init__(self) -> None:
+        self._pending = b""
+
+    def feed(self, data: bytes) -> List[str]:
+        buf = self._pending + data
+        parts = buf.split(b"\n")
+        self._pending = parts.pop()
+        return [p.decode("utf-8", "replace") for p in parts]
+
+    def end(self) -> List[str]:
+        rest, self._pending = self._pending, b""
+        return [rest.decode("utf-8", "replace")] if rest else []
