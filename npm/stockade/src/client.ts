@@ -74,7 +74,8 @@ export class Client {
     this.connecting = null;
   }
 
-  async [Symbol.asyncDispose ?? Symbol.for("nodejs.asyncDispose")](): Promise<void> {
+  // Node 20.4 and later define the symbol (`await using client = new Client()`).
+  async [Symbol.asyncDispose](): Promise<void> {
     this.close();
   }
 
@@ -134,7 +135,14 @@ export class Client {
   }
 
   private ensure(): Promise<Transport> {
-    if (this.transport !== null) return Promise.resolve(this.transport);
+    if (this.transport !== null && !this.transport.closed) return Promise.resolve(this.transport);
+    if (this.transport !== null) {
+      // The connection was lost (e.g. the daemon restarted): the next call connects again, and a
+      // local daemon that is gone is started again, as the CLI would.
+      this.transport = null;
+      this.connecting = null;
+      if (process.env.STOCKADE_NO_BINARY_READ !== "1") this.binaryReads = null;
+    }
     if (this.connecting === null) {
       this.connecting = this.open().then(
         (transport) => {

@@ -92,8 +92,9 @@ export class Session {
   }
 
   /**
-   * Waits until a line of output matches `until` (a Rust regex, as `grep`), or without `until`
-   * until the session ends. Past `timeoutMs` a `StockadeTimeoutError`; without it, for ever.
+   * Waits until a line of the output (from its start, and as it arrives) matches `until` (a Rust
+   * regex, as `grep`; a prompt without its newline counts), or without `until` until the session
+   * ends. Past `timeoutMs` a `StockadeTimeoutError`; without it, for ever.
    */
   async wait(options: { until?: string; timeoutMs?: number } = {}): Promise<WaitResult> {
     const deadline = options.timeoutMs === undefined ? null : Date.now() + options.timeoutMs;
@@ -187,7 +188,8 @@ export class Session {
   /** The session's state now (`state`, `code`, …, `total_bytes`), without its output. */
   async info(): Promise<Record<string, unknown>> {
     const result = (await this.client.call("read", { id: this.id, max_bytes: 1, mode: "tail" })).result;
-    delete result.output;
+    // The fields of the one-byte view say nothing about the session.
+    for (const key of ["output", "notice", "truncated", "start_cursor", "omitted_bytes", "omitted_lines", "stream"]) delete result[key];
     return result;
   }
 

@@ -34,6 +34,11 @@ export abstract class Transport {
     });
   }
 
+  /** Whether the connection has ended (every request on it fails). */
+  get closed(): boolean {
+    return this.closedError !== null;
+  }
+
   abstract close(): void;
   protected abstract send(message: string): void;
 
