@@ -58,6 +58,18 @@ check(lines.length === 1001 && lines[0] === "1" && lines[999] === "1000" && line
 const found = await seq.grep("^99[0-9]$");
 check(found.length === 10 && found[0].lineNumber === 990 && found[0].isMatch, `grep: ${JSON.stringify(found[0])}`);
 
+// Lines followed while they are printed; bytes through a stdin pipe, read back exactly.
+const slowly = await client.start("for i in 1 2 3; do echo line $i; sleep 0.2; done");
+const followed = [];
+for await (const line of slowly.lines()) followed.push(line);
+check(followed.join(",") === "line 1,line 2,line 3", `followed lines: ${followed}`);
+const cat = await client.start("cat", { stdin: true });
+const sent = Uint8Array.from([0, 1, 2, 255, 10, 0xc3]);
+await cat.write(sent, { closeStdin: true });
+check((await cat.wait({ timeoutMs: 10_000 })).exitCode === 0, "cat did not exit 0 after its stdin closed");
+const echoed = await cat.read();
+check(Buffer.compare(Buffer.from(echoed.data), Buffer.from(sent)) === 0 && echoed.eof, `stdin bytes came back as ${echoed.data}`);
+
 // A wait that ends at a line.
 const server = await client.start("sleep 0.3; echo ready on :8080; sleep 60");
 const w = await server.wait({ until: "ready", timeoutMs: 10_000 });
