@@ -8,13 +8,18 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 . tests/lib/install.sh
 
-TYPESCRIPT_VERSION=5.9.3
-TYPES_NODE_VERSION=20.19.43
-# Keep in step with the dependency in npm/stockade/package.json.
-WS_VERSION=8.23.0
-TYPES_WS_VERSION=8.18.2
-
 need_node
+# The pinned versions are the package's own: its devDependencies and its one dependency.
+pinned() {
+    node -e 'const p = require(process.argv[1]); const v = p.devDependencies[process.argv[2]] ?? p.dependencies[process.argv[2]];
+             if (!v) process.exit(1); console.log(v)' "$PWD/npm/stockade/package.json" "$1" ||
+        die "npm/stockade/package.json pins no version of $1"
+}
+TYPESCRIPT_VERSION=$(pinned typescript)
+TYPES_NODE_VERSION=$(pinned @types/node)
+WS_VERSION=$(pinned ws)
+TYPES_WS_VERSION=$(pinned @types/ws)
+
 npm_install target/npm-build \
     "target/npm-build/.installed-ts-$TYPESCRIPT_VERSION-node-$TYPES_NODE_VERSION-ws-$WS_VERSION-$TYPES_WS_VERSION" \
     "TypeScript and the type definitions of the npm client" \

@@ -27,7 +27,7 @@ tests/packaging/install-npm-deps.sh
 scripts/build-npm "$binary" >/dev/null
 version=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version *= *"\([^"]*\)".*/\1/p' Cargo.toml)
 tgz=("$root/target/artifacts/stockade-$version.tgz" "$root/target/artifacts/stockade-linux-x64-$version.tgz"
-    "$(ls "$root"/target/npm-build/ws-*.tgz)")
+    "$root/target/npm-build/ws-$(node -p 'require("./npm/stockade/package.json").dependencies.ws').tgz")
 
 work=$(mktemp -d /tmp/stockade-npm.XXXXXX)
 door_pid=
