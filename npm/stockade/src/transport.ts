@@ -96,6 +96,8 @@ export class SocketTransport extends Transport {
   private buffered = 0;
   /** A binary read whose bytes are arriving: its answer and how many bytes are still due. */
   private binary: { id: number; result: Record<string, unknown>; len: number } | null = null;
+  /** How many leading chunks are known to hold no newline. */
+  private scanned = 0;
 
   private constructor(private readonly socket: Socket) {
     super();
@@ -147,10 +149,15 @@ export class SocketTransport extends Transport {
   }
 
   private indexOfNewline(): number {
+    // A JSON answer of megabytes arrives in many chunks: each is searched once, not per arrival.
     let offset = 0;
-    for (const chunk of this.chunks) {
-      const at = chunk.indexOf(10);
-      if (at >= 0) return offset + at;
+    for (let i = 0; i < this.chunks.length; i++) {
+      const chunk = this.chunks[i] as Buffer;
+      if (i >= this.scanned) {
+        const at = chunk.indexOf(10);
+        if (at >= 0) return offset + at;
+        this.scanned = i + 1;
+      }
       offset += chunk.length;
     }
     return -1;
@@ -158,6 +165,7 @@ export class SocketTransport extends Transport {
 
   /** Removes and returns the first `n` buffered bytes. */
   private take(n: number): Buffer {
+    this.scanned = 0;
     let out: Buffer;
     const first = this.chunks[0];
     if (first !== undefined && first.length >= n) {
