@@ -74,6 +74,10 @@ check(Buffer.compare(Buffer.from(echoed.data), Buffer.from(sent)) === 0 && echoe
 const server = await client.start("sleep 0.3; echo ready on :8080; sleep 60");
 const w = await server.wait({ until: "ready", timeoutMs: 10_000 });
 check(w.endedBy === "match" && w.matched === "ready on :8080" && w.state === "running", `until: ${JSON.stringify(w)}`);
+const quick = await client.start("echo quick-done");
+await new Promise((resolve) => setTimeout(resolve, 300));
+const late = await quick.wait({ until: "^quick", timeoutMs: 10_000 });
+check(late.endedBy === "match" && late.matched === "quick-done" && late.cursor === 11 && late.exitCode === 0, `until after the end: ${JSON.stringify(late)}`);
 const short = await server.wait({ until: "never printed", timeoutMs: 300 }).catch((e) => e);
 check(short instanceof StockadeTimeoutError, `wait timeout: ${short}`);
 await server.kill();

@@ -34,6 +34,7 @@ export class StockadeError extends Error {
 }
 
 export class NoSuchSessionError extends StockadeError {}
+export class SpawnFailedError extends StockadeError {}
 export class NotSupportedError extends StockadeError {}
 export class InvalidParamsError extends StockadeError {}
 export class LimitReachedError extends StockadeError {}
@@ -68,6 +69,8 @@ export function fromRpcError(err: { code?: unknown; message?: unknown; data?: un
   switch (code) {
     case ErrorCode.NO_SUCH_SESSION:
       return new NoSuchSessionError(message, code, err.data);
+    case ErrorCode.SPAWN_FAILED:
+      return new SpawnFailedError(message, code, err.data);
     case ErrorCode.NOT_SUPPORTED:
       return new NotSupportedError(message, code, err.data);
     case ErrorCode.INVALID_PARAMS:

@@ -11,6 +11,7 @@ export {
   LimitReachedError,
   NoSuchSessionError,
   NotSupportedError,
+  SpawnFailedError,
   StockadeError,
   StockadeTimeoutError,
 } from "./errors.js";

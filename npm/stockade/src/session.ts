@@ -117,6 +117,10 @@ export class Session {
         return { state, exitCode: exitCodeOf(result), endedBy: "match", matched: wait.matched.line ?? null, cursor: wait.matched.cursor ?? null };
       }
       if (TERMINAL.has(state)) {
+        // A session that had already ended is answered at once, without a look for `until`: the
+        // lines it printed are searched here, so a quick command does not race its wait.
+        const found = options.until === undefined ? null : await this.firstMatch(options.until, after);
+        if (found !== null) return { state, exitCode: exitCodeOf(result), endedBy: "match", ...found };
         return { state, exitCode: exitCodeOf(result), endedBy: "exit", matched: null, cursor: null };
       }
       if (deadline !== null && Date.now() >= deadline) {
@@ -124,8 +128,17 @@ export class Session {
         throw new StockadeTimeoutError(`waited ${options.timeoutMs} ms for ${what} of ${this.id}; it is still ${state}`, result);
       }
       // Lines before this answer's end have been looked at: the next slice starts there.
-      if (typeof result.next_cursor === "number") after = result.next_cursor;
+      if (typeof result.next_cursor === "number") after = Math.max(after, result.next_cursor);
     }
+  }
+
+  /** The first line matching `pattern` that ends after `after`, with the cursor just past it. */
+  private async firstMatch(pattern: string, after: number): Promise<{ matched: string; cursor: number } | null> {
+    for (const line of await this.grep(pattern, { maxMatches: 10_000 })) {
+      const end = line.offset + Buffer.byteLength(line.text) + 1;
+      if (line.isMatch && end > after) return { matched: line.text, cursor: end };
+    }
+    return null;
   }
 
   /** Types `data` into the session's terminal or stdin pipe (a string as text, bytes exactly). */
