@@ -18,7 +18,7 @@ die() {
     echo "tests/packaging/npm.sh: $*" >&2
     exit 1
 }
-artifacts=${CARGO_TARGET_DIR:-$root/target}/artifacts
+artifacts=$(realpath -m -- "${CARGO_TARGET_DIR:-target}/artifacts")
 binary=${STOCKADE_STATIC_BIN:-$artifacts/stockade-static}
 [[ -x $binary ]] || die "no stockade binary at $binary; build it with scripts/build-artifacts (or point STOCKADE_STATIC_BIN at one)"
 command -v openssl >/dev/null || die "openssl is missing (it makes the test CA); apt-get install openssl"
@@ -26,7 +26,7 @@ command -v openssl >/dev/null || die "openssl is missing (it makes the test CA);
 tests/packaging/install-npm-deps.sh
 scripts/build-npm "$binary" >/dev/null
 version=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version *= *"\([^"]*\)".*/\1/p' Cargo.toml)
-tgz=("$root/target/artifacts/stockade-$version.tgz" "$root/target/artifacts/stockade-linux-x64-$version.tgz"
+tgz=("$artifacts/stockade-$version.tgz" "$artifacts/stockade-linux-x64-$version.tgz"
     "$root/target/npm-build/ws-$(node -p 'require("./npm/stockade/package.json").dependencies.ws').tgz")
 
 work=$(mktemp -d /tmp/stockade-npm.XXXXXX)

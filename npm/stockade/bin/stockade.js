@@ -17,9 +17,10 @@ try {
 
 const child = spawn(bin, process.argv.slice(2), { stdio: "inherit" });
 
-// SIGINT from a terminal reaches the whole foreground process group, the binary included; the
-// binary treats a second SIGINT as it treats the first, so forwarding it too is harmless, and it
-// is needed when only this process is signalled (a supervisor, `kill PID`).
+// SIGINT from a terminal reaches the whole foreground process group, the binary included, so the
+// binary may get it twice; it handles a second as the first (`stockade run` still ends the tree
+// once and dies of SIGINT). Forwarding is what makes a signal to this process alone (a
+// supervisor, `kill PID`, npx passing on SIGTERM) reach the binary.
 const FORWARDED = ["SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGWINCH"];
 const handlers = new Map();
 for (const sig of FORWARDED) {
