@@ -72,12 +72,15 @@ check(Buffer.compare(Buffer.from(echoed.data), Buffer.from(sent)) === 0 && echoe
 
 // A wait that ends at a line.
 const server = await client.start("sleep 0.3; echo ready on :8080; sleep 60");
+check(server.started?.state === "running" && server.started.id === server.id, `started: ${JSON.stringify(server.started)}`);
 const w = await server.wait({ until: "ready", timeoutMs: 10_000 });
 check(w.endedBy === "match" && w.matched === "ready on :8080" && w.state === "running", `until: ${JSON.stringify(w)}`);
 const quick = await client.start("echo quick-done");
 await new Promise((resolve) => setTimeout(resolve, 300));
 const late = await quick.wait({ until: "^quick", timeoutMs: 10_000 });
 check(late.endedBy === "match" && late.matched === "quick-done" && late.cursor === 11 && late.exitCode === 0, `until after the end: ${JSON.stringify(late)}`);
+const past = await quick.wait({ until: "^quick", after: 11, timeoutMs: 10_000 });
+check(past.endedBy === "exit" && past.matched === null, `until after the cursor: ${JSON.stringify(past)}`);
 const short = await server.wait({ until: "never printed", timeoutMs: 300 }).catch((e) => e);
 check(short instanceof StockadeTimeoutError, `wait timeout: ${short}`);
 await server.kill();

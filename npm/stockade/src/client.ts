@@ -109,7 +109,8 @@ export class Client {
     setIf(params, "until", options.until);
     setIf(params, "yield_ms", options.waitMs);
     const result = (await this.call("run", params)).result;
-    return new Session(this, String(result.id), typeof result.pid === "number" ? result.pid : null);
+    const pid = typeof result.pid === "number" ? result.pid : null;
+    return new Session(this, String(result.id), pid, toRunResult(result, command));
   }
 
   /** The session with this id (no call is made). */

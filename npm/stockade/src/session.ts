@@ -62,6 +62,8 @@ export class Session {
     private readonly client: Client,
     readonly id: string,
     readonly pid: number | null,
+    /** The answer of `start` (null for `Client.session`). */
+    readonly started: RunResult | null = null,
   ) {}
 
   /**
@@ -92,13 +94,14 @@ export class Session {
   }
 
   /**
-   * Waits until a line of the output (from its start, and as it arrives) matches `until` (a Rust
-   * regex, as `grep`; a prompt without its newline counts), or without `until` until the session
-   * ends. Past `timeoutMs` a `StockadeTimeoutError`; without it, for ever.
+   * Waits until a line of the output after the cursor `after` (default 0: from its start, then as
+   * it arrives) matches `until` (a Rust regex, as `grep`; a prompt without its newline counts), or
+   * without `until` until the session ends. Past `timeoutMs` a `StockadeTimeoutError`; without
+   * it, for ever.
    */
-  async wait(options: { until?: string; timeoutMs?: number } = {}): Promise<WaitResult> {
+  async wait(options: { until?: string; after?: number; timeoutMs?: number } = {}): Promise<WaitResult> {
     const deadline = options.timeoutMs === undefined ? null : Date.now() + options.timeoutMs;
-    let after = 0;
+    let after = options.after ?? 0;
     for (;;) {
       const left = deadline === null ? MAX_WAIT_MS : Math.max(0, deadline - Date.now());
       const params: Record<string, unknown> = {
