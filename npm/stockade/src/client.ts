@@ -1,0 +1,244 @@
+// The client: a connection to the local daemon (started on demand by the bundled binary, exactly
+// as the CLI starts it) or to a remote daemon's WebSocket door, and the calls that start commands.
+import { execFile } from "node:child_process";
+import { lstatSync, readFileSync } from "node:fs";
+import { binaryPath } from "./binary.js";
+import { CommandFailedError, DaemonUnavailableError, StockadeError, StockadeTimeoutError } from "./errors.js";
+import { Session, toRunResult, type RunResult } from "./session.js";
+import { SocketTransport, Transport, WebSocketTransport, type Answer } from "./transport.js";
+
+export interface ClientOptions {
+  /** State directory of the local daemon (`--home`); default the binary's (`STOCKADE_HOME`, else ~/.local/state/stockade). */
+  home?: string;
+  /** A remote daemon's door, `wss://HOST:PORT` (or `ws://` on loopback). No auto-start. */
+  remote?: string;
+  /** With `remote`: the file holding the bearer token (default `STOCKADE_TOKEN_FILE`). Mode 0600. */
+  tokenFile?: string;
+  /** With a `wss://` remote: PEM file of the CA that signed the daemon's certificate (default `STOCKADE_CA_FILE`, else the system's roots). */
+  caFile?: string;
+  /** The stockade executable to start the local daemon with; default the one npm installed. */
+  binary?: string;
+  /** How long connecting (and starting the daemon) may take, in ms; default 60 000. */
+  timeoutMs?: number;
+}
+
+export interface RunOptions {
+  cwd?: string;
+  /** Added on top of the daemon's environment. */
+  env?: Record<string, string>;
+  /** The daemon terminates the command's tree after this long; then a `StockadeTimeoutError`. */
+  timeoutMs?: number;
+  /** Throw a `CommandFailedError` when the command does not exit 0. */
+  check?: boolean;
+  /** The shell that runs the command string; default `/bin/sh`. */
+  shell?: string;
+  /** At most this many bytes of output in the answer (its tail); default 50 KiB. */
+  maxBytes?: number;
+}
+
+export interface StartOptions {
+  cwd?: string;
+  env?: Record<string, string>;
+  /** Run on a new pseudo-terminal of this size. */
+  pty?: { rows: number; cols: number };
+  /** Give the command a stdin pipe that `write` feeds (without `pty`). */
+  stdin?: boolean;
+  timeoutMs?: number;
+  /** With `waitMs`: stop waiting at the first output line matching this regex. */
+  until?: string;
+  /** Wait up to this long before answering (earlier if it exits, or at an `until` line). */
+  waitMs?: number;
+  shell?: string;
+}
+
+/** One connection to a stockade daemon; requests on it run concurrently. */
+export class Client {
+  private readonly options: ClientOptions;
+  private transport: Transport | null = null;
+  private connecting: Promise<Transport> | null = null;
+  /** Whether the daemon answers binary raw reads; null until the first raw read tells. */
+  binaryReads: boolean | null = process.env.STOCKADE_NO_BINARY_READ === "1" ? false : null;
+
+  constructor(options: ClientOptions = {}) {
+    this.options = options;
+  }
+
+  /** Connects now (otherwise the first call does). Starts the local daemon if none runs. */
+  async connect(): Promise<void> {
+    await this.ensure();
+  }
+
+  close(): void {
+    this.transport?.close();
+    this.transport = null;
+    this.connecting = null;
+  }
+
+  // Node 20.4 and later define the symbol (`await using client = new Client()`).
+  async [Symbol.asyncDispose](): Promise<void> {
+    this.close();
+  }
+
+  /** Runs `command` in the foreground and answers once it has exited (one bounded answer). */
+  async run(command: string, options: RunOptions = {}): Promise<RunResult> {
+    const params: Record<string, unknown> = { command };
+    setIf(params, "cwd", options.cwd);
+    setIf(params, "env", options.env);
+    setIf(params, "timeout_ms", options.timeoutMs);
+    setIf(params, "shell", options.shell);
+    setIf(params, "max_bytes", options.maxBytes);
+    const result = toRunResult((await this.call("run", params)).result, command);
+    if (result.state === "timed_out") {
+      throw new StockadeTimeoutError(`the command ran past its time limit of ${options.timeoutMs} ms and was terminated (session ${result.id})`, result);
+    }
+    if (options.check && result.exitCode !== 0) {
+      throw new CommandFailedError(`the command ended ${describe(result)} (session ${result.id})`, result);
+    }
+    return result;
+  }
+
+  /** Starts `command` in the background and answers with its `Session`. */
+  async start(command: string, options: StartOptions = {}): Promise<Session> {
+    const params: Record<string, unknown> = { command, background: true };
+    setIf(params, "cwd", options.cwd);
+    setIf(params, "env", options.env);
+    setIf(params, "shell", options.shell);
+    setIf(params, "timeout_ms", options.timeoutMs);
+    if (options.pty !== undefined) params.pty = { rows: options.pty.rows, cols: options.pty.cols };
+    if (options.stdin) params.stdin = "pipe";
+    setIf(params, "until", options.until);
+    setIf(params, "yield_ms", options.waitMs);
+    const result = (await this.call("run", params)).result;
+    const pid = typeof result.pid === "number" ? result.pid : null;
+    return new Session(this, String(result.id), pid, toRunResult(result, command));
+  }
+
+  /** The session with this id (no call is made). */
+  session(id: string): Session {
+    return new Session(this, id, null);
+  }
+
+  /** Every session the daemon keeps (wire `list`). */
+  async sessions(): Promise<Record<string, unknown>[]> {
+    const result = (await this.call("list", {})).result;
+    return (result.sessions ?? []) as Record<string, unknown>[];
+  }
+
+  /** The daemon's `status`: pid, socket, home, version, containment, sessions. */
+  async status(): Promise<Record<string, unknown>> {
+    return (await this.call("status", {})).result;
+  }
+
+  /** One JSON-RPC call; for methods this class has no wrapper for. */
+  async call(method: string, params: Record<string, unknown>): Promise<Answer> {
+    const transport = await this.ensure();
+    return transport.request(method, params);
+  }
+
+  private ensure(): Promise<Transport> {
+    if (this.transport !== null && !this.transport.closed) return Promise.resolve(this.transport);
+    if (this.transport !== null) {
+      // The connection was lost (e.g. the daemon restarted): the next call connects again, and a
+      // local daemon that is gone is started again, as the CLI would.
+      this.transport = null;
+      this.connecting = null;
+      if (process.env.STOCKADE_NO_BINARY_READ !== "1") this.binaryReads = null;
+    }
+    if (this.connecting === null) {
+      this.connecting = this.open().then(
+        (transport) => {
+          this.transport = transport;
+          return transport;
+        },
+        (err: unknown) => {
+          this.connecting = null;
+          throw err;
+        },
+      );
+    }
+    return this.connecting;
+  }
+
+  private async open(): Promise<Transport> {
+    const timeoutMs = this.options.timeoutMs ?? 60_000;
+    if (this.options.remote !== undefined) {
+      const tokenFile = this.options.tokenFile ?? process.env.STOCKADE_TOKEN_FILE;
+      if (tokenFile === undefined || tokenFile === "") {
+        throw new DaemonUnavailableError("a remote daemon needs its token: pass tokenFile (or set STOCKADE_TOKEN_FILE)");
+      }
+      const caFile = this.options.caFile ?? process.env.STOCKADE_CA_FILE ?? null;
+      return withTimeout(WebSocketTransport.open(this.options.remote, readToken(tokenFile), caFile || null), timeoutMs, this.options.remote);
+    }
+    const socket = await this.startDaemon(timeoutMs);
+    return withTimeout(SocketTransport.open(socket), timeoutMs, socket);
+  }
+
+  /** Runs `stockade daemon start --json`, which starts the daemon as the CLI would; answers its socket. */
+  private async startDaemon(timeoutMs: number): Promise<string> {
+    let bin: string;
+    try {
+      bin = this.options.binary ?? binaryPath();
+    } catch (err) {
+      throw new DaemonUnavailableError((err as Error).message);
+    }
+    const args = this.options.home !== undefined ? ["--home", this.options.home] : [];
+    args.push("daemon", "start", "--json");
+    const out = await new Promise<string>((resolve, reject) => {
+      execFile(bin, args, { timeout: timeoutMs, maxBuffer: 1 << 20 }, (err, stdout, stderr) => {
+        if (err) {
+          const sentence = stderr.trim().replace(/^stockade: /, "");
+          reject(new DaemonUnavailableError(sentence || `\`${bin} daemon start\` failed: ${err.message}`));
+        } else {
+          resolve(stdout);
+        }
+      });
+    });
+    let socket: unknown;
+    try {
+      socket = JSON.parse(out).socket;
+    } catch {
+      socket = undefined;
+    }
+    if (typeof socket !== "string") {
+      throw new DaemonUnavailableError(`\`${bin} daemon start --json\` did not name a socket; is ${bin} a stockade binary?`);
+    }
+    return socket;
+  }
+}
+
+/** The token in `path` (surrounding whitespace removed), by the rules the daemon applies to its own. */
+function readToken(path: string): string {
+  let token: string;
+  try {
+    const st = lstatSync(path);
+    if (!st.isFile()) throw new DaemonUnavailableError(`the token file ${path} is not a regular file (symlinks are refused); pass the file itself`);
+    if ((st.mode & 0o077) !== 0) {
+      throw new DaemonUnavailableError(`the token file ${path} can be read or written by others; chmod 600 ${path}`);
+    }
+    token = readFileSync(path, "utf8").trim();
+  } catch (err) {
+    if (err instanceof StockadeError) throw err;
+    throw new DaemonUnavailableError(`cannot read the token file ${path}: ${(err as Error).message}`);
+  }
+  if (token.length < 16) throw new DaemonUnavailableError(`the token in ${path} is shorter than 16 characters; make one with \`openssl rand -hex 32\``);
+  return token;
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new DaemonUnavailableError(`${what} did not answer within ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+function setIf(params: Record<string, unknown>, key: string, value: unknown): void {
+  if (value !== undefined && value !== null) params[key] = value;
+}
+
+function describe(result: RunResult): string {
+  if (result.state === "exited") return `with exit code ${result.exitCode}`;
+  if (result.state === "signaled") return `by signal ${-(result.exitCode ?? 0)}`;
+  const reason = result.raw.reason;
+  return typeof reason === "string" ? `${result.state}: ${reason}` : result.state;
+}
