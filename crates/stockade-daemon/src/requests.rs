@@ -18,6 +18,31 @@ use crate::state::Shared;
 
 /// Answers queued for one connection's writer before request tasks wait for it.
 pub(crate) const WRITE_QUEUE: usize = 32;
+/// Binary read answers of one connection being prepared or queued at once (each holds up to
+/// `limits::MAX_BINARY_BYTES` until written): two let a pipelining client overlap the daemon's
+/// read of the next chunk with the writing of this one; more wait.
+const BINARY_IN_FLIGHT: usize = 2;
+
+/// One answer for a connection's writer: its JSON line and, after a binary read, the raw bytes
+/// that go right after it (see [`Payload`]).
+pub(crate) struct Outgoing {
+    pub(crate) line: Vec<u8>,
+    pub(crate) payload: Option<Payload>,
+}
+
+impl From<Vec<u8>> for Outgoing {
+    fn from(line: Vec<u8>) -> Outgoing {
+        Outgoing { line, payload: None }
+    }
+}
+
+/// The raw bytes of a binary `read`: written after the answer's line on the Unix socket, sent as
+/// the binary message after its text message on the WebSocket door. Holds one of its
+/// connection's [`BINARY_IN_FLIGHT`] places until written.
+pub(crate) struct Payload {
+    pub(crate) bytes: Vec<u8>,
+    pub(crate) _place: tokio::sync::OwnedSemaphorePermit,
+}
 
 /// Where one connection's request frames come from: the Unix socket's lines, or a WebSocket's
 /// text messages. Both doors share everything after this (see [`read_requests`]).
@@ -39,11 +64,12 @@ impl<R: AsyncBufRead + Unpin> FrameSource for LineReader<R> {
 pub(crate) async fn read_requests(
     shared: &Arc<Shared>,
     source: &mut impl FrameSource,
-    tx: &mpsc::Sender<Vec<u8>>,
+    tx: &mpsc::Sender<Outgoing>,
     conn: &CancellationToken,
     (caller, peer): (Arc<handlers::Caller>, Arc<crate::audit::Peer>),
 ) -> JoinSet<()> {
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT_PER_CONNECTION));
+    let binary = Arc::new(Semaphore::new(BINARY_IN_FLIGHT));
     let mut tasks = JoinSet::new();
     loop {
         let permit = tokio::select! {
@@ -62,6 +88,7 @@ pub(crate) async fn read_requests(
                     conn: conn.clone(),
                     caller: Arc::clone(&caller),
                     peer: Arc::clone(&peer),
+                    binary: Arc::clone(&binary),
                 };
                 let tx = tx.clone();
                 tasks.spawn(async move {
@@ -97,16 +124,17 @@ pub(crate) fn encode(resp: &Response) -> Vec<u8> {
 }
 
 /// Turn one frame into an answer line (`None` for a notification, or a blank line).
-async fn handle_frame(ctx: &Ctx, frame: Frame) -> Option<Vec<u8>> {
+async fn handle_frame(ctx: &Ctx, frame: Frame) -> Option<Outgoing> {
     match respond(ctx, frame).await? {
-        Answer::Error(resp) => Some(encode(&resp)),
-        Answer::Result { id, mut line } => {
+        Answer::Error(resp) => Some(encode(&resp).into()),
+        Answer::Result { id, line: (mut line, payload) } => {
             line.extend_from_slice(b",\"id\":");
             if serde_json::to_writer(&mut line, &id).is_err() {
-                return Some(encode(&Response::err(id, code::INTERNAL_ERROR, "bad request id")));
+                let bad = Response::err(id, code::INTERNAL_ERROR, "bad request id");
+                return Some(encode(&bad).into());
             }
             line.extend_from_slice(b"}\n");
-            Some(line)
+            Some(Outgoing { line, payload })
         }
     }
 }
@@ -115,8 +143,9 @@ async fn handle_frame(ctx: &Ctx, frame: Frame) -> Option<Vec<u8>> {
 enum Answer {
     /// An error response.
     Error(Response),
-    /// A success: the line so far (prefix and result) and the id to close it with.
-    Result { id: Value, line: Vec<u8> },
+    /// A success: the line so far (prefix and result), with a binary read's bytes, and the id
+    /// to close it with.
+    Result { id: Value, line: handlers::Reply },
 }
 
 async fn respond(ctx: &Ctx, frame: Frame) -> Option<Answer> {
@@ -206,7 +235,7 @@ async fn respond(ctx: &Ctx, frame: Frame) -> Option<Answer> {
     let audited = audit.map(|a| (a, params.clone()));
     let result = handlers::dispatch(ctx, &method, params).await;
     if let Some((audit, params)) = audited {
-        let answer = result.as_ref().ok().and_then(|l| l.get(handlers::RESULT_PREFIX.len()..));
+        let answer = result.as_ref().ok().and_then(|(l, _)| l.get(handlers::RESULT_PREFIX.len()..));
         audit.request(&ctx.peer, &method, &params, answer);
     }
     if notification {

@@ -34,11 +34,12 @@ impl OutputLog {
         Err(OutputError::ReadRaced)
     }
 
-    /// Exact bytes `[after, …)`, at most `max_bytes` (clamped by [`limits::raw_bytes`]), and
-    /// the cursor to continue from. Stops at the start of a gap; a cursor inside a gap returns
-    /// no bytes and the gap's end as the next cursor.
+    /// Exact bytes `[after, …)`, at most `max_bytes` (clamped to [`limits::MAX_BINARY_BYTES`];
+    /// the doors clamp further with [`limits::raw_bytes`] or [`limits::binary_bytes`]), and the
+    /// cursor to continue from. Stops at the start of a gap; a cursor inside a gap returns no
+    /// bytes and the gap's end as the next cursor.
     pub fn read_raw(&self, after: u64, max_bytes: usize) -> Result<(Vec<u8>, u64), OutputError> {
-        let max = limits::raw_bytes(Some(max_bytes)) as u64;
+        let max = max_bytes.min(limits::MAX_BINARY_BYTES) as u64;
         for _ in 0..READ_ATTEMPTS {
             let snap = self.snapshot(false)?;
             let from = after.min(snap.total);
