@@ -339,6 +339,12 @@ impl Client {
         Ok((result, bytes))
     }
 
+    /// Whether [`read_bytes`](Client::read_bytes) asks for binary answers (`false`: base64
+    /// only, as with a daemon that predates them; for comparisons and tests).
+    pub fn set_binary_reads(&mut self, on: bool) {
+        self.binary_reads = on;
+    }
+
     /// The raw bytes a binary read's answer announced (`binary_len`), read off the connection.
     fn payload(&mut self, result: &ReadResult) -> Result<Vec<u8>, ClientError> {
         let name = <method::Read as Method>::NAME;

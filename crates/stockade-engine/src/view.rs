@@ -185,6 +185,17 @@ impl Session {
         Ok(self.log().raw_view(after, max_bytes)?)
     }
 
+    /// [`Session::raw_view`] with the bytes read into `buf` (its bytes replaced), a buffer the
+    /// caller keeps from read to read.
+    pub fn raw_view_into(
+        &self,
+        after: u64,
+        max_bytes: usize,
+        buf: &mut Vec<u8>,
+    ) -> Result<OutputView, EngineError> {
+        Ok(self.log().raw_view_into(after, max_bytes, buf)?)
+    }
+
     /// The answer to a `run` (foreground or background, any door): the state, then the view of
     /// `request` as text (a PTY session's without escape codes, as `read` shows it by
     /// default), with the session's facts. The state comes first: once it is terminal the log

@@ -19,7 +19,7 @@ pub(crate) struct Ctx {
     /// Who is on the other end, for the audit log.
     pub(crate) peer: Arc<crate::audit::Peer>,
     /// The connection's places for binary read answers (see `crate::requests::Payload`).
-    pub(crate) binary: Arc<tokio::sync::Semaphore>,
+    pub(crate) binary: Arc<crate::requests::Binary>,
 }
 
 /// Who sent a connection's requests (known from the Unix socket's `SO_PEERCRED`).

@@ -47,7 +47,9 @@ pub(super) async fn handle(
     // A binary answer's bytes wait in memory until written: take a place for them first.
     let place = match p.encoding {
         Some(ReadEncoding::Binary) => tokio::select! {
-            place = Arc::clone(&ctx.binary).acquire_owned() => Some(place.map_err(|_| disconnected())?),
+            place = Arc::clone(&ctx.binary.places).acquire_owned() => {
+                Some(place.map_err(|_| disconnected())?)
+            }
             () = ctx.conn.cancelled() => return Err(disconnected()),
         },
         _ => None,
@@ -57,19 +59,25 @@ pub(super) async fn handle(
     let s = Arc::clone(&session);
     // Reading (and encoding) touches the disk and copies: keep it off the async workers, and
     // let the raw bytes go before answering.
-    let binary = place.is_some();
-    let (view, bytes_b64, bytes) = tokio::task::spawn_blocking(move || match plan {
-        ReadPlan::View { request, render } => s.view(&request, render).map(|v| (v, None, None)),
-        ReadPlan::Raw { after, max_bytes } => s.raw_view(after, max_bytes).map(|(v, bytes)| {
-            if binary { (v, None, Some(bytes)) } else { (v, Some(encode_bytes(&bytes)), None) }
-        }),
+    let spare = place.as_ref().map(|_| ctx.binary.take());
+    let (view, bytes_b64, bytes) = tokio::task::spawn_blocking(move || match (plan, spare) {
+        (ReadPlan::View { request, render }, _) => {
+            s.view(&request, render).map(|v| (v, None, None))
+        }
+        (ReadPlan::Raw { after, max_bytes }, Some(mut buf)) => {
+            s.raw_view_into(after, max_bytes, &mut buf).map(|v| (v, None, Some(buf)))
+        }
+        (ReadPlan::Raw { after, max_bytes }, None) => {
+            s.raw_view(after, max_bytes).map(|(v, bytes)| (v, Some(encode_bytes(&bytes)), None))
+        }
     })
     .await
     .map_err(join_error)?
     .map_err(from_engine)?;
     let wall_time_ms = session.wall_time().as_millis() as u64;
     let binary_len = bytes.as_ref().map(|b| b.len() as u64);
-    let payload = bytes.zip(place).map(|(bytes, _place)| Payload { bytes, _place });
+    let binary = Arc::clone(&ctx.binary);
+    let payload = bytes.zip(place).map(|(bytes, _place)| Payload { bytes, _place, binary });
     let result = ReadResult { id, state, view, wall_time_ms, wait: report, bytes_b64, binary_len };
     Ok((result, payload))
 }
