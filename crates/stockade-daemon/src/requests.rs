@@ -46,6 +46,12 @@ pub(crate) struct Payload {
     pub(crate) binary: Arc<Binary>,
 }
 
+impl AsRef<[u8]> for Payload {
+    fn as_ref(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
 impl Drop for Payload {
     fn drop(&mut self) {
         self.binary.put_back(std::mem::take(&mut self.bytes));

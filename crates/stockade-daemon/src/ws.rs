@@ -282,9 +282,9 @@ async fn write_loop(
         let text = String::from_utf8(line)
             .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
         let mut sent = sink.send(Message::text(text)).await;
-        if let (Ok(()), Some(mut payload)) = (&sent, payload) {
-            // The library copies it into frames anyway: no spare buffer is kept for the door.
-            sent = sink.send(Message::binary(std::mem::take(&mut payload.bytes))).await;
+        if let (Ok(()), Some(payload)) = (&sent, payload) {
+            // Owned by the message: once framed, the buffer is the connection's spare again.
+            sent = sink.send(Message::binary(Bytes::from_owner(payload))).await;
         }
         if sent.is_err() {
             conn.cancel();

@@ -53,13 +53,23 @@ impl OutputLog {
         buf: &mut Vec<u8>,
     ) -> Result<u64, OutputError> {
         let max = max_bytes.min(limits::MAX_BINARY_BYTES) as u64;
-        buf.clear();
+        let read = self.read_raw_span(after, max, buf);
+        if read.is_err() {
+            buf.clear();
+        }
+        read
+    }
+
+    /// [`OutputLog::read_raw_into`]'s work: `buf` is resized, not cleared, so a buffer kept from
+    /// read to read is only zeroed where it grows (a successful fetch overwrites every byte).
+    fn read_raw_span(&self, after: u64, max: u64, buf: &mut Vec<u8>) -> Result<u64, OutputError> {
         for _ in 0..READ_ATTEMPTS {
             let snap = self.snapshot(false)?;
             let from = after.min(snap.total);
             let mut to = snap.total;
             if let Some((hs, he)) = snap.hole {
                 if from >= hs && from < he {
+                    buf.clear();
                     return Ok(he);
                 }
                 if from < hs {

@@ -60,7 +60,7 @@ pub enum BenchCommand {
     /// loopback (token and CA file) — against `cat` of the spool, with CPU seconds.
     ///
     /// One session prints BYTES of random data; each round reads all of it back each way
-    /// (binary reads, 16 MiB an answer) and keeps each way's fastest round: MiB/s and the CPU
+    /// (binary reads, 4 MiB an answer) and keeps each way's fastest round: MiB/s and the CPU
     /// seconds of the reader and the daemon (from /proc). Goals: the socket at least half `cat`'s
     /// speed, the door at least 200 MiB/s, each at most 2 CPU-seconds per GiB. `--base64` adds
     /// the JSON (base64) form for comparison. Needs `openssl` for the door's certificate. Writes
