@@ -38,7 +38,7 @@ pub(crate) use ctx::{Caller, Ctx};
 pub(crate) const RESULT_PREFIX: &[u8] = br#"{"jsonrpc":"2.0","result":"#;
 
 /// A success: the answer line so far, and the raw bytes that follow it (a binary `read`).
-pub(crate) type Reply = (Vec<u8>, Option<crate::requests::Payload>);
+pub(crate) type Reply = (Vec<u8>, Option<crate::payload::Payload>);
 
 /// Run `name` with `params`. On success, the answer line so far: [`RESULT_PREFIX`] and the
 /// serialized result, written once into the buffer that goes to the socket (a large read is not

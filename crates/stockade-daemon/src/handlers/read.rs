@@ -12,7 +12,7 @@ use stockade_proto::{OutputLimits, ReadMode};
 
 use super::ctx::{Ctx, disconnected, wait};
 use crate::error::{from_engine, join_error};
-use crate::requests::Payload;
+use crate::payload::Payload;
 
 pub(super) async fn handle(
     ctx: &Ctx,
