@@ -21,6 +21,7 @@
 //! * [`edges`] runs ten hard cases and says 0/1 with the reason for every 0.
 //! * [`speed`] measures draining 1 GiB through the daemon against writing it straight to a file,
 //!   and a `run true` round trip against a bare fork+exec+wait.
+//! * [`bulk`] reads 1 GiB back through the daemon (Unix socket, `wss://` door) against `cat`.
 //! * [`scale`] measures `grep` over a large spool against ripgrep, and `list` with many running
 //!   sessions.
 //!
@@ -29,6 +30,7 @@
 
 #![deny(missing_docs)]
 
+pub mod bulk;
 pub mod daemon;
 pub mod edges;
 mod error;

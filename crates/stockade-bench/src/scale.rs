@@ -184,7 +184,7 @@ impl ListSummary {
 }
 
 /// The CPU time (user + system) of `pid` so far.
-fn cpu(pid: u32) -> Result<Duration> {
+pub(crate) fn cpu(pid: u32) -> Result<Duration> {
     let path = format!("/proc/{pid}/stat");
     let stat = std::fs::read_to_string(&path).map_err(|e| BenchError::io(path.clone(), e))?;
     let fields: Vec<&str> =

@@ -12,7 +12,9 @@
 //!   and waits, with a deadline, for its typed answer. A JSON-RPC error comes back as
 //!   [`ClientError::Rpc`] with its code and message. Each answer line is read into memory only up
 //!   to [`MAX_RESPONSE_BYTES`].
-//! - [`raw_bytes`] decodes the exact bytes of a `raw` read.
+//! - [`raw_bytes`] decodes the exact bytes of a `raw` read; [`Client::read_bytes`] reads them
+//!   without base64 (`encoding: "binary"`: the bytes follow the answer on the wire), falling back
+//!   to base64 with a daemon that predates it.
 //!
 //! - With [`ConnectOptions::remote`] set, the same calls go to a remote daemon's WebSocket door
 //!   (`ws://` or `wss://`, bearer token from a private file; see `remote`). Both ways share one
@@ -37,7 +39,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::Value;
-use stockade_proto::rpc::{self, Method, ReadResult, Request, Response, method};
+use stockade_proto::rpc::{
+    self, Method, ReadEncoding, ReadParams, ReadResult, Request, Response, method,
+};
 
 pub use error::ClientError;
 pub use remote::RemoteOptions;
@@ -53,6 +57,11 @@ pub const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long auto-start waits for the socket to accept.
 pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(5);
+/// Set (to anything but `0`) to make [`Client::read_bytes`] use base64 answers only, as with a
+/// daemon that predates binary reads.
+pub const NO_BINARY_READ_ENV: &str = "STOCKADE_NO_BINARY_READ";
+/// Most bytes one base64 raw read answers with (the daemon clamps to it): what a fallback asks.
+const MAX_BASE64_READ: usize = 4 * 1024 * 1024;
 
 /// The socket of the daemon for state directory `home`.
 pub fn socket_path(home: &Path) -> PathBuf {
@@ -174,6 +183,8 @@ pub struct Client {
     call_timeout: Duration,
     poisoned: bool,
     line: Vec<u8>,
+    /// Whether raw reads ask for binary answers (until a daemon refuses them).
+    binary_reads: bool,
 }
 
 impl Client {
@@ -240,6 +251,7 @@ impl Client {
             call_timeout,
             poisoned: false,
             line: Vec::new(),
+            binary_reads: std::env::var_os(NO_BINARY_READ_ENV).is_none_or(|v| v == "0"),
         }
     }
 
@@ -295,6 +307,74 @@ impl Client {
     pub fn call<M: Method>(&mut self, params: M::Params) -> Result<M::Result, ClientError> {
         let wait = Duration::from_millis(M::wait_ms(&params));
         self.call_waiting::<M>(params, wait)
+    }
+
+    /// A raw `read` (`raw` is set for you) and its exact bytes. The bytes come without base64
+    /// (`encoding: "binary"`, up to 16 MiB an answer; `max_bytes` absent asks for 8 MiB) unless
+    /// the daemon predates that or [`NO_BINARY_READ_ENV`] is set: then the answer is base64
+    /// (at most 4 MiB), decoded here. Continue from the answer's `view.next_cursor`.
+    pub fn read_bytes(&mut self, params: ReadParams) -> Result<(ReadResult, Vec<u8>), ClientError> {
+        let mut params = ReadParams { raw: true, ..params };
+        if self.binary_reads {
+            params.encoding = Some(ReadEncoding::Binary);
+            match self.call::<method::Read>(params.clone()) {
+                Ok(result) => {
+                    let bytes = self.payload(&result)?;
+                    return Ok((result, bytes));
+                }
+                Err(ClientError::Rpc { code, message, .. })
+                    if code == rpc::code::INVALID_PARAMS
+                        && message.contains("unknown field `encoding`") =>
+                {
+                    // A daemon that predates binary reads: base64 from now on.
+                    self.binary_reads = false;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        params.encoding = None;
+        params.max_bytes = Some(params.max_bytes.unwrap_or(MAX_BASE64_READ).min(MAX_BASE64_READ));
+        let result = self.call::<method::Read>(params)?;
+        let bytes = raw_bytes(&result)?.unwrap_or_default();
+        Ok((result, bytes))
+    }
+
+    /// Whether [`read_bytes`](Client::read_bytes) asks for binary answers (`false`: base64
+    /// only, as with a daemon that predates them; for comparisons and tests).
+    pub fn set_binary_reads(&mut self, on: bool) {
+        self.binary_reads = on;
+    }
+
+    /// The raw bytes a binary read's answer announced (`binary_len`), read off the connection.
+    fn payload(&mut self, result: &ReadResult) -> Result<Vec<u8>, ClientError> {
+        let name = <method::Read as Method>::NAME;
+        let Some(len) = result.binary_len else {
+            // Bytes sent as base64 after all: they are in the answer.
+            return Ok(raw_bytes(result)?.unwrap_or_default());
+        };
+        let len = usize::try_from(len).ok().filter(|&n| n <= MAX_RESPONSE_BYTES).ok_or(
+            ClientError::ResponseTooLarge { method: name.into(), limit: MAX_RESPONSE_BYTES },
+        );
+        let got = len.and_then(|len| {
+            let timeout = self.call_timeout.max(Duration::from_millis(1));
+            self.transport.recv_payload(len, timeout).map_err(|e| match e.kind() {
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
+                    ClientError::Timeout { method: name.into(), after: timeout }
+                }
+                std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::ConnectionReset => {
+                    ClientError::Disconnected { method: name.into() }
+                }
+                std::io::ErrorKind::InvalidData => {
+                    ClientError::Protocol { method: name.into(), detail: e.to_string() }
+                }
+                _ => ClientError::Io { method: name.into(), source: e },
+            })
+        });
+        if got.is_err() {
+            // Bytes may still be on their way or half read: the stream is out of step.
+            self.poisoned = true;
+        }
+        got
     }
 
     /// Like [`call`](Client::call), for a call the caller knows may itself wait up to `wait`

@@ -165,6 +165,57 @@ impl Transport {
     }
 }
 
+impl Transport {
+    /// Receive the `len` raw bytes that follow a binary read's answer, waiting at most
+    /// `timeout` for each piece: on the Unix socket the bytes right after the answer's line, on
+    /// the WebSocket door the binary message right after its text message.
+    pub(crate) fn recv_payload(&mut self, len: usize, timeout: Duration) -> io::Result<Vec<u8>> {
+        match self {
+            Transport::Unix { reader, .. } => {
+                reader.get_ref().set_read_timeout(Some(timeout))?;
+                let mut bytes = vec![0u8; len];
+                // Past what is buffered, a large read goes straight from the socket into `bytes`.
+                reader.read_exact(&mut bytes)?;
+                Ok(bytes)
+            }
+            Transport::Ws(ws) => {
+                ws.get_ref().tcp().set_read_timeout(Some(timeout))?;
+                loop {
+                    match ws.read() {
+                        Ok(Message::Binary(bytes)) if bytes.len() == len => {
+                            return Ok(Vec::from(bytes));
+                        }
+                        Ok(Message::Binary(bytes)) => {
+                            return Err(io::Error::new(
+                                io::ErrorKind::InvalidData,
+                                format!(
+                                    "{} bytes came where the answer announced {len}",
+                                    bytes.len()
+                                ),
+                            ));
+                        }
+                        Ok(Message::Text(_)) => {
+                            return Err(io::Error::new(
+                                io::ErrorKind::InvalidData,
+                                "a text message came where the read's bytes were announced",
+                            ));
+                        }
+                        Ok(Message::Close(_)) => {
+                            return Err(io::Error::new(
+                                io::ErrorKind::ConnectionReset,
+                                "the connection is closed",
+                            ));
+                        }
+                        // Pings are answered by the library on the next read or write.
+                        Ok(_) => {}
+                        Err(e) => return Err(ws_io(e)),
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// A WebSocket error as the I/O error the client already knows how to word.
 fn ws_io(e: WsError) -> io::Error {
     match e {

@@ -40,6 +40,7 @@ mod lockfile;
 mod memory;
 mod metrics;
 mod metrics_door;
+mod payload;
 mod reload;
 mod requests;
 mod schedule;

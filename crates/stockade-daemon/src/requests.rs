@@ -14,10 +14,23 @@ use tokio_util::sync::CancellationToken;
 use crate::config::MAX_IN_FLIGHT_PER_CONNECTION;
 use crate::framing::{Frame, LineReader};
 use crate::handlers::{self, Ctx};
+use crate::payload::{Binary, Payload};
 use crate::state::Shared;
 
 /// Answers queued for one connection's writer before request tasks wait for it.
 pub(crate) const WRITE_QUEUE: usize = 32;
+/// One answer for a connection's writer: its JSON line and, after a binary read, the raw bytes
+/// that go right after it (see [`Payload`]).
+pub(crate) struct Outgoing {
+    pub(crate) line: Vec<u8>,
+    pub(crate) payload: Option<Payload>,
+}
+
+impl From<Vec<u8>> for Outgoing {
+    fn from(line: Vec<u8>) -> Outgoing {
+        Outgoing { line, payload: None }
+    }
+}
 
 /// Where one connection's request frames come from: the Unix socket's lines, or a WebSocket's
 /// text messages. Both doors share everything after this (see [`read_requests`]).
@@ -39,11 +52,12 @@ impl<R: AsyncBufRead + Unpin> FrameSource for LineReader<R> {
 pub(crate) async fn read_requests(
     shared: &Arc<Shared>,
     source: &mut impl FrameSource,
-    tx: &mpsc::Sender<Vec<u8>>,
+    tx: &mpsc::Sender<Outgoing>,
     conn: &CancellationToken,
     (caller, peer): (Arc<handlers::Caller>, Arc<crate::audit::Peer>),
 ) -> JoinSet<()> {
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT_PER_CONNECTION));
+    let binary = Arc::new(Binary::new());
     let mut tasks = JoinSet::new();
     loop {
         let permit = tokio::select! {
@@ -62,6 +76,7 @@ pub(crate) async fn read_requests(
                     conn: conn.clone(),
                     caller: Arc::clone(&caller),
                     peer: Arc::clone(&peer),
+                    binary: Arc::clone(&binary),
                 };
                 let tx = tx.clone();
                 tasks.spawn(async move {
@@ -97,16 +112,17 @@ pub(crate) fn encode(resp: &Response) -> Vec<u8> {
 }
 
 /// Turn one frame into an answer line (`None` for a notification, or a blank line).
-async fn handle_frame(ctx: &Ctx, frame: Frame) -> Option<Vec<u8>> {
+async fn handle_frame(ctx: &Ctx, frame: Frame) -> Option<Outgoing> {
     match respond(ctx, frame).await? {
-        Answer::Error(resp) => Some(encode(&resp)),
-        Answer::Result { id, mut line } => {
+        Answer::Error(resp) => Some(encode(&resp).into()),
+        Answer::Result { id, line: (mut line, payload) } => {
             line.extend_from_slice(b",\"id\":");
             if serde_json::to_writer(&mut line, &id).is_err() {
-                return Some(encode(&Response::err(id, code::INTERNAL_ERROR, "bad request id")));
+                let bad = Response::err(id, code::INTERNAL_ERROR, "bad request id");
+                return Some(encode(&bad).into());
             }
             line.extend_from_slice(b"}\n");
-            Some(line)
+            Some(Outgoing { line, payload })
         }
     }
 }
@@ -115,8 +131,9 @@ async fn handle_frame(ctx: &Ctx, frame: Frame) -> Option<Vec<u8>> {
 enum Answer {
     /// An error response.
     Error(Response),
-    /// A success: the line so far (prefix and result) and the id to close it with.
-    Result { id: Value, line: Vec<u8> },
+    /// A success: the line so far (prefix and result), with a binary read's bytes, and the id
+    /// to close it with.
+    Result { id: Value, line: handlers::Reply },
 }
 
 async fn respond(ctx: &Ctx, frame: Frame) -> Option<Answer> {
@@ -206,7 +223,7 @@ async fn respond(ctx: &Ctx, frame: Frame) -> Option<Answer> {
     let audited = audit.map(|a| (a, params.clone()));
     let result = handlers::dispatch(ctx, &method, params).await;
     if let Some((audit, params)) = audited {
-        let answer = result.as_ref().ok().and_then(|l| l.get(handlers::RESULT_PREFIX.len()..));
+        let answer = result.as_ref().ok().and_then(|(l, _)| l.get(handlers::RESULT_PREFIX.len()..));
         audit.request(&ctx.peer, &method, &params, answer);
     }
     if notification {

@@ -27,7 +27,7 @@ use crate::error::DaemonError;
 use crate::framing::LineReader;
 use crate::http::Doorway;
 use crate::lockfile::DaemonLock;
-use crate::requests::{WRITE_QUEUE, encode, read_requests};
+use crate::requests::{Outgoing, WRITE_QUEUE, encode, read_requests};
 use crate::state::Shared;
 use crate::ws::{self, WsListener};
 
@@ -437,7 +437,7 @@ async fn connection(shared: Arc<Shared>, stream: UnixStream, conn: CancellationT
         audit.connected(&who);
     }
     let (read_half, write_half) = stream.into_split();
-    let (tx, rx) = mpsc::channel::<Vec<u8>>(WRITE_QUEUE);
+    let (tx, rx) = mpsc::channel::<Outgoing>(WRITE_QUEUE);
     let writer = tokio::spawn(write_loop(write_half, rx, conn.clone()));
     let mut lines =
         LineReader::new(BufReader::with_capacity(READ_BUFFER, read_half), MAX_REQUEST_BYTES);
@@ -459,14 +459,19 @@ async fn connection(shared: Arc<Shared>, stream: UnixStream, conn: CancellationT
     let _ = writer.await;
 }
 
-/// Write answers in order; a failed write means the client is gone.
+/// Write answers in order, a binary read's bytes right after its line (nothing comes between);
+/// a failed write means the client is gone.
 async fn write_loop(
     mut out: OwnedWriteHalf,
-    mut rx: mpsc::Receiver<Vec<u8>>,
+    mut rx: mpsc::Receiver<Outgoing>,
     conn: CancellationToken,
 ) {
-    while let Some(line) = rx.recv().await {
-        if out.write_all(&line).await.is_err() {
+    while let Some(answer) = rx.recv().await {
+        let mut written = out.write_all(&answer.line).await;
+        if let (Ok(()), Some(payload)) = (&written, &answer.payload) {
+            written = out.write_all(&payload.bytes).await;
+        }
+        if written.is_err() {
             conn.cancel();
             return;
         }

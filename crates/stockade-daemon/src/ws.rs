@@ -39,7 +39,7 @@ use crate::error::WsSetupError;
 use crate::framing::Frame;
 use crate::http::{Doorway, Upgrade};
 use crate::reload::{Credentials, LiveTls, LiveToken};
-use crate::requests::{FrameSource, WRITE_QUEUE, encode, read_requests};
+use crate::requests::{FrameSource, Outgoing, WRITE_QUEUE, encode, read_requests};
 use crate::state::Shared;
 
 /// Connections the kernel completes and queues before the daemon accepts them (the length
@@ -156,7 +156,7 @@ pub(crate) async fn connection(
     let (ws, _slot) = ws;
     let _open = shared.metrics.connection();
     let (sink, stream) = ws.split();
-    let (tx, rx) = mpsc::channel::<Vec<u8>>(WRITE_QUEUE);
+    let (tx, rx) = mpsc::channel::<Outgoing>(WRITE_QUEUE);
     let writer = tokio::spawn(write_loop(sink, rx, conn.clone()));
     let mut source = Messages {
         stream,
@@ -267,20 +267,26 @@ fn close_frame(code: CloseCode, reason: &str) -> CloseFrame {
     CloseFrame { code, reason: reason.into() }
 }
 
-/// Write answers in order, one text message each; gives the sink back for the close frame, or
+/// Write answers in order, one text message each, a binary read's bytes as the binary message
+/// right after its answer (nothing comes between); gives the sink back for the close frame, or
 /// `None` when the client is gone.
 async fn write_loop(
     mut sink: Sink,
-    mut rx: mpsc::Receiver<Vec<u8>>,
+    mut rx: mpsc::Receiver<Outgoing>,
     conn: CancellationToken,
 ) -> Option<Sink> {
-    while let Some(mut line) = rx.recv().await {
+    while let Some(Outgoing { mut line, payload }) = rx.recv().await {
         if line.last() == Some(&b'\n') {
             line.pop();
         }
         let text = String::from_utf8(line)
             .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
-        if sink.send(Message::text(text)).await.is_err() {
+        let mut sent = sink.send(Message::text(text)).await;
+        if let (Ok(()), Some(payload)) = (&sent, payload) {
+            // Owned by the message: once framed, the buffer is the connection's spare again.
+            sent = sink.send(Message::binary(Bytes::from_owner(payload))).await;
+        }
+        if sent.is_err() {
             conn.cancel();
             return None;
         }
@@ -294,7 +300,7 @@ async fn write_loop(
 struct Messages {
     stream: Stream,
     /// For answers given here rather than by a handler.
-    tx: mpsc::Sender<Vec<u8>>,
+    tx: mpsc::Sender<Outgoing>,
     /// Why the daemon ends the connection, when it does.
     close: Option<CloseFrame>,
     /// Pings in the current window, and when it began.
@@ -326,7 +332,7 @@ impl FrameSource for Messages {
                         "the message has at least {size} bytes, more than the limit of {max_size}; the connection is closed"
                     );
                     let answer = Response::err(Value::Null, code::INVALID_REQUEST, &sentence);
-                    let _ = self.tx.send(encode(&answer)).await;
+                    let _ = self.tx.send(encode(&answer).into()).await;
                     self.close = Some(close_frame(CloseCode::Size, "message too large"));
                     return Ok(None);
                 }
@@ -348,7 +354,7 @@ impl FrameSource for Messages {
                             bytes.len()
                         ),
                     );
-                    let _ = self.tx.send(encode(&answer)).await;
+                    let _ = self.tx.send(encode(&answer).into()).await;
                 }
                 // Pings are answered by the library, within their share.
                 Message::Ping(_) => {

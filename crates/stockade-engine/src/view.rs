@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use stockade_proto::rpc::{ReadParams, Render, WaitReport};
+use stockade_proto::rpc::{ReadEncoding, ReadParams, Render, WaitReport};
 use stockade_proto::{Omission, OutputView, ReadMode, RunResult, SessionState};
 
 use crate::EngineError;
@@ -39,7 +39,8 @@ pub enum ReadPlan {
     Raw {
         /// The cursor to read from.
         after: u64,
-        /// At most this many bytes (clamped by [`limits::raw_bytes`]).
+        /// At most this many bytes (clamped by [`limits::raw_bytes`], or by
+        /// [`limits::binary_bytes`] for bytes sent as binary).
         max_bytes: usize,
     },
 }
@@ -52,6 +53,12 @@ impl Session {
         let mode =
             p.mode.unwrap_or(if p.after.is_some() { ReadMode::Delta } else { ReadMode::Tail });
         let after = p.after.unwrap_or(0);
+        let binary = p.encoding == Some(ReadEncoding::Binary);
+        if binary && !p.raw {
+            return Err(EngineError::Invalid(
+                "encoding binary sends a raw read's bytes; add raw: true or drop encoding".into(),
+            ));
+        }
         if p.raw {
             let refuse = if p.stream.is_some() {
                 Some("raw reads return every stream's bytes in order; drop stream or drop raw")
@@ -65,7 +72,12 @@ impl Session {
             if let Some(sentence) = refuse {
                 return Err(EngineError::Invalid(sentence.into()));
             }
-            return Ok(ReadPlan::Raw { after, max_bytes: limits::raw_bytes(p.max_bytes) });
+            let max_bytes = if binary {
+                limits::binary_bytes(p.max_bytes)
+            } else {
+                limits::raw_bytes(p.max_bytes)
+            };
+            return Ok(ReadPlan::Raw { after, max_bytes });
         }
         let render = p.render.unwrap_or_default();
         if render == Render::Screen && self.pty_size().is_none() {
@@ -171,6 +183,17 @@ impl Session {
         max_bytes: usize,
     ) -> Result<(OutputView, Vec<u8>), EngineError> {
         Ok(self.log().raw_view(after, max_bytes)?)
+    }
+
+    /// [`Session::raw_view`] with the bytes read into `buf` (its bytes replaced), a buffer the
+    /// caller keeps from read to read.
+    pub fn raw_view_into(
+        &self,
+        after: u64,
+        max_bytes: usize,
+        buf: &mut Vec<u8>,
+    ) -> Result<OutputView, EngineError> {
+        Ok(self.log().raw_view_into(after, max_bytes, buf)?)
     }
 
     /// The answer to a `run` (foreground or background, any door): the state, then the view of

@@ -18,6 +18,11 @@ pub(crate) const MAX_VIEW_LINES: usize = 1_000_000;
 pub(crate) const DEFAULT_RAW_BYTES: usize = 1024 * 1024;
 /// Most bytes of one raw read (before any encoding for the wire).
 pub(crate) const MAX_RAW_BYTES: usize = 4 * 1024 * 1024;
+/// Bytes of a raw read sent as binary (no base64, no JSON) when no `max_bytes` is given: large,
+/// so a bulk reader pays the per-answer cost rarely.
+pub(crate) const DEFAULT_BINARY_BYTES: usize = 8 * 1024 * 1024;
+/// Most bytes of one raw read sent as binary: what one answer may hold in the daemon's memory.
+pub const MAX_BINARY_BYTES: usize = 16 * 1024 * 1024;
 
 /// `limits` within `1..=`[`MAX_VIEW_BYTES`] and `1..=`[`MAX_VIEW_LINES`].
 pub fn clamp(limits: OutputLimits) -> OutputLimits {
@@ -41,6 +46,12 @@ pub fn raw_bytes(max_bytes: Option<usize>) -> usize {
     max_bytes.unwrap_or(DEFAULT_RAW_BYTES).min(MAX_RAW_BYTES)
 }
 
+/// A binary raw read's byte count: [`DEFAULT_BINARY_BYTES`] when not given, at most
+/// [`MAX_BINARY_BYTES`].
+pub fn binary_bytes(max_bytes: Option<usize>) -> usize {
+    max_bytes.unwrap_or(DEFAULT_BINARY_BYTES).min(MAX_BINARY_BYTES)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -55,5 +66,7 @@ mod tests {
         assert_eq!(raw_bytes(None), DEFAULT_RAW_BYTES);
         assert_eq!(raw_bytes(Some(usize::MAX)), MAX_RAW_BYTES);
         assert_eq!(raw_bytes(Some(0)), 0);
+        assert_eq!(binary_bytes(None), DEFAULT_BINARY_BYTES);
+        assert_eq!(binary_bytes(Some(usize::MAX)), MAX_BINARY_BYTES);
     }
 }

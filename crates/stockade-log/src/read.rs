@@ -34,27 +34,52 @@ impl OutputLog {
         Err(OutputError::ReadRaced)
     }
 
-    /// Exact bytes `[after, …)`, at most `max_bytes` (clamped by [`limits::raw_bytes`]), and
-    /// the cursor to continue from. Stops at the start of a gap; a cursor inside a gap returns
-    /// no bytes and the gap's end as the next cursor.
+    /// Exact bytes `[after, …)`, at most `max_bytes` (clamped to [`limits::MAX_BINARY_BYTES`];
+    /// the doors clamp further with [`limits::raw_bytes`] or [`limits::binary_bytes`]), and the
+    /// cursor to continue from. Stops at the start of a gap; a cursor inside a gap returns no
+    /// bytes and the gap's end as the next cursor.
     pub fn read_raw(&self, after: u64, max_bytes: usize) -> Result<(Vec<u8>, u64), OutputError> {
-        let max = limits::raw_bytes(Some(max_bytes)) as u64;
+        let mut buf = Vec::new();
+        let next = self.read_raw_into(after, max_bytes, &mut buf)?;
+        Ok((buf, next))
+    }
+
+    /// [`OutputLog::read_raw`] into `buf` (its bytes replaced): a reader that keeps its buffer
+    /// from read to read does not fault fresh pages in for every answer.
+    pub fn read_raw_into(
+        &self,
+        after: u64,
+        max_bytes: usize,
+        buf: &mut Vec<u8>,
+    ) -> Result<u64, OutputError> {
+        let max = max_bytes.min(limits::MAX_BINARY_BYTES) as u64;
+        let read = self.read_raw_span(after, max, buf);
+        if read.is_err() {
+            buf.clear();
+        }
+        read
+    }
+
+    /// [`OutputLog::read_raw_into`]'s work: `buf` is resized, not cleared, so a buffer kept from
+    /// read to read is only zeroed where it grows (a successful fetch overwrites every byte).
+    fn read_raw_span(&self, after: u64, max: u64, buf: &mut Vec<u8>) -> Result<u64, OutputError> {
         for _ in 0..READ_ATTEMPTS {
             let snap = self.snapshot(false)?;
             let from = after.min(snap.total);
             let mut to = snap.total;
             if let Some((hs, he)) = snap.hole {
                 if from >= hs && from < he {
-                    return Ok((Vec::new(), he));
+                    buf.clear();
+                    return Ok(he);
                 }
                 if from < hs {
                     to = hs;
                 }
             }
             to = to.min(from + max);
-            let mut buf = vec![0u8; (to - from) as usize];
-            if self.fetch(from, &mut buf)? {
-                return Ok((buf, to));
+            buf.resize((to - from) as usize, 0);
+            if self.fetch(from, buf)? {
+                return Ok(to);
             }
         }
         Err(OutputError::ReadRaced)
@@ -97,7 +122,20 @@ impl OutputLog {
         after: u64,
         max_bytes: usize,
     ) -> Result<(OutputView, Vec<u8>), OutputError> {
-        let (bytes, next) = self.read_raw(after, max_bytes)?;
+        let mut bytes = Vec::new();
+        let view = self.raw_view_into(after, max_bytes, &mut bytes)?;
+        Ok((view, bytes))
+    }
+
+    /// [`OutputLog::raw_view`] with the bytes read into `buf` (see
+    /// [`OutputLog::read_raw_into`]).
+    pub fn raw_view_into(
+        &self,
+        after: u64,
+        max_bytes: usize,
+        buf: &mut Vec<u8>,
+    ) -> Result<OutputView, OutputError> {
+        let next = self.read_raw_into(after, max_bytes, buf)?;
         let stats = self.stats();
         let view = OutputView {
             output: String::new(),
@@ -114,7 +152,7 @@ impl OutputLog {
             spool_path: self.spool_path.clone(),
             stream: None,
         };
-        Ok((view, bytes))
+        Ok(view)
     }
 
     /// Searches the whole spool (see [`GrepRequest`]) with bounded memory.

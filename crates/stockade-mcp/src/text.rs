@@ -361,6 +361,7 @@ mod tests {
             wall_time_ms: 5,
             wait: None,
             bytes_b64: None,
+            binary_len: None,
         };
         let text = read(&r, None);
         assert!(text.starts_with("Process running with session ID sh-2\nWall time: 0.01 s\n"));

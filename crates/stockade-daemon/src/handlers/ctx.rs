@@ -18,6 +18,8 @@ pub(crate) struct Ctx {
     pub(crate) caller: Arc<Caller>,
     /// Who is on the other end, for the audit log.
     pub(crate) peer: Arc<crate::audit::Peer>,
+    /// The connection's places for binary read answers (see `crate::payload::Payload`).
+    pub(crate) binary: Arc<crate::payload::Binary>,
 }
 
 /// Who sent a connection's requests (known from the Unix socket's `SO_PEERCRED`).

@@ -37,10 +37,13 @@ pub(crate) use ctx::{Caller, Ctx};
 /// The start of every success line; the server appends `,"id":…}` and the newline.
 pub(crate) const RESULT_PREFIX: &[u8] = br#"{"jsonrpc":"2.0","result":"#;
 
+/// A success: the answer line so far, and the raw bytes that follow it (a binary `read`).
+pub(crate) type Reply = (Vec<u8>, Option<crate::payload::Payload>);
+
 /// Run `name` with `params`. On success, the answer line so far: [`RESULT_PREFIX`] and the
 /// serialized result, written once into the buffer that goes to the socket (a large read is not
 /// copied through a `serde_json::Value` on the way).
-pub(crate) async fn dispatch(ctx: &Ctx, name: &str, params: Value) -> Result<Vec<u8>, RpcError> {
+pub(crate) async fn dispatch(ctx: &Ctx, name: &str, params: Value) -> Result<Reply, RpcError> {
     let called = MethodName::from_name(name);
     if ctx.shared.stop.is_cancelled()
         && !matches!(called, Some(MethodName::Status | MethodName::Stats))
@@ -60,7 +63,10 @@ pub(crate) async fn dispatch(ctx: &Ctx, name: &str, params: Value) -> Result<Vec
     use method as m;
     match called {
         MethodName::Run => answer::<m::Run>(run::handle(ctx, parse::<m::Run>(params)?).await),
-        MethodName::Read => answer::<m::Read>(read::handle(ctx, parse::<m::Read>(params)?).await),
+        MethodName::Read => {
+            let (result, payload) = read::handle(ctx, parse::<m::Read>(params)?).await?;
+            answer::<m::Read>(Ok(result)).map(|(line, _)| (line, payload))
+        }
         MethodName::Grep => answer::<m::Grep>(grep::handle(ctx, parse::<m::Grep>(params)?).await),
         MethodName::Write => {
             answer::<m::Write>(write::handle(ctx, parse::<m::Write>(params)?).await)
@@ -132,14 +138,14 @@ fn parse<M: Method>(params: Value) -> Result<M::Params, RpcError> {
 }
 
 /// `M`'s result as the start of its answer line.
-fn answer<M: Method>(result: Result<M::Result, RpcError>) -> Result<Vec<u8>, RpcError> {
+fn answer<M: Method>(result: Result<M::Result, RpcError>) -> Result<Reply, RpcError> {
     let value = result?;
     let mut line = Vec::with_capacity(ANSWER_CAPACITY);
     line.extend_from_slice(RESULT_PREFIX);
     serde_json::to_writer(&mut line, &value).map_err(|e| {
         rpc_error(code::INTERNAL_ERROR, format!("the answer could not be encoded: {e}"))
     })?;
-    Ok(line)
+    Ok((line, None))
 }
 
 /// First allocation for an answer line; larger answers grow it.

@@ -64,6 +64,7 @@ pub(super) async fn handle(ctx: &Ctx, p: WriteParams) -> Result<ReadResult, RpcE
         wall_time_ms: session.wall_time().as_millis() as u64,
         wait: Some(report),
         bytes_b64: None,
+        binary_len: None,
     })
 }
 

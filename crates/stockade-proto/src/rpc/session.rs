@@ -168,6 +168,22 @@ pub struct ReadParams {
     /// non-PTY sessions except `screen`, which needs a terminal.
     #[serde(default)]
     pub render: Option<Render>,
+    /// How a raw read's bytes travel (default `base64`). Never sent when absent: a daemon that
+    /// predates it refuses the field, and its client falls back to base64.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encoding: Option<ReadEncoding>,
+}
+
+/// How the bytes of a raw `read` travel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReadEncoding {
+    /// Standard base64 inside the answer (`bytes_b64`). Default.
+    #[default]
+    Base64,
+    /// The bytes themselves, after the answer (`binary_len` of them): on the Unix socket right
+    /// after the answer's line, on the WebSocket door as the binary message that follows it.
+    Binary,
 }
 
 /// How a view turns a PTY session's bytes into text. The spool always keeps the raw bytes and
@@ -206,6 +222,9 @@ pub struct ReadResult {
     /// With `raw`: the exact bytes, base64.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bytes_b64: Option<String>,
+    /// With `encoding: "binary"`: how many raw bytes follow the answer on the wire.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binary_len: Option<u64>,
 }
 
 /// `grep` parameters.

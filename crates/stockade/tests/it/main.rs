@@ -13,6 +13,7 @@ mod bench_edges;
 mod bench_growth;
 mod binary_deps;
 mod bulk_kill;
+mod bulk_read;
 mod caller_env;
 mod chaos;
 mod cli;

@@ -56,6 +56,17 @@ pub enum BenchCommand {
     /// 1 GiB through a daemon session (pipe capture) against writing it straight to a file.
     #[command(after_help = ex::BENCH_DRAIN)]
     Drain(ThroughputArgs),
+    /// 1 GiB read back by cursor through the daemon — its Unix socket, and its `wss://` door on
+    /// loopback (token and CA file) — against `cat` of the spool, with CPU seconds.
+    ///
+    /// One session prints BYTES of random data; each round reads all of it back each way
+    /// (binary reads, 4 MiB an answer) and keeps each way's fastest round: MiB/s and the CPU
+    /// seconds of the reader and the daemon (from /proc). Goals: the socket at least half `cat`'s
+    /// speed, the door at least 200 MiB/s, each at most 2 CPU-seconds per GiB. `--base64` adds
+    /// the JSON (base64) form for comparison. Needs `openssl` for the door's certificate. Writes
+    /// `read.jsonl`.
+    #[command(after_help = ex::BENCH_READ)]
+    Read(ReadBenchArgs),
     /// `run true` round trips through the daemon against a bare fork+exec+wait.
     #[command(after_help = ex::BENCH_SPAWN)]
     Spawn(SpawnArgs),
@@ -189,6 +200,16 @@ impl ThroughputArgs {
     pub fn rounds(&self) -> usize {
         self.rounds.max(1)
     }
+}
+
+/// `stockade bench read`.
+#[derive(Debug, Args)]
+pub struct ReadBenchArgs {
+    #[command(flatten)]
+    pub throughput: ThroughputArgs,
+    /// Also read through the JSON form (base64), as a client of an older daemon does.
+    #[arg(long)]
+    pub base64: bool,
 }
 
 /// `stockade bench spawn`.

@@ -24,6 +24,12 @@ Examples:
   stockade bench drain
   stockade bench drain --bytes 256MiB --rounds 5";
 
+pub const BENCH_READ: &str = "\
+Examples:
+  stockade bench read
+  stockade bench read --quick --base64
+  stockade bench read --bytes 256MiB --rounds 5";
+
 pub const BENCH_SPAWN: &str = "\
 Examples:
   stockade bench spawn

@@ -79,6 +79,15 @@ fn bench(cli: Cli) -> Result<ExitCode> {
             println!("{}", s.line());
             Ok(ExitCode::SUCCESS)
         }
+        BenchCommand::Read(a) => {
+            let t = &a.throughput;
+            let (out, bytes, rounds) = (&t.common.out, t.bytes(), t.rounds());
+            let rows = stockade_bench::bulk::read(&exe, out, &work, bytes, rounds, a.base64)?;
+            for line in rows.iter().map(|r| r.line()).chain(stockade_bench::bulk::verdicts(&rows)) {
+                println!("{line}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         BenchCommand::Spawn(a) => {
             let rounds = a.rounds.unwrap_or(if a.common.quick { 30 } else { 200 });
             let s = speed::spawn(&exe, &a.common.out, &work, rounds.max(1))?;
