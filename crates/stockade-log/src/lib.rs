@@ -74,6 +74,7 @@ pub mod limits;
 mod open;
 mod read;
 mod render;
+mod resume;
 mod screen;
 mod spool;
 mod state;
