@@ -85,7 +85,7 @@ pub(crate) use cut::dropped_phrase;
 pub use cut::{amount, thousands};
 pub use dir::{SessionDir, Spare};
 pub use drain::{DrainCancel, DrainSummary, drain};
-pub use drainer::{DrainHandle, Drainer};
+pub use drainer::{DrainHandle, DrainHealth, Drainer};
 pub use error::OutputError;
 pub use grep::{DEFAULT_GREP_MATCHES, DEFAULT_GREP_TIMEOUT, GrepBounds};
 pub use open::Prepared;
