@@ -252,7 +252,7 @@ mod tests {
         for p in &all[..64] {
             p.reached_at(Stage::Speaking, 0);
         }
-        assert!(a.try_place(LATER).is_none(), "nor are speaking ones");
+        assert!(a.try_place(100).is_none(), "nor are speaking ones within their grace");
         // Silent ones, at 10 ms and 50 ms: within their grace, still nobody is dropped.
         all[100].reached_at(Stage::Silent, 50);
         all[70].reached_at(Stage::Silent, 10);
@@ -277,9 +277,13 @@ mod tests {
         if let Some(p) = &all[0] {
             p.reached_at(Stage::Silent, 0);
         }
-        assert!(a.try_place(LATER).is_none());
+        assert!(a.try_place(100).is_none());
         assert!(all.iter().flatten().all(|p| !p.cancel.is_cancelled()));
         assert_eq!(a.pending_count(), PENDING_CAP);
+        // Past their grace, the oldest still reading its head is told to go (a trickle).
+        assert!(a.try_place(LATER).is_none());
+        assert!(all[0].as_ref().is_some_and(|p| p.cancel.is_cancelled()));
+        assert_eq!(all.iter().flatten().filter(|p| p.cancel.is_cancelled()).count(), 1);
         drop(all);
         assert_eq!(a.pending_count(), 2);
         drop((newer, newest));
