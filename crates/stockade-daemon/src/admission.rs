@@ -10,7 +10,8 @@
 //!   kernel's accept queue, first come first served, instead of pushing out one that is
 //!   already being read. Only a connection that has been looked at and has sent nothing for
 //!   [`SILENT_GRACE`] is told to go to make room (the one silent longest first; its place is
-//!   taken once its socket is closed, never before): a client that
+//!   taken once its socket is closed, never before), else the oldest one still reading its
+//!   request head after [`SPEAKING_GRACE`] (a trickle cannot hold a place): a client that
 //!   holds the token sends it at once, so idle connections cannot keep a token holder out, and
 //!   a burst of connections cannot push out a token holder whose request is already waiting
 //!   in its socket or being read. The accept loop also yields after each network connection,
@@ -36,6 +37,11 @@ pub const PENDING_CAP: usize = 128;
 /// How long a connection must have sent nothing before it may be dropped to make room (a
 /// client whose request is a moment late, on a busy machine, is not mistaken for an idle one).
 pub(crate) const SILENT_GRACE: Duration = Duration::from_millis(200);
+/// How long a connection that has spoken may take to finish its request head before, when every
+/// pending place is taken, it may be dropped to make room (the oldest first). A client that holds
+/// the token sends its head at once; one that trickles it a byte at a time cannot hold a place
+/// longer than this while others wait.
+pub(crate) const SPEAKING_GRACE: Duration = Duration::from_millis(200);
 
 /// The daemon's connection budget.
 #[derive(Debug)]
@@ -77,6 +83,8 @@ struct Progress {
 #[derive(Debug)]
 struct Waiting {
     id: u64,
+    /// When the place was taken (ms on the admission's clock).
+    since: u64,
     progress: Arc<Progress>,
     cancel: CancellationToken,
 }
@@ -137,20 +145,31 @@ impl Admission {
                 (w.progress.stage.load(Ordering::Acquire) == Stage::Silent as u8)
                     .then(|| now.saturating_sub(w.progress.silent_since.load(Ordering::Acquire)))
             };
-            if let Some(longest) = queue
+            let speaking_grace = u64::try_from(SPEAKING_GRACE.as_millis()).unwrap_or(u64::MAX);
+            let silent = queue
                 .iter()
                 .filter_map(|w| silent_for(w).map(|t| (w, t)))
                 .filter(|&(_, t)| t >= grace)
                 .max_by_key(|&(_, t)| t)
-            {
-                longest.0.cancel.cancel();
+                .map(|(w, _)| w);
+            // Else the oldest that is still reading its head past its grace: a trickle.
+            let slow = || {
+                queue.iter().find(|w| {
+                    w.progress.stage.load(Ordering::Acquire) == Stage::Speaking as u8
+                        && now.saturating_sub(w.since) >= speaking_grace
+                })
+            };
+            if let Some(victim) = silent.or_else(slow) {
+                victim.cancel.cancel();
             }
             return None;
         }
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let cancel = CancellationToken::new();
         let progress = Arc::new(Progress::default());
-        queue.push_back(Waiting { id, progress: Arc::clone(&progress), cancel: cancel.clone() });
+        let waiting =
+            Waiting { id, since: now, progress: Arc::clone(&progress), cancel: cancel.clone() };
+        queue.push_back(waiting);
         Some(Pending { admission: Arc::clone(self), id, progress, cancel })
     }
 
@@ -233,7 +252,7 @@ mod tests {
         for p in &all[..64] {
             p.reached_at(Stage::Speaking, 0);
         }
-        assert!(a.try_place(LATER).is_none(), "nor are speaking ones");
+        assert!(a.try_place(100).is_none(), "nor are speaking ones within their grace");
         // Silent ones, at 10 ms and 50 ms: within their grace, still nobody is dropped.
         all[100].reached_at(Stage::Silent, 50);
         all[70].reached_at(Stage::Silent, 10);
@@ -258,9 +277,13 @@ mod tests {
         if let Some(p) = &all[0] {
             p.reached_at(Stage::Silent, 0);
         }
-        assert!(a.try_place(LATER).is_none());
+        assert!(a.try_place(100).is_none());
         assert!(all.iter().flatten().all(|p| !p.cancel.is_cancelled()));
         assert_eq!(a.pending_count(), PENDING_CAP);
+        // Past their grace, the oldest still reading its head is told to go (a trickle).
+        assert!(a.try_place(LATER).is_none());
+        assert!(all[0].as_ref().is_some_and(|p| p.cancel.is_cancelled()));
+        assert_eq!(all.iter().flatten().filter(|p| p.cancel.is_cancelled()).count(), 1);
         drop(all);
         assert_eq!(a.pending_count(), 2);
         drop((newer, newest));

@@ -224,6 +224,8 @@ async fn readyz(State(rules): State<Arc<Rules>>) -> Response {
         text(StatusCode::SERVICE_UNAVAILABLE, RECOVERING)
     } else if rules.shared.stop.is_cancelled() {
         text(StatusCode::SERVICE_UNAVAILABLE, "not ready: the daemon is stopping\n")
+    } else if let Some(why) = crate::janitor::drain_stalled() {
+        text(StatusCode::SERVICE_UNAVAILABLE, &format!("not ready: {why}\n"))
     } else {
         text(StatusCode::OK, "ready\n")
     }

@@ -10,7 +10,8 @@
 //!
 //! [`watch_owners`] runs every second: it lists the runs of other live processes (a foreground
 //! `stockade run`) and recovers at once a session whose owner died while this daemon runs (see
-//! `stockade_engine`'s `others`), and writes again the records a full disk held back. When the
+//! `stockade_engine`'s `others`), and writes again the records a full disk held back; beside it
+//! a watchdog looks at the output drain every second. When the
 //! daemon is PID 1 of its PID namespace (a container's init) or a child subreaper (the
 //! default), [`reap_orphans`] reaps every orphan that lands on it (Linux-only).
 
@@ -92,6 +93,8 @@ pub(crate) async fn run(
 
 /// Every [`OWNER_WATCH_INTERVAL`]: other owners' sessions, dead owners, held-back records.
 pub(crate) async fn watch_owners(shared: Arc<Shared>, stop: CancellationToken) {
+    // A task of its own: the owner watch may wait on what the drain holds up.
+    tokio::spawn(watch_drain(stop.clone()));
     let mut tick = tokio::time::interval(OWNER_WATCH_INTERVAL);
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     loop {
@@ -105,6 +108,33 @@ pub(crate) async fn watch_owners(shared: Arc<Shared>, stop: CancellationToken) {
         }
         shared.engine.retry_records().await;
     }
+}
+
+/// How long output may wait with the drain thread making no progress before it is called
+/// stopped (in `stats`, `/readyz` and the log).
+pub(crate) const DRAIN_STALL_LIMIT: Duration = Duration::from_secs(10);
+
+/// Looks at the shared drain thread every second until `stop` (see `Drainer::check`).
+async fn watch_drain(stop: CancellationToken) {
+    let Ok(drainer) = stockade_log::Drainer::global() else { return };
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = stop.cancelled() => return,
+        }
+        drainer.check(DRAIN_STALL_LIMIT);
+    }
+}
+
+/// Why the daemon is not ready because of its drain, while it is stopped.
+pub(crate) fn drain_stalled() -> Option<String> {
+    let stalled_for = stockade_log::Drainer::global().ok()?.health().stalled_for?;
+    Some(format!(
+        "the output drain has stopped for {} s: output is waiting and no session is being read",
+        stalled_for.as_secs()
+    ))
 }
 
 /// How often PID 1 looks for orphans to reap (and at once on `SIGCHLD`).

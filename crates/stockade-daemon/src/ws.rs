@@ -223,10 +223,13 @@ async fn way_in(
         looked = tokio::time::timeout_at(deadline, look) => looked.ok()??,
         () = pending.cancel.cancelled() => return None,
     };
-    // Probes and metrics are answered there; only an accepted upgrade comes back.
-    let Upgrade { on, slot } = doorway.serve(stream, peer, deadline).await?;
-    // A connection that has spoken keeps its pending place until here: it is never dropped to
-    // make room, only by the deadline.
+    // Probes and metrics are answered there; only an accepted upgrade comes back. A connection
+    // still sending its head may be told to go to make room (see `crate::admission`).
+    let served = tokio::select! {
+        served = doorway.serve(stream, peer, deadline) => served,
+        () = pending.cancel.cancelled() => return None,
+    };
+    let Upgrade { on, slot } = served?;
     let upgraded = match tokio::time::timeout(HANDSHAKE_TIMEOUT, on).await {
         Ok(Ok(upgraded)) => upgraded,
         Ok(Err(e)) => {

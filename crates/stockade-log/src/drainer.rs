@@ -14,7 +14,9 @@
 
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use rustix::event::EventfdFlags;
 use rustix::event::epoll::{self, CreateFlags, Event, EventData, EventFlags};
@@ -102,6 +104,28 @@ struct Shared {
     wake: OwnedFd,
     queue: Mutex<Vec<Command>>,
     next_key: Mutex<u64>,
+    /// Rounds of the loop begun: the drain's progress, as the watchdog sees it.
+    rounds: AtomicU64,
+    watch: Mutex<Watch>,
+}
+
+/// What the watchdog ([`Drainer::check`]) knows of the drain thread.
+#[derive(Debug, Default)]
+struct Watch {
+    /// Since when data has been pending with no new round, and that round.
+    pending_since: Option<(Instant, u64)>,
+    stalls: u64,
+    stalled: bool,
+}
+
+/// The drain thread as the watchdog last saw it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DrainHealth {
+    /// Times the drain was found stopped (no new round while data was pending for longer than
+    /// the limit) since the process started.
+    pub stalls: u64,
+    /// How long it has been stopped, while it is.
+    pub stalled_for: Option<Duration>,
 }
 
 impl std::fmt::Debug for Command {
@@ -145,6 +169,8 @@ impl Drainer {
             wake,
             queue: Mutex::new(Vec::new()),
             next_key: Mutex::new(0),
+            rounds: AtomicU64::new(0),
+            watch: Mutex::new(Watch::default()),
         });
         let worker = Arc::clone(&shared);
         std::thread::Builder::new()
@@ -173,6 +199,53 @@ impl Drainer {
         let done = Arc::new(Done::new());
         self.send(Command::Add { key, log, sources, done: Arc::clone(&done) });
         Ok(DrainHandle { key, done, drainer: self.clone() })
+    }
+
+    /// The watchdog's look (call it every second or so): whether the drain thread has begun no
+    /// round while data (or a command) was pending for longer than `limit` — a step that hangs
+    /// or a thread that is gone. A level-triggered `epoll_wait` with no timeout on the drain's
+    /// own epoll tells what is pending without taking it. A stall is counted and logged once
+    /// when it begins, and once when the drain moves again.
+    pub fn check(&self, limit: Duration) -> DrainHealth {
+        let mut events: Vec<Event> = Vec::with_capacity(1);
+        let zero = rustix::event::Timespec { tv_sec: 0, tv_nsec: 0 };
+        let pending = matches!(
+            epoll::wait(&self.shared.epoll, rustix::buffer::spare_capacity(&mut events), Some(&zero)),
+            Ok(n) if n > 0
+        );
+        let round = self.shared.rounds.load(Ordering::Relaxed);
+        let mut w = lock(&self.shared.watch);
+        let since = match w.pending_since {
+            Some((t, r)) if pending && r == round => t,
+            _ if pending => Instant::now(),
+            _ => {
+                w.pending_since = None;
+                if std::mem::take(&mut w.stalled) {
+                    tracing::warn!("the output drain is moving again");
+                }
+                return DrainHealth { stalls: w.stalls, stalled_for: None };
+            }
+        };
+        w.pending_since = Some((since, round));
+        let stalled = since.elapsed() > limit;
+        if stalled && !w.stalled {
+            w.stalls += 1;
+            tracing::error!(
+                seconds = since.elapsed().as_secs(),
+                "the output drain has stopped: output is waiting and no session is being read"
+            );
+        } else if !stalled && std::mem::take(&mut w.stalled) {
+            tracing::warn!("the output drain is moving again");
+        }
+        w.stalled = stalled;
+        DrainHealth { stalls: w.stalls, stalled_for: stalled.then(|| since.elapsed()) }
+    }
+
+    /// What the last [`Drainer::check`] found (no look of its own).
+    pub fn health(&self) -> DrainHealth {
+        let w = lock(&self.shared.watch);
+        let stalled_for = w.pending_since.filter(|_| w.stalled).map(|(t, _)| t.elapsed());
+        DrainHealth { stalls: w.stalls, stalled_for }
     }
 
     fn send(&self, cmd: Command) {
@@ -216,6 +289,7 @@ fn run(shared: &Shared) {
     };
     let mut events: Vec<Event> = Vec::with_capacity(EVENTS_PER_WAIT);
     loop {
+        shared.rounds.fetch_add(1, Ordering::Relaxed);
         events.clear();
         match epoll::wait(&shared.epoll, rustix::buffer::spare_capacity(&mut events), None) {
             Ok(_) | Err(Errno::INTR) => {}

@@ -14,8 +14,8 @@
 //! Offsets and line numbers are log ones: after a gap the spool holds the hot tail at other
 //! offsets, and the log maps them back. A line that straddles the gap in the spool (the head's
 //! last partial line glued to the tail's first) is reported at the head's offset. The search
-//! covers what is on disk: while the command runs after the spool stopped, bytes only in the hot
-//! tail are not searched (read them with a tail read).
+//! covers what is on disk, then the bytes a full disk kept only in memory (the hot tail, while
+//! the command runs, and the newest bytes a finished log keeps).
 
 use std::cell::{Cell, RefCell};
 use std::fs::File;
@@ -377,20 +377,18 @@ pub(crate) fn grep(
         given: 0,
         cuts: &cuts,
     };
-    searcher.search_reader(&matcher, reader, &mut sink).map_err(|e| {
-        let elapsed_ms = u64::try_from(guard.started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        if let Some(why) = guard.stopped.get() {
-            return match why {
-                Stopped::Deadline => OutputError::GrepTimedOut { elapsed_ms },
-                Stopped::Cancelled => OutputError::GrepCancelled,
-            };
-        }
-        if e.kind() == io::ErrorKind::OutOfMemory || e.to_string().contains("limit") {
-            OutputError::Grep(format!("a line is longer than {GREP_HEAP_LIMIT} bytes: {e}"))
-        } else {
-            OutputError::io("grep spool", e)
-        }
-    })?;
+    searcher.search_reader(&matcher, reader, &mut sink).map_err(|e| search_error(&guard, e))?;
+    // Bytes a full disk kept off the spool are only in memory: searched after the spool, at
+    // their log offsets and line numbers.
+    let ring_cuts = Cuts::default();
+    if let Some((from, newlines_before, bytes)) = in_memory(log)
+        && sink.error.is_none()
+        && !sink.truncated
+    {
+        sink.map = Mapping { stop: 0, tail: Some((from, 0, newlines_before, 0)) };
+        sink.cuts = &ring_cuts;
+        searcher.search_slice(&matcher, &bytes, &mut sink).map_err(|e| search_error(&guard, e))?;
+    }
     if let Some(e) = sink.error {
         return Err(e);
     }
@@ -400,6 +398,31 @@ pub(crate) fn grep(
         truncated: sink.truncated,
         spool_path: log.spool_path.clone(),
     })
+}
+
+/// The log bytes held only in memory (the hot tail of a spool a full disk stopped): their log
+/// offset, the newlines before it, and a copy.
+fn in_memory(log: &OutputLog) -> Option<(u64, u64, Vec<u8>)> {
+    let st = lock(&log.state);
+    let from = st.ring.start();
+    let mut bytes = vec![0u8; st.ring.len()];
+    let copied = !bytes.is_empty() && st.ring.copy_to(from, &mut bytes);
+    copied.then(|| (from, st.newlines - st.ring.count_newlines_from(from), bytes))
+}
+
+fn search_error(guard: &Guard<'_>, e: io::Error) -> OutputError {
+    let elapsed_ms = u64::try_from(guard.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    if let Some(why) = guard.stopped.get() {
+        return match why {
+            Stopped::Deadline => OutputError::GrepTimedOut { elapsed_ms },
+            Stopped::Cancelled => OutputError::GrepCancelled,
+        };
+    }
+    if e.kind() == io::ErrorKind::OutOfMemory || e.to_string().contains("limit") {
+        OutputError::Grep(format!("a line is longer than {GREP_HEAP_LIMIT} bytes: {e}"))
+    } else {
+        OutputError::io("grep spool", e)
+    }
 }
 
 impl OutputLog {

@@ -48,6 +48,8 @@ pub(super) struct State {
     pub(super) index: PendingIndex,
     pub(super) index_error: Option<String>,
     pub(super) finished: bool,
+    /// When a spool a full disk stopped was last tried again (see `resume.rs`).
+    pub(super) resume_tried: Option<std::time::Instant>,
 }
 
 impl State {
@@ -65,6 +67,7 @@ impl State {
             index: PendingIndex::new(0),
             index_error: None,
             finished: false,
+            resume_tried: None,
         }
     }
 

@@ -32,7 +32,7 @@ impl OutputLog {
         }
         let _writer = lock(&self.append_lock);
         let files = self.writer_files()?;
-        let (total, spooled, stopped, index_full, switch) = {
+        let (total, spooled, stopped, resumed, resume_due, index_full, switch) = {
             let st = lock(&self.state);
             if st.finished {
                 return Err(OutputError::Finished);
@@ -41,6 +41,8 @@ impl OutputLog {
                 st.total,
                 st.spooled,
                 st.stop.is_some(),
+                st.resumed(),
+                st.resume_due(),
                 st.index.is_full(),
                 st.current != Some(stream),
             )
@@ -51,7 +53,22 @@ impl OutputLog {
         let mut outcome = AppendOutcome::Written;
         let mut written = 0usize;
         let mut new_stop = None;
-        if stopped {
+        if resume_due && self.resume_spool(&files, data) {
+            written = data.len();
+        } else if resumed {
+            // After a resume the spool takes bytes until the disk fails again.
+            let room = self.config.disk_cap.saturating_sub(spooled);
+            let n = data.len().min(usize::try_from(room).unwrap_or(usize::MAX));
+            let (w, err) = spool::write_at(&files.spool, &data[..n], spooled);
+            match err {
+                None if n == data.len() => written = w,
+                err => {
+                    let reason = err.map_or(REASON_DISK_CAP.to_string(), |e| e.to_string());
+                    self.stop_again(&files, &reason);
+                    outcome = AppendOutcome::NotSpooled { policy: self.config.disk_policy };
+                }
+            }
+        } else if stopped {
             outcome = AppendOutcome::NotSpooled { policy: self.config.disk_policy };
         } else {
             let room = self.config.disk_cap.saturating_sub(spooled);
@@ -246,6 +263,11 @@ impl OutputLog {
         }
         if self.config.capture == Capture::File {
             self.sync_locked()?;
+        } else if lock(&self.state).resume_wanted()
+            && let Ok(files) = self.writer_files()
+            && self.resume_spool(&files, &[])
+        {
+            // Space came back since the last output: the hot tail is on disk after the head.
         } else if self.config.disk_policy == DiskPolicy::KeepHeadTail {
             self.write_final_tail()?;
         }
@@ -273,7 +295,7 @@ impl OutputLog {
     fn write_final_tail(&self) -> Result<(), OutputError> {
         let (stop, start, end) = {
             let st = lock(&self.state);
-            let Some(stop) = st.stop.as_ref() else { return Ok(()) };
+            let Some(stop) = st.stop.as_ref().filter(|_| st.tail.is_none()) else { return Ok(()) };
             (stop.hit.at, st.ring.start().max(stop.hit.at), st.total)
         };
         let files = self.writer_files()?;

@@ -19,5 +19,7 @@ pub(super) async fn handle(ctx: &Ctx, _: NoParams) -> Result<StatsResult, RpcErr
         sessions: engine.sessions,
         process_scans: engine.process_scans,
         trim: ctx.shared.trim.get().cloned(),
+        drain_stalls: stockade_log::Drainer::global().map_or(0, |d| d.health().stalls),
+        drain_stalled: crate::janitor::drain_stalled(),
     })
 }

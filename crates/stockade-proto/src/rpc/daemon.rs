@@ -33,6 +33,12 @@ pub struct StatsResult {
     /// The start-up trim, once it has run (see `docs/architecture.md`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trim: Option<TrimStats>,
+    /// Times the output drain was found stopped (output waiting, no progress for 10 s).
+    #[serde(default)]
+    pub drain_stalls: u64,
+    /// Why the output drain is stopped, while it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain_stalled: Option<String>,
 }
 
 /// What the daemon's start-up trim did: the pages of its own executable that start-up touched,

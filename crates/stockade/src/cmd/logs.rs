@@ -146,6 +146,17 @@ fn from_daemon(
         let next = answer.view.next_cursor.max(cursor);
         let progressed = next > cursor;
         if let Some(bytes) = bytes {
+            // A read that jumps bytes that were not kept: named on stderr, so stdout stays
+            // exactly the bytes that were.
+            let view = &answer.view;
+            let resumes_at = if bytes.is_empty() { next } else { view.start_cursor };
+            if resumes_at > cursor {
+                let why = view.gaps.iter().find(|g| g.start < resumes_at && g.end > cursor);
+                let reason = why.map_or("not kept", |g| g.reason.as_str());
+                eprintln!(
+                    "stockade: bytes {cursor}..{resumes_at} of the output are missing ({reason}); the copy goes on after them"
+                );
+            }
             if args.raw {
                 out::print_bytes(&bytes)?;
             } else {

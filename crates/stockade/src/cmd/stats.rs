@@ -42,6 +42,11 @@ pub fn stats(global: &Global, args: StatsArgs) -> anyhow::Result<ExitCode> {
         out::bytes(s.dropped_bytes),
         s.process_scans,
     ))?;
+    if let Some(why) = &s.drain_stalled {
+        out::print(&format!("drain:     STOPPED: {why}\n"))?;
+    } else if s.drain_stalls > 0 {
+        out::print(&format!("drain:     moving (found stopped {} times)\n", s.drain_stalls))?;
+    }
     match &s.trim {
         Some(t) if t.refused.is_none() => out::print(&format!(
             "trim:      {} of the executable handed back after {:.1}s ({} -> {} resident)\n",

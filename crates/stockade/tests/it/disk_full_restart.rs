@@ -158,3 +158,134 @@ fn a_full_disk_under_the_daemon_log_stops_no_capture() {
     drop(rpc);
     ok(&home, &["daemon", "stop"]);
 }
+
+/// Fills the tmpfs until about `free` bytes are left; returns the filler file.
+fn fill_leaving(tmpfs: &Tmpfs, free: u64) -> std::path::PathBuf {
+    let fill = tmpfs.dir.join("fill");
+    let mut f = std::fs::File::create(&fill).unwrap();
+    let chunk = vec![0u8; 64 * 1024];
+    // SAFETY: statvfs on a valid C string and a zeroed out-struct.
+    let avail = || unsafe {
+        let path = std::ffi::CString::new(tmpfs.dir.as_os_str().as_encoded_bytes()).unwrap();
+        let mut st: libc::statvfs = std::mem::zeroed();
+        libc::statvfs(path.as_ptr(), &mut st);
+        st.f_bavail as u64 * st.f_frsize as u64
+    };
+    while avail() > free + chunk.len() as u64 && f.write_all(&chunk).is_ok() {}
+    fill
+}
+
+/// Reads a session's whole spool raw, following the cursor across a gap; returns the bytes and
+/// the log offsets of every jump.
+fn read_raw_across(rpc: &mut Rpc, id: &str) -> (Vec<u8>, Vec<(u64, u64)>) {
+    let (mut out, mut jumps, mut cursor) = (Vec::new(), Vec::new(), 0u64);
+    loop {
+        let r = rpc.ok(
+            "read",
+            json!({"id": id, "after": cursor, "raw": true, "max_bytes": 1 << 20, "mode": "delta"}),
+        );
+        let bytes = stockade_testkit::base64_decode(r["bytes_b64"].as_str().unwrap_or_default());
+        let next = r["next_cursor"].as_u64().unwrap();
+        let start = if bytes.is_empty() { next } else { r["start_cursor"].as_u64().unwrap() };
+        if start > cursor {
+            jumps.push((cursor, start));
+        }
+        out.extend_from_slice(&bytes);
+        if next <= cursor {
+            return (out, jumps);
+        }
+        cursor = next;
+    }
+}
+
+/// A command prints past what a full disk holds, the space comes back, and it prints more. While
+/// it runs, a read names the gap; once space is freed the spool takes output again, so after the
+/// end the spool is exactly the log minus one named gap, a tail read and `grep` find the last
+/// line, and `logs --raw` writes the kept bytes exactly and names the gap on stderr.
+#[test]
+fn a_full_disk_leaves_one_exact_gap_and_the_spool_resumes_when_space_returns() {
+    let Some((tmpfs, home, mut markers)) = tmpfs_home() else { return };
+    ok(&home, &["daemon", "start"]);
+    markers.daemon(pid(&home));
+    let fill = fill_leaving(&tmpfs, 1 << 20);
+    let go = tempfile::tempdir().unwrap();
+    let flag = go.path().join("go");
+    let command = format!(
+        "seq 1 500000; while [ ! -e {} ]; do sleep 0.1; done; seq 500001 520000; echo the-last-line",
+        flag.display()
+    );
+    let mut rpc = Rpc::connect(&home.join("stockade.sock"));
+    let started = rpc.ok("run", json!({"command": command, "background": true}));
+    let id = started["id"].as_str().unwrap().to_owned();
+    let first: Vec<u8> = (1..=500000).flat_map(|n| format!("{n}\n").into_bytes()).collect();
+    let mut expected = first.clone();
+    expected.extend((500001..=520000).flat_map(|n| format!("{n}\n").into_bytes()));
+    expected.extend_from_slice(b"the-last-line\n");
+
+    // While it runs, past the full disk: the gap is named, with where it starts.
+    let view = eventually(Duration::from_secs(30), "the first part to be read", || {
+        let v = rpc.ok("read", json!({"id": id, "mode": "tail"}));
+        (v["total_bytes"] == first.len()).then_some(v)
+    });
+    let dropped = view["dropped_bytes"].as_u64().unwrap();
+    assert!(dropped > 0, "the gap is counted while the command runs: {view}");
+    assert_eq!(view["gaps"][0]["reason"], "disk full", "{view}");
+    let gap_start = view["gaps"][0]["start"].as_u64().unwrap();
+    assert!(gap_start > 0 && gap_start < 2 << 20, "{view}");
+    assert!(view["output"].as_str().unwrap().ends_with("500000\n"), "the newest output: {view}");
+
+    // A command that ends while the disk is still full: its newest bytes are kept in memory,
+    // where a tail read and `grep` find them.
+    let full =
+        rpc.ok("run", json!({"command": "seq 1 200000; echo end-while-full", "background": true}));
+    let full_id = full["id"].as_str().unwrap().to_owned();
+    ended(&mut rpc, &full_id);
+    let tail = rpc.ok("read", json!({"id": full_id, "mode": "tail", "max_bytes": 256}));
+    assert!(tail["output"].as_str().unwrap().ends_with("200000\nend-while-full\n"), "{tail}");
+    assert!(tail["dropped_bytes"].as_u64().unwrap() > 0, "{tail}");
+    let found = ok(&home, &["grep", &full_id, "end-while-full"]);
+    assert!(found.contains("end-while-full"), "grep finds the kept end: {found:?}");
+
+    // Space returns; the command prints its second part and ends.
+    std::fs::remove_file(&fill).unwrap();
+    std::fs::write(&flag, b"").unwrap();
+    let s = ended(&mut rpc, &id);
+    assert_eq!(s["state"], "exited", "{s}");
+    assert_eq!(s["total_bytes"].as_u64().unwrap(), expected.len() as u64, "{s}");
+    let view = rpc.ok("read", json!({"id": id, "mode": "tail", "max_bytes": 4096}));
+    let gaps = view["gaps"].as_array().unwrap();
+    assert_eq!(gaps.len(), 1, "{view}");
+    let (start, end) = (gaps[0]["start"].as_u64().unwrap(), gaps[0]["end"].as_u64().unwrap());
+    assert_eq!(start, gap_start, "{view}");
+    assert!(
+        end <= first.len() as u64,
+        "the spool resumed before the second part: {}",
+        view["gaps"]
+    );
+    assert_eq!(view["dropped_bytes"].as_u64().unwrap(), end - start, "{view}");
+    assert!(view["output"].as_str().unwrap().ends_with("520000\nthe-last-line\n"), "{view}");
+    // The spool is exactly the log without the gap.
+    let spool = Path::new(s["spool_path"].as_str().unwrap());
+    let on_disk = std::fs::read(spool).unwrap();
+    let mut kept = expected[..start as usize].to_vec();
+    kept.extend_from_slice(&expected[end as usize..]);
+    assert!(on_disk == kept, "spool {} bytes, expected {}", on_disk.len(), kept.len());
+    let (raw, jumps) = read_raw_across(&mut rpc, &id);
+    assert!(raw == kept, "raw read {} bytes, expected {}", raw.len(), kept.len());
+    assert_eq!(jumps, vec![(start, end)]);
+    let found = ok(&home, &["grep", &id, "the-last-line"]);
+    assert!(found.contains("the-last-line"), "{found}");
+    let logs = stockade_logging(&home, &["logs", "--raw", &id], "error");
+    assert!(logs.status.success(), "{}", String::from_utf8_lossy(&logs.stderr));
+    assert!(logs.stdout == kept, "logs --raw {} bytes, expected {}", logs.stdout.len(), kept.len());
+    let said = String::from_utf8_lossy(&logs.stderr);
+    assert!(said.contains(&format!("{start}")) && said.contains("disk full"), "{said}");
+    eprintln!(
+        "printed {}, gap {start}..{end} ({} bytes), spooled {}",
+        expected.len(),
+        end - start,
+        on_disk.len()
+    );
+    drop(rpc);
+    ok(&home, &["daemon", "stop"]);
+}

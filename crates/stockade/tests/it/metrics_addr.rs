@@ -21,7 +21,7 @@ fn token_file(dir: &Path) -> PathBuf {
 }
 
 /// The metrics address from the readiness line, and what it says about the token.
-fn metrics_addr(daemon: &DaemonProc, scheme: &str) -> (SocketAddr, String) {
+pub(crate) fn metrics_addr(daemon: &DaemonProc, scheme: &str) -> (SocketAddr, String) {
     let ready = daemon.stderr.lock().unwrap().clone();
     let rest = ready
         .split(&format!("metrics on {scheme}://"))
