@@ -222,8 +222,10 @@ pub struct ReadResult {
     /// With `raw`: the exact bytes, base64.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bytes_b64: Option<String>,
-    /// With `encoding: "binary"`: how many raw bytes follow the answer on the wire.
+    /// With `encoding: "binary"`: how many raw bytes follow the answer on the wire. Left out
+    /// of the JSON schema (the MCP tools' output schemas): an MCP answer never carries it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(skip))]
     pub binary_len: Option<u64>,
 }
 

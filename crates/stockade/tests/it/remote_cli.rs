@@ -239,10 +239,11 @@ fn a_copy_without_follow_resumes_after_its_connection_is_cut() {
     let ca = Ca::new();
     let sandbox = sandbox(&ca);
     let mut client = sandbox.client();
-    // 8 MiB of known bytes: 8 answers of 1 MiB, each one a chance to cut the connection.
+    // 22 MiB of known bytes: the copy reads 4 MiB per answer, each one a chance to cut the
+    // connection.
     let started = client
         .call::<method::Run>(RunParams {
-            command: "seq 1 1100000".into(),
+            command: "seq 1 3000000".into(),
             background: false,
             timeout_ms: Some(60_000),
             ..RunParams::default()
@@ -269,7 +270,9 @@ fn a_copy_without_follow_resumes_after_its_connection_is_cut() {
     let mut got = Vec::new();
     let mut cuts = 0;
     let mut buf = vec![0u8; 64 * 1024];
-    for cut_at in [1usize << 20, 3 << 20, 5 << 20] {
+    // A cut while the copy writes out one answer (1 MiB into it), so its connection is idle and
+    // the next read must resume: in the first, second and third answers.
+    for cut_at in [1usize << 20, 5 << 20, 9 << 20] {
         while got.len() < cut_at {
             let n = std::io::Read::read(&mut stdout, &mut buf).unwrap();
             assert!(n > 0, "the copy ended at {} bytes, before the cut at {cut_at}", got.len());
@@ -297,6 +300,6 @@ fn a_copy_without_follow_resumes_after_its_connection_is_cut() {
     assert!(cuts >= 3, "ss -K cut {cuts} connections (the kernel needs INET_DIAG_DESTROY)");
     assert_eq!(resumes, 3, "one resume per cut: {stderr}");
     assert_eq!(got.len() as u64, total, "every byte, once");
-    let expected: String = (1..=1_100_000).map(|k| format!("{k}\n")).collect();
+    let expected: String = (1..=3_000_000).map(|k| format!("{k}\n")).collect();
     assert!(got == expected.as_bytes(), "the bytes differ from seq's");
 }
