@@ -61,7 +61,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (shape, command, procs) in SHAPES {
         for mode in &methods {
             let containment =
-                Containment::detect(&ContainmentConfig { cgroup: mode.clone(), subreaper: true });
+                Containment::detect(&ContainmentConfig { cgroup: mode.clone(), subreaper: true, keeper: None });
             let method = match containment.method() {
                 ContainmentMethod::Cgroup => "cgroup",
                 ContainmentMethod::ProcessGroup => "process-group",

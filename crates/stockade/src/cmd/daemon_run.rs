@@ -287,6 +287,8 @@ fn config(home: PathBuf, args: &DaemonRunArgs) -> DaemonConfig {
         config.containment =
             ContainmentConfig { cgroup: CgroupMode::Off, ..ContainmentConfig::default() };
     }
+    // Every session runs under a keeper: this executable (see `stockade_proc::run_if_keeper`).
+    config.containment.keeper = Some(crate::KEEPER_EXE.into());
     if let Some(ms) = args.grace_ms {
         config.grace = Duration::from_millis(ms);
     }
