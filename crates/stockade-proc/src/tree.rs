@@ -116,6 +116,7 @@ impl ProcessTree {
     /// the cgroup (if the record has one and it still exists) and the marker.
     pub fn adopt(record: AdoptSpec, containment: &Containment) -> ProcessTree {
         let root = PidFd::open_verified(record.root_pid, record.root_start_time).ok();
+        let keeper = root.is_some() && crate::keeper::runs_keeper(record.root_pid);
         let cgroup = record.cgroup.filter(|dir| dir.join("cgroup.procs").exists());
         let cgroup_path = cgroup.as_deref().and_then(|dir| match &containment.inner.cgroup {
             Some(root) => root.mount.path_of(dir),
@@ -143,7 +144,7 @@ impl ProcessTree {
             // A keeper an earlier daemon started: its status pipe is gone with that daemon, so
             // the command's end is the keeper's (status unknown), and it is still never
             // signalled by itself.
-            keeper: root.is_some() && crate::keeper::runs_keeper(record.root_pid),
+            keeper,
             status: Mutex::new(None),
             command_exit: Mutex::new(None),
             seen: Mutex::new(seen),
@@ -340,7 +341,8 @@ impl ProcessTree {
         }
         let dup = lock(&self.status).as_ref().map(OwnedFd::try_clone).transpose()?;
         let Some(dup) = dup else { return self.wait_root().await };
-        let async_fd = AsyncFd::with_interest(dup, Interest::READABLE)?;
+        // SAFETY: `dup` is an open pipe descriptor owned by the AsyncFd for its whole life.
+        let async_fd = unsafe { AsyncFd::register_with_interest(dup, Interest::READABLE) }?;
         loop {
             let mut guard = async_fd.readable().await?;
             match self.read_status() {
