@@ -453,12 +453,13 @@ impl ProcessTree {
     /// How many live processes the session has, cheaply: the session cgroup's `cgroup.procs`
     /// where there is one (no `/proc` scan), else counted in `census` — one scan shared by every
     /// session a caller counts. Blocking.
+    /// The session's keeper is not counted: it is not one of the command's processes.
     pub fn count_processes(&self, census: &ProcessCensus) -> usize {
-        if let Some(dir) = &self.cgroup {
-            return cgroup::procs(dir).map_or(0, |pids| pids.len());
-        }
-        let found = scan::attribute(census, &self.query());
-        live_pids(&found.members).len()
+        let pids = match &self.cgroup {
+            Some(dir) => cgroup::procs(dir).unwrap_or_default(),
+            None => live_pids(&scan::attribute(census, &self.query()).members),
+        };
+        pids.into_iter().filter(|pid| !self.is_keeper(*pid)).count()
     }
 
     /// Whether [`Self::count_processes`] needs a census (the tree has no cgroup).
