@@ -184,7 +184,10 @@ impl Plan {
 
 /// `program` as `execvp` would find it: as given when it has a `/`, else the first executable
 /// regular file of that name in `PATH` (the command's own `PATH` when it sets one).
-pub(super) fn resolve(program: &OsStr, env: &[(OsString, OsString)]) -> io::Result<std::path::PathBuf> {
+pub(super) fn resolve(
+    program: &OsStr,
+    env: &[(OsString, OsString)],
+) -> io::Result<std::path::PathBuf> {
     if program.as_bytes().contains(&b'/') {
         return Ok(program.into());
     }

@@ -121,7 +121,8 @@ unsafe fn start(job: &Job, argv: &[*const libc::c_char]) -> Option<libc::pid_t> 
             Some(*libc::__errno_location())
         } else {
             let mut errno: i32 = 0;
-            let n = read_full(report[0], std::slice::from_raw_parts_mut((&raw mut errno).cast(), 4));
+            let n =
+                read_full(report[0], std::slice::from_raw_parts_mut((&raw mut errno).cast(), 4));
             (n == 4).then_some(errno)
         };
         libc::close(report[0]);

@@ -17,8 +17,8 @@ use super::limits;
 use super::marker::SessionMarker;
 use super::pidfd::PidFd;
 use super::pty::{self, DEFAULT_TERM, PtyError};
-use super::scan;
 use super::sandbox::{self, Prepared, SandboxError, SandboxSpec};
+use super::scan;
 use super::tree::ProcessTree;
 
 /// The shell every command string runs in.
@@ -455,14 +455,8 @@ fn spawn_forked(
     let ours: Vec<_> = [&stdin, &stdout, &stderr].into_iter().flatten().collect();
     add_identities(&mut io, &ours);
     let status = keeper.map(KeeperPipe::into_read_end);
-    let tree = ProcessTree::new_spawned(
-        pidfd,
-        spec.marker,
-        cgroup_dir,
-        containment.clone(),
-        io,
-        status,
-    );
+    let tree =
+        ProcessTree::new_spawned(pidfd, spec.marker, cgroup_dir, containment.clone(), io, status);
     Ok(SpawnedTree { tree, stdin, stdout, stderr, pty_master })
 }
 
@@ -498,9 +492,8 @@ fn command(
         // The keeper runs the program: its path resolved as `execvp` would, then its argv.
         Some(k) => {
             let env = child_env(spec, pair.is_some());
-            let path = clone3::resolve(&spec.program, &env).map_err(|source| {
-                SpawnError::Exec { program: spec.program.clone(), source }
-            })?;
+            let path = clone3::resolve(&spec.program, &env)
+                .map_err(|source| SpawnError::Exec { program: spec.program.clone(), source })?;
             let mut cmd = Command::new(format!("/proc/self/fd/{}", k.exe));
             cmd.arg0("stockade").arg(crate::keeper::KEEPER_FLAG);
             cmd.arg(k.write.as_raw_fd().to_string()).arg(path).arg(&spec.program);

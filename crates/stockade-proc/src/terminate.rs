@@ -121,8 +121,7 @@ impl ProcessTree {
         let mut fresh = !escalated;
         let mut rescanned = false;
         let survivors = loop {
-            let cheap_gone =
-                run.handles_exited() && !self.cgroup_populated() && self.keeper_gone();
+            let cheap_gone = run.handles_exited() && !self.cgroup_populated() && self.keeper_gone();
             if !fresh && (cheap_gone || last_scan.elapsed() >= RESCAN_INTERVAL) {
                 snap = self.snapshot_async().await;
                 last_scan = Instant::now();

@@ -135,7 +135,11 @@ async fn exit_status_env_and_cwd_reach_the_child() {
 
 #[test]
 fn describe_says_what_and_why() {
-    let off = Containment::detect(&ContainmentConfig { cgroup: CgroupMode::Off, subreaper: true, keeper: None });
+    let off = Containment::detect(&ContainmentConfig {
+        cgroup: CgroupMode::Off,
+        subreaper: true,
+        keeper: None,
+    });
     let info = off.describe();
     assert_eq!(info.method, ContainmentMethod::ProcessGroup);
     assert!(info.fallback_reason.as_deref().is_some_and(|r| r.contains("off")), "{info:?}");
