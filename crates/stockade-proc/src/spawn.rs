@@ -430,34 +430,62 @@ fn spawn_forked(
     drop(placement);
     // The child holds the slave now; ours would keep the master from ever reading EOF.
     let pty_master = pair.map(|p| p.master);
-    let mut child = match spawned {
+    let child = match spawned {
         Ok(child) => child,
         Err(source) => return Err(staged_error(&stage_read, source, cgroup_dir, spec.program)),
     };
 
-    let pid = child.id();
-    // Our unreaped child: its pid cannot be recycled, no identity check needed.
-    let pidfd = match PidFd::open_unchecked(pid) {
-        Ok(fd) => fd,
-        Err(e) => {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(SpawnError::Pidfd(e.to_string()));
-        }
-    };
-    let stdin = child.stdin.take().map(OwnedFd::from);
-    let stdout = child.stdout.take().map(OwnedFd::from);
-    let stderr = child.stderr.take().map(OwnedFd::from);
-    // The tree reaps the root through its pidfd; `std::process::Child` neither waits nor kills
-    // on drop.
-    drop(child);
-    // Our ends of the pipes are the same pipes as the child's.
-    let ours: Vec<_> = [&stdin, &stdout, &stderr].into_iter().flatten().collect();
-    add_identities(&mut io, &ours);
-    let status = keeper.map(KeeperPipe::into_read_end);
-    let tree =
-        ProcessTree::new_spawned(pidfd, spec.marker, cgroup_dir, containment.clone(), io, status);
+    let tail = ForkedTail { marker: spec.marker, cgroup_dir, io, status: keeper };
+    let (tree, [stdin, stdout, stderr]) = tail.finish(child, containment)?;
     Ok(SpawnedTree { tree, stdin, stdout, stderr, pty_master })
+}
+
+/// What the fork path's tree is made of besides the child.
+struct ForkedTail {
+    marker: SessionMarker,
+    cgroup_dir: Option<PathBuf>,
+    /// Identities of the descriptors given so far; our ends of pipes are added.
+    io: Vec<(u64, u64)>,
+    status: Option<KeeperPipe>,
+}
+
+impl ForkedTail {
+    /// The tree of the fork path's `child` and our ends of its stdin, stdout and stderr.
+    fn finish(
+        mut self,
+        mut child: std::process::Child,
+        containment: &Containment,
+    ) -> Result<(ProcessTree, [Option<OwnedFd>; 3]), SpawnError> {
+        let pid = child.id();
+        // Our unreaped child: its pid cannot be recycled, no identity check needed.
+        let pidfd = match PidFd::open_unchecked(pid) {
+            Ok(fd) => fd,
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(SpawnError::Pidfd(e.to_string()));
+            }
+        };
+        let stdin = child.stdin.take().map(OwnedFd::from);
+        let stdout = child.stdout.take().map(OwnedFd::from);
+        let stderr = child.stderr.take().map(OwnedFd::from);
+        // The tree reaps the root through its pidfd; `std::process::Child` neither waits nor
+        // kills on drop.
+        drop(child);
+        // Our ends of the pipes are the same pipes as the child's.
+        let ours: Vec<_> = [&stdin, &stdout, &stderr].into_iter().flatten().collect();
+        add_identities(&mut self.io, &ours);
+        let status = self.status.map(KeeperPipe::into_read_end);
+        let tree = ProcessTree::new_spawned(
+            pidfd,
+            self.marker,
+            self.cgroup_dir,
+            containment.clone(),
+            self.io,
+            status,
+        );
+        Ok((tree, [stdin, stdout, stderr]))
+    }
 }
 
 /// Why the fork path's child did not exec: the step it wrote to the stage pipe, else `exec`.
