@@ -42,9 +42,18 @@
 //!
 //! # Reaping without stealing
 //!
-//! There is no `waitpid(-1)` anywhere. The root is reaped through its pidfd; other zombies are
-//! reaped only when they are children of this process (reparented to the subreaper) *and* known to
-//! belong to the session (seen in its cgroup, process group or marker scan).
+//! There is no `waitpid(-1)` in this process (only in a session's keeper, which reaps its own
+//! session). The root is reaped through its pidfd; other zombies are reaped only when they are
+//! children of this process (reparented to the subreaper) *and* known to belong to the session
+//! (seen in its cgroup, process group or marker scan).
+//!
+//! # The session keeper
+//!
+//! With a keeper configured ([`ContainmentConfig::keeper`], Linux), the spawned root is a
+//! session keeper (`keeper.rs`, entered through [`run_if_keeper`]): a child subreaper that runs
+//! the command as its child and stays until every process of the session is gone, so orphans of
+//! the session land on it, never on this process. The command's end and exit status come from
+//! the keeper's status pipe ([`ProcessTree::wait_command`]); the keeper is reaped as the root.
 
 #![deny(missing_docs)]
 
