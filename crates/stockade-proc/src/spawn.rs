@@ -367,7 +367,7 @@ fn spawn_forked(
     )
     .map_err(|e| SpawnError::Pipe(e.into()))?;
 
-    let mut io = given_identities(&spec, pair.as_ref());
+    let io = given_identities(&spec, pair.as_ref());
     let mut cmd = command(&mut spec, pair.as_ref(), keeper.as_ref())?;
     let controlling_tty = pair.is_some();
     let keeper_status = keeper.as_ref().map(|k| k.write.as_raw_fd());
