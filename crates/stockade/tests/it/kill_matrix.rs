@@ -1,11 +1,14 @@
 //! The kill-shape matrix: every process shape that has ever escaped a session (plain, pipeline,
 //! nested `timeout`, `&`+wait, `setsid`, double fork, `nohup`, trap TERM, pipe holder, `env -i
 //! setsid`, python setsid + double fork + empty environment, perl `setpgrp`, a setsid storm,
-//! re-fork on TERM, and a detached daemon that leaves no trace of the session but being an orphan
-//! on the subreaper), each on a pipe and on a PTY, ended by `kill`, by its timeout and by its own
-//! normal exit, through a real daemon with cgroup containment and without. After each ending,
-//! either no process of the shape is left, or the daemon's report names every one that is
-//! (`survivors` / `unattributed`, `terminated: false`) — never "none left" beside a live one.
+//! re-fork on TERM, a detached daemon that leaves no trace of the session but being an orphan,
+//! and four shapes orphaned at once: a `setsid env -i` double fork, a double fork with closed
+//! stdio, `(setsid sleep &)` and `nohup … & disown`), each on a pipe and on a PTY, ended by
+//! `kill`, by its timeout and by its own normal exit, through a real daemon with cgroup
+//! containment and without. Without a cgroup nothing may be left (every orphan lands on its
+//! session's keeper) and no report may say "not terminated"; with one, anything left must be
+//! named (`survivors` / `unattributed`, `terminated: false`) and no report may say "not
+//! terminated" naming nothing. No report may name another case's process.
 //!
 //! What is left is found independently of the code under test: every process of a case carries a
 //! number unique to the case in its command line (`sleep 41.23450007`), which survives `env -i`
