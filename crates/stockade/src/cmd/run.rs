@@ -190,7 +190,6 @@ pub fn run(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
         config.containment =
             ContainmentConfig { cgroup: CgroupMode::Off, ..ContainmentConfig::default() };
     }
-    config.containment.keeper = Some(crate::KEEPER_EXE.into());
     // The same request the daemon gets for `--bg`, so both answer alike; a foreground run has
     // no dedup partner in a one-shot engine.
     let params =
