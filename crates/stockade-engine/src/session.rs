@@ -555,6 +555,10 @@ fn memory_limit_end(session: &Session, state: SessionState) -> SessionState {
     }
 }
 
+/// How long the end of a command waits for its keeper to exit by itself (it does at once when
+/// the command left nothing running) before the cleanup starts.
+const KEEPER_EXIT_WAIT: Duration = Duration::from_millis(100);
+
 struct Supervisor {
     session: Arc<Session>,
     kill_rx: mpsc::Receiver<KillRequest>,
@@ -572,6 +576,12 @@ impl Supervisor {
         // it started outlives it.
         let (state, report, reply) = match ending {
             Ending::Root { code, signal } => {
+                // A keeper that has nothing left to wait for exits right after the command:
+                // reaped first, the end of a command that left nothing behind needs no census
+                // (with a cgroup). One that stays keeps the orphans the cleanup ends.
+                if session.tree.has_keeper() {
+                    let _ = tokio::time::timeout(KEEPER_EXIT_WAIT, session.tree.wait_root()).await;
+                }
                 let report = session.tree.finish_after_exit(&default_opts).await;
                 let state = match (code, signal) {
                     (_, Some(signal)) => SessionState::Signaled { signal },
@@ -596,7 +606,7 @@ impl Supervisor {
                 (SessionState::Killed { reason: req.reason }, report, Some(req.reply))
             }
         };
-        // The root is gone now (terminated or exited); reap it if the ending was not its exit.
+        // The root (the keeper, with one) is gone now, or about to be: reap it.
         let _ = tokio::time::timeout(Duration::from_millis(500), session.tree.wait_root()).await;
         self.finish_drain().await;
         let cleanup =
@@ -640,7 +650,7 @@ impl Supervisor {
                 {
                     // A root that already ended on its own ended the session: that is its true
                     // end, which the root's branch reports on its next poll.
-                    if session.tree.root_pidfd().is_some_and(|p| p.has_exited()) {
+                    if session.tree.command_ended() {
                         continue;
                     }
                     return hit.reason;
@@ -648,7 +658,7 @@ impl Supervisor {
             }
         };
         tokio::select! {
-            exit = session.tree.wait_root() => match exit {
+            exit = session.tree.wait_command() => match exit {
                 Ok(exit) => Ending::Root { code: exit.code, signal: exit.signal },
                 Err(e) => {
                     tracing::warn!(id = %session.id, error = %e, "cannot wait for the root process");

@@ -60,8 +60,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut seq = 0u32;
     for (shape, command, procs) in SHAPES {
         for mode in &methods {
-            let containment =
-                Containment::detect(&ContainmentConfig { cgroup: mode.clone(), subreaper: true });
+            let containment = Containment::detect(&ContainmentConfig {
+                cgroup: mode.clone(),
+                subreaper: true,
+                keeper: None,
+            });
             let method = match containment.method() {
                 ContainmentMethod::Cgroup => "cgroup",
                 ContainmentMethod::ProcessGroup => "process-group",

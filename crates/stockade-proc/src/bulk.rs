@@ -191,7 +191,9 @@ async fn wait_all(
 
 /// Cheap liveness: every signalled process exited and (unless sparing) the cgroup is empty.
 fn cheap_done(run: &Run<'_>, polite: bool) -> bool {
-    run.handles_exited() && (!run.tree.cgroup_populated() || (polite && !run.spare.is_empty()))
+    run.handles_exited()
+        && (!run.tree.cgroup_populated() || (polite && !run.spare.is_empty()))
+        && (polite || run.tree.keeper_gone())
 }
 
 async fn snapshot_all(trees: &[Arc<ProcessTree>], which: &[bool]) -> Vec<Found> {

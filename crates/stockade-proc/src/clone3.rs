@@ -117,6 +117,16 @@ pub(super) struct Plan {
     pub(super) fsize: Option<u64>,
     /// The sandbox to enter last before `execve` (its `Prepared` outlives the spawn).
     pub(super) sandbox: Option<crate::sandbox::ChildSandbox>,
+    /// Execute the session keeper instead of the program (see `keeper.rs`).
+    keeper: Option<KeeperExec>,
+}
+
+/// How the child executes the keeper: `execveat` of its open executable, with the status
+/// pipe's write end left open across the exec (close-on-exec cleared in the child only).
+struct KeeperExec {
+    exe: RawFd,
+    status_fd: RawFd,
+    argv: Vec<CString>,
 }
 
 impl Plan {
@@ -160,13 +170,24 @@ impl Plan {
             nofile,
             fsize: None,
             sandbox: None,
+            keeper: None,
         })
+    }
+
+    /// Executes the keeper `exe` (an open executable) instead of the program, which the keeper
+    /// then runs; `status_fd` (≥ 3, close-on-exec) is the status pipe's write end it gets.
+    pub(super) fn use_keeper(&mut self, exe: RawFd, status_fd: RawFd) {
+        let argv = crate::keeper::argv(status_fd, &self.path, &self.argv);
+        self.keeper = Some(KeeperExec { exe, status_fd, argv });
     }
 }
 
 /// `program` as `execvp` would find it: as given when it has a `/`, else the first executable
 /// regular file of that name in `PATH` (the command's own `PATH` when it sets one).
-fn resolve(program: &OsStr, env: &[(OsString, OsString)]) -> io::Result<std::path::PathBuf> {
+pub(super) fn resolve(
+    program: &OsStr,
+    env: &[(OsString, OsString)],
+) -> io::Result<std::path::PathBuf> {
     if program.as_bytes().contains(&b'/') {
         return Ok(program.into());
     }
@@ -214,8 +235,9 @@ pub(super) fn spawn(plan: &Plan, cgroup_dir: Option<&OwnedFd>) -> Outcome {
     if state < 0 || !cfg!(target_arch = "x86_64") {
         return Outcome::Unavailable;
     }
+    let exec_argv = plan.keeper.as_ref().map_or(&plan.argv, |k| &k.argv);
     let argv: Vec<*const libc::c_char> =
-        plan.argv.iter().map(|a| a.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
+        exec_argv.iter().map(|a| a.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
     let envp: Vec<*const libc::c_char> =
         plan.envp.iter().map(|a| a.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
     let mut shared = Shared { plan, argv: argv.as_ptr(), envp: envp.as_ptr(), step: 0, errno: 0 };
@@ -440,8 +462,32 @@ extern "C" fn child_main(arg: *mut c_void) -> ! {
         let mut empty: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut empty);
         libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+        if let Some(k) = &plan.keeper {
+            exec_keeper(k, (*shared).argv, (*shared).envp);
+            fail(STEP_EXEC)
+        }
         libc::execve(plan.path.as_ptr(), (*shared).argv, (*shared).envp);
         fail(STEP_EXEC)
+    }
+}
+
+/// Executes the keeper (returns only when that fails, errno set). Its own copy of the status
+/// pipe survives the exec; the daemon's stays close-on-exec (the descriptor flag is per table,
+/// and the child has its own table).
+///
+/// # Safety
+/// Called in the spawned child only, with `argv` and `envp` null-terminated arrays of C strings.
+unsafe fn exec_keeper(
+    k: &KeeperExec,
+    argv: *const *const libc::c_char,
+    envp: *const *const libc::c_char,
+) {
+    // SAFETY: the caller's; raw system calls on descriptors the child holds.
+    unsafe {
+        if libc::fcntl(k.status_fd, libc::F_SETFD, 0) < 0 {
+            return;
+        }
+        libc::syscall(libc::SYS_execveat, k.exe, c"".as_ptr(), argv, envp, libc::AT_EMPTY_PATH);
     }
 }
 

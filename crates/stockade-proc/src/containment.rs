@@ -50,11 +50,15 @@ pub struct ContainmentConfig {
     pub cgroup: CgroupMode,
     /// Make this process a child subreaper (recommended; needed to reap escaped orphans).
     pub subreaper: bool,
+    /// The executable that runs as each session's keeper (`keeper.rs`): a program whose `main`
+    /// starts with [`crate::run_if_keeper`] — the daemon's own, `/proc/self/exe`. Opened once
+    /// by [`Containment::detect`]. `None`: the command is executed directly, with no keeper.
+    pub keeper: Option<PathBuf>,
 }
 
 impl Default for ContainmentConfig {
     fn default() -> Self {
-        ContainmentConfig { cgroup: CgroupMode::Auto, subreaper: true }
+        ContainmentConfig { cgroup: CgroupMode::Auto, subreaper: true, keeper: None }
     }
 }
 
@@ -86,6 +90,8 @@ pub(crate) struct CgroupRoot {
 pub(crate) struct ContainmentInner {
     pub cgroup: Option<CgroupRoot>,
     pub info: ContainmentInfo,
+    /// The keeper's executable, open (close-on-exec) for `execveat`; `None`: no keeper.
+    pub keeper: Option<std::os::fd::OwnedFd>,
 }
 
 impl Drop for ContainmentInner {
@@ -145,7 +151,13 @@ impl Containment {
             subreaper,
             subreaper_error,
         };
-        Containment { inner: Arc::new(ContainmentInner { cgroup, info }) }
+        let keeper = config.keeper.as_deref().and_then(open_keeper);
+        Containment { inner: Arc::new(ContainmentInner { cgroup, info, keeper }) }
+    }
+
+    /// Whether sessions run under a keeper (see `keeper.rs`).
+    pub fn has_keeper(&self) -> bool {
+        self.inner.keeper.is_some()
     }
 
     /// The method every session spawned with this containment uses.
@@ -158,6 +170,19 @@ impl Containment {
         let mut info = self.inner.info.clone();
         info.subreaper = is_subreaper();
         info
+    }
+}
+
+/// Opens the keeper's executable; `None` (and a warning) when it cannot be: sessions then run
+/// without a keeper, as before.
+fn open_keeper(path: &std::path::Path) -> Option<std::os::fd::OwnedFd> {
+    use rustix::fs::{Mode, OFlags};
+    match rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()) {
+        Ok(fd) => Some(fd),
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "cannot open the session keeper; sessions run without one");
+            None
+        }
     }
 }
 

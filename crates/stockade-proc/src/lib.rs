@@ -42,9 +42,18 @@
 //!
 //! # Reaping without stealing
 //!
-//! There is no `waitpid(-1)` anywhere. The root is reaped through its pidfd; other zombies are
-//! reaped only when they are children of this process (reparented to the subreaper) *and* known to
-//! belong to the session (seen in its cgroup, process group or marker scan).
+//! There is no `waitpid(-1)` in this process (only in a session's keeper, which reaps its own
+//! session). The root is reaped through its pidfd; other zombies are reaped only when they are
+//! children of this process (reparented to the subreaper) *and* known to belong to the session
+//! (seen in its cgroup, process group or marker scan).
+//!
+//! # The session keeper
+//!
+//! With a keeper configured ([`ContainmentConfig::keeper`], Linux), the spawned root is a
+//! session keeper (`keeper.rs`, entered through [`run_if_keeper`]): a child subreaper that runs
+//! the command as its child and stays until every process of the session is gone, so orphans of
+//! the session land on it, never on this process. The command's end and exit status come from
+//! the keeper's status pipe ([`ProcessTree::wait_command`]); the keeper is reaped as the root.
 
 #![deny(missing_docs)]
 
@@ -54,6 +63,7 @@ mod clone3;
 mod containment;
 pub mod fd_budget;
 mod input;
+mod keeper;
 mod limits;
 mod marker;
 mod pidfd;
@@ -71,6 +81,7 @@ pub use containment::instance_cgroup_pid;
 pub use containment::{CgroupMode, Containment, ContainmentConfig, ContainmentInfo};
 pub use input::write_input_async;
 pub use input::{DEFAULT_INPUT_TIMEOUT, InputError, write_input};
+pub use keeper::{KEEPER_FLAG, run_if_keeper};
 pub use limits::{LimitGroup, availability as limit_capabilities};
 pub use marker::SessionMarker;
 pub use pidfd::{PidFd, PidFdError, RootExit};

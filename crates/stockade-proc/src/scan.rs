@@ -8,7 +8,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fs::File;
 use std::io::Read;
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -274,21 +274,18 @@ pub(crate) fn claim(ids: impl IntoIterator<Item = (u32, u64)>) {
     lock(&REGISTRY).claimed.extend(ids);
 }
 
-/// The identities of a freshly spawned root's standard streams worth watching: pipes, terminals
-/// and regular files (the output pipe, the PTY slave, a file-capture spool). `/dev/null` and
-/// other devices are shared by everyone and say nothing.
-pub(crate) fn stdio_identities(pid: u32) -> Vec<(u64, u64)> {
-    let mut ids = Vec::new();
-    for fd in 0..3 {
-        let Ok(m) = std::fs::metadata(format!("/proc/{pid}/fd/{fd}")) else { continue };
-        let t = m.file_type();
-        // Unix98 PTY slaves are character devices with majors 136–143.
-        let pts = t.is_char_device() && (136..=143).contains(&libc::major(m.rdev()));
-        if (t.is_fifo() || t.is_file() || pts) && !ids.contains(&(m.dev(), m.ino())) {
-            ids.push((m.dev(), m.ino()));
-        }
-    }
-    ids
+/// The identity of a descriptor a spawn gives its child, when it is worth watching: a pipe, a
+/// terminal or a regular file (the output pipe, the PTY slave, a file-capture spool) — taken
+/// from this process's own ends, not from the child's descriptors, which a keeper moves to
+/// `/dev/null`. `/dev/null` and other devices are shared by everyone and say nothing.
+pub(crate) fn fd_identity(fd: &impl std::os::fd::AsFd) -> Option<(u64, u64)> {
+    let st = rustix::fs::fstat(fd).ok()?;
+    let kind = st.st_mode & libc::S_IFMT;
+    // Unix98 PTY slaves are character devices with majors 136–143.
+    let pts = kind == libc::S_IFCHR && (136..=143).contains(&rustix::fs::major(st.st_rdev));
+    #[allow(clippy::unnecessary_cast)] // the field types differ between targets
+    let id = (st.st_dev as u64, st.st_ino as u64);
+    (kind == libc::S_IFIFO || kind == libc::S_IFREG || pts).then_some(id)
 }
 
 /// Whether `pid` holds an open descriptor on any of `ids`.

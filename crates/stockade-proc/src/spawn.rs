@@ -18,6 +18,7 @@ use super::marker::SessionMarker;
 use super::pidfd::PidFd;
 use super::pty::{self, DEFAULT_TERM, PtyError};
 use super::sandbox::{self, Prepared, SandboxError, SandboxSpec};
+use super::scan;
 use super::tree::ProcessTree;
 
 /// The shell every command string runs in.
@@ -295,15 +296,52 @@ fn spawn_in(
     prepared: Option<&Prepared>,
 ) -> Result<SpawnedTree, SpawnError> {
     let pair = pty_size.map(pty::open_pair).transpose()?;
-    if let Some(started) = spawn_fast(&spec, pair.as_ref(), cgroup_dir.as_deref(), prepared)? {
-        let (pid, pidfd, stdin, stdout, stderr) = started;
+    let keeper = match &containment.inner.keeper {
+        Some(exe) => Some(KeeperPipe::new(exe.as_raw_fd())?),
+        None => None,
+    };
+    let fast = spawn_fast(&spec, pair.as_ref(), cgroup_dir.as_deref(), prepared, keeper.as_ref())?;
+    if let Some(started) = fast {
+        let FastSpawn { pid, pidfd, ours: [stdin, stdout, stderr], io } = started;
         // The child holds the slave now; ours would keep the master from ever reading EOF.
         let pty_master = pair.map(|p| p.master);
         let root = PidFd::from_child(pid, pidfd);
-        let tree = ProcessTree::new_spawned(root, spec.marker, cgroup_dir, containment.clone());
+        let status = keeper.map(KeeperPipe::into_read_end);
+        let tree = ProcessTree::new_spawned(
+            root,
+            spec.marker,
+            cgroup_dir,
+            containment.clone(),
+            io,
+            status,
+        );
         return Ok(SpawnedTree { tree, stdin, stdout, stderr, pty_master });
     }
-    spawn_forked(spec, pair, containment, cgroup_dir, prepared)
+    spawn_forked(spec, pair, containment, cgroup_dir, prepared, keeper)
+}
+
+/// The status pipe of a spawn under a keeper (see `keeper.rs`): both ends close-on-exec in this
+/// process, the write end numbered 3 or above (the child clears its flag before executing the
+/// keeper), the read end non-blocking. `exe` is the keeper's open executable.
+struct KeeperPipe {
+    exe: RawFd,
+    read: OwnedFd,
+    write: OwnedFd,
+}
+
+impl KeeperPipe {
+    fn new(exe: RawFd) -> Result<KeeperPipe, SpawnError> {
+        let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+            .map_err(|e| SpawnError::Pipe(e.into()))?;
+        rustix::io::ioctl_fionbio(&read, true).map_err(|e| SpawnError::Pipe(e.into()))?;
+        let write = clone3::above_stdio(write).map_err(SpawnError::Pipe)?;
+        Ok(KeeperPipe { exe, read, write })
+    }
+
+    /// This process's end once the keeper holds the other (ours is closed here).
+    fn into_read_end(self) -> OwnedFd {
+        self.read
+    }
 }
 
 /// The fork path, where `clone3` is unavailable: `std::process::Command` with a `pre_exec` that
@@ -315,6 +353,7 @@ fn spawn_forked(
     containment: &Containment,
     cgroup_dir: Option<PathBuf>,
     prepared: Option<&Prepared>,
+    keeper: Option<KeeperPipe>,
 ) -> Result<SpawnedTree, SpawnError> {
     let placement = match &cgroup_dir {
         Some(dir) => Some(
@@ -328,8 +367,10 @@ fn spawn_forked(
     )
     .map_err(|e| SpawnError::Pipe(e.into()))?;
 
-    let mut cmd = command(&mut spec, pair.as_ref())?;
+    let io = given_identities(&spec, pair.as_ref());
+    let mut cmd = command(&mut spec, pair.as_ref(), keeper.as_ref())?;
     let controlling_tty = pair.is_some();
+    let keeper_status = keeper.as_ref().map(|k| k.write.as_raw_fd());
 
     let stage_fd = stage_write.as_raw_fd();
     let nofile = child_nofile().map(|(soft, hard)| rustix::process::Rlimit {
@@ -373,6 +414,12 @@ fn spawn_forked(
                 *libc::__errno_location() = errno;
                 return fail(STAGE_SANDBOX);
             }
+            // The keeper's copy of the status pipe survives the exec (this table's flag only).
+            if let Some(fd) = keeper_status
+                && libc::fcntl(fd, libc::F_SETFD, 0) < 0
+            {
+                return Err(io::Error::last_os_error());
+            }
             Ok(())
         });
     }
@@ -383,30 +430,62 @@ fn spawn_forked(
     drop(placement);
     // The child holds the slave now; ours would keep the master from ever reading EOF.
     let pty_master = pair.map(|p| p.master);
-    let mut child = match spawned {
+    let child = match spawned {
         Ok(child) => child,
         Err(source) => return Err(staged_error(&stage_read, source, cgroup_dir, spec.program)),
     };
 
-    let pid = child.id();
-    // Our unreaped child: its pid cannot be recycled, no identity check needed.
-    let pidfd = match PidFd::open_unchecked(pid) {
-        Ok(fd) => fd,
-        Err(e) => {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(SpawnError::Pidfd(e.to_string()));
-        }
-    };
-    let stdin = child.stdin.take().map(OwnedFd::from);
-    let stdout = child.stdout.take().map(OwnedFd::from);
-    let stderr = child.stderr.take().map(OwnedFd::from);
-    // The tree reaps the root through its pidfd; `std::process::Child` neither waits nor kills
-    // on drop.
-    drop(child);
-
-    let tree = ProcessTree::new_spawned(pidfd, spec.marker, cgroup_dir, containment.clone());
+    let tail = ForkedTail { marker: spec.marker, cgroup_dir, io, status: keeper };
+    let (tree, [stdin, stdout, stderr]) = tail.finish(child, containment)?;
     Ok(SpawnedTree { tree, stdin, stdout, stderr, pty_master })
+}
+
+/// What the fork path's tree is made of besides the child.
+struct ForkedTail {
+    marker: SessionMarker,
+    cgroup_dir: Option<PathBuf>,
+    /// Identities of the descriptors given so far; our ends of pipes are added.
+    io: Vec<(u64, u64)>,
+    status: Option<KeeperPipe>,
+}
+
+impl ForkedTail {
+    /// The tree of the fork path's `child` and our ends of its stdin, stdout and stderr.
+    fn finish(
+        mut self,
+        mut child: std::process::Child,
+        containment: &Containment,
+    ) -> Result<(ProcessTree, [Option<OwnedFd>; 3]), SpawnError> {
+        let pid = child.id();
+        // Our unreaped child: its pid cannot be recycled, no identity check needed.
+        let pidfd = match PidFd::open_unchecked(pid) {
+            Ok(fd) => fd,
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(SpawnError::Pidfd(e.to_string()));
+            }
+        };
+        let stdin = child.stdin.take().map(OwnedFd::from);
+        let stdout = child.stdout.take().map(OwnedFd::from);
+        let stderr = child.stderr.take().map(OwnedFd::from);
+        // The tree reaps the root through its pidfd; `std::process::Child` neither waits nor
+        // kills on drop.
+        drop(child);
+        // Our ends of the pipes are the same pipes as the child's.
+        let ours: Vec<_> = [&stdin, &stdout, &stderr].into_iter().flatten().collect();
+        add_identities(&mut self.io, &ours);
+        let status = self.status.map(KeeperPipe::into_read_end);
+        let tree = ProcessTree::new_spawned(
+            pidfd,
+            self.marker,
+            self.cgroup_dir,
+            containment.clone(),
+            self.io,
+            status,
+        );
+        Ok((tree, [stdin, stdout, stderr]))
+    }
 }
 
 /// Why the fork path's child did not exec: the step it wrote to the stage pipe, else `exec`.
@@ -432,8 +511,24 @@ fn staged_error(
 
 /// The command of the fork path: program, arguments, directory, environment with the marker,
 /// and stdio (the terminal's slave for a PTY session).
-fn command(spec: &mut SpawnSpec, pair: Option<&pty::PtyPair>) -> Result<Command, SpawnError> {
-    let mut cmd = Command::new(&spec.program);
+fn command(
+    spec: &mut SpawnSpec,
+    pair: Option<&pty::PtyPair>,
+    keeper: Option<&KeeperPipe>,
+) -> Result<Command, SpawnError> {
+    let mut cmd = match keeper {
+        // The keeper runs the program: its path resolved as `execvp` would, then its argv.
+        Some(k) => {
+            let env = child_env(spec, pair.is_some());
+            let path = clone3::resolve(&spec.program, &env)
+                .map_err(|source| SpawnError::Exec { program: spec.program.clone(), source })?;
+            let mut cmd = Command::new(format!("/proc/self/fd/{}", k.exe));
+            cmd.arg0("stockade").arg(crate::keeper::KEEPER_FLAG);
+            cmd.arg(k.write.as_raw_fd().to_string()).arg(path).arg(&spec.program);
+            cmd
+        }
+        None => Command::new(&spec.program),
+    };
     cmd.args(&spec.args);
     if let Some(cwd) = &spec.cwd {
         cmd.current_dir(cwd);
@@ -490,6 +585,37 @@ fn child_nofile() -> Option<(u64, u64)> {
         let hard = rustix::process::getrlimit(rustix::process::Resource::Nofile).maximum;
         (soft, hard.unwrap_or(libc::RLIM_INFINITY))
     })
+}
+
+/// The identities of the descriptors a spawn gives the child that it did not create itself: the
+/// terminal's slave, or the caller's descriptors (a spool).
+fn given_identities(spec: &SpawnSpec, pair: Option<&pty::PtyPair>) -> Vec<(u64, u64)> {
+    let mut io = Vec::new();
+    match pair {
+        Some(pair) => add_identities(&mut io, &[&pair.slave]),
+        None => {
+            let given: Vec<&OwnedFd> = [&spec.stdin, &spec.stdout, &spec.stderr]
+                .into_iter()
+                .filter_map(|s| match s {
+                    StdioSpec::Fd(fd) => Some(fd),
+                    _ => None,
+                })
+                .collect();
+            add_identities(&mut io, &given);
+        }
+    }
+    io
+}
+
+/// Adds the identities of `fds` worth watching (see [`scan::fd_identity`]) not in `io` yet.
+fn add_identities(io: &mut Vec<(u64, u64)>, fds: &[&OwnedFd]) {
+    for fd in fds {
+        if let Some(id) = scan::fd_identity(fd)
+            && !io.contains(&id)
+        {
+            io.push(id);
+        }
+    }
 }
 
 /// The child's ends, the parent's ends and the child's raw stdio fds (see [`fast_stdio`]).
@@ -563,8 +689,14 @@ fn child_env(spec: &SpawnSpec, tty: bool) -> Vec<(OsString, OsString)> {
     env
 }
 
-/// The parent's ends of a fast spawn: pid, pidfd, stdin, stdout, stderr.
-type FastSpawn = (u32, OwnedFd, Option<OwnedFd>, Option<OwnedFd>, Option<OwnedFd>);
+/// A fast spawn's child: pid, pidfd, the parent's ends of stdin, stdout and stderr, and the
+/// identities of the descriptors the child was given (see [`scan::fd_identity`]).
+struct FastSpawn {
+    pid: u32,
+    pidfd: OwnedFd,
+    ours: [Option<OwnedFd>; 3],
+    io: Vec<(u64, u64)>,
+}
 
 /// The `clone3` spawn (`process/clone3.rs`); `Ok(None)` where it is unavailable, so the caller
 /// forks instead. Same guarantees as the fork path: own session, cgroup before exec, marker,
@@ -574,6 +706,7 @@ fn spawn_fast(
     pair: Option<&pty::PtyPair>,
     cgroup_dir: Option<&std::path::Path>,
     prepared: Option<&Prepared>,
+    keeper: Option<&KeeperPipe>,
 ) -> Result<Option<FastSpawn>, SpawnError> {
     if !clone3::may_work() {
         return Ok(None);
@@ -593,6 +726,9 @@ fn spawn_fast(
     .map_err(exec_error)?;
     plan.sandbox = prepared.map(Prepared::for_child);
     plan.fsize = spec.file_size_limit;
+    if let Some(k) = keeper {
+        plan.use_keeper(k.exe, k.write.as_raw_fd());
+    }
     let cgroup_fd = match cgroup_dir {
         Some(dir) => Some(
             std::fs::File::open(dir)
@@ -602,13 +738,12 @@ fn spawn_fast(
         None => None,
     };
     let outcome = clone3::spawn(&plan, cgroup_fd.as_ref());
+    let mut io = Vec::new();
+    add_identities(&mut io, &child_ends.iter().collect::<Vec<_>>());
     drop(child_ends);
     match outcome {
         Outcome::Unavailable => Ok(None),
-        Outcome::Started { pid, pidfd } => {
-            let [stdin, stdout, stderr] = ours;
-            Ok(Some((pid, pidfd, stdin, stdout, stderr)))
-        }
+        Outcome::Started { pid, pidfd } => Ok(Some(FastSpawn { pid, pidfd, ours, io })),
         Outcome::Refused(source) => Err(match (cgroup_dir, source.raw_os_error()) {
             (Some(dir), Some(libc::EBUSY | libc::EOPNOTSUPP | libc::EACCES | libc::ENOENT)) => {
                 SpawnError::CgroupPlacement { path: dir.to_owned(), source }

@@ -121,7 +121,7 @@ impl ProcessTree {
         let mut fresh = !escalated;
         let mut rescanned = false;
         let survivors = loop {
-            let cheap_gone = run.handles_exited() && !self.cgroup_populated();
+            let cheap_gone = run.handles_exited() && !self.cgroup_populated() && self.keeper_gone();
             if !fresh && (cheap_gone || last_scan.elapsed() >= RESCAN_INTERVAL) {
                 snap = self.snapshot_async().await;
                 last_scan = Instant::now();
@@ -203,8 +203,17 @@ pub(crate) struct Run<'a> {
 }
 
 impl Run<'_> {
+    /// The live processes to signal: neither spared nor the session's keeper (which a group
+    /// signal reaches, and which exits by itself once the rest is gone; verification waits
+    /// for it like for any other process).
     pub(crate) fn live_unspared<'m>(&self, snap: &'m [Member]) -> Vec<&'m Member> {
-        snap.iter().filter(|m| !m.stat.is_zombie() && !self.spare.contains(&m.stat.pid)).collect()
+        snap.iter()
+            .filter(|m| {
+                !m.stat.is_zombie()
+                    && !self.spare.contains(&m.stat.pid)
+                    && !self.tree.is_keeper(m.stat.pid)
+            })
+            .collect()
     }
 
     pub(crate) fn new_unspared<'m>(&self, snap: &'m [Member]) -> Vec<&'m Member> {

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeSet;
 use std::io;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -49,6 +50,13 @@ pub struct ProcessTree {
     /// The cgroup path as `/proc/<pid>/cgroup` shows it, to re-check membership.
     pub(crate) cgroup_path: Option<String>,
     pub(crate) root_exit: Mutex<Option<RootExit>>,
+    /// The root is the session's keeper (`keeper.rs`): the command is its child, and the
+    /// command's end comes from the keeper's status pipe, not from the root's exit.
+    pub(crate) keeper: bool,
+    /// The keeper's status pipe (read end, non-blocking) until the session is finished.
+    pub(crate) status: Mutex<Option<OwnedFd>>,
+    /// How the command ended, once known (with a keeper).
+    pub(crate) command_exit: Mutex<Option<RootExit>>,
     /// `(pid, start time)` of every process ever seen as a member: zombies of these may be reaped.
     pub(crate) seen: Mutex<BTreeSet<(u32, u64)>>,
     /// Keeps the per-daemon cgroup directory alive while this tree's cgroup is inside it.
@@ -58,16 +66,20 @@ pub struct ProcessTree {
 }
 
 impl ProcessTree {
+    /// The tree of a root just spawned: `io` are the identities of the descriptors it was
+    /// given (`scan::fd_identity`), `status` the read end of its keeper's status pipe when the
+    /// root is a keeper.
     pub(crate) fn new_spawned(
         root: PidFd,
         marker: SessionMarker,
         cgroup: Option<PathBuf>,
         containment: Containment,
+        io: Vec<(u64, u64)>,
+        status: Option<OwnedFd>,
     ) -> ProcessTree {
         let root_pid = root.pid();
         // The root is our unreaped child, so its stat is readable; 0 would only widen the scan.
         let root_start_time = stockade_procfs::start_time(root_pid).unwrap_or(0);
-        let io = scan::stdio_identities(root_pid);
         scan::register_tree((root_pid, root_start_time), &io);
         let cgroup_path = match (&cgroup, &containment.inner.cgroup) {
             (Some(dir), Some(root)) => root.mount.path_of(dir),
@@ -88,6 +100,9 @@ impl ProcessTree {
             cgroup,
             cgroup_path,
             root_exit: Mutex::new(None),
+            keeper: status.is_some(),
+            status: Mutex::new(status),
+            command_exit: Mutex::new(None),
             seen: Mutex::new(seen),
             _containment: containment,
             limits: None,
@@ -101,6 +116,7 @@ impl ProcessTree {
     /// the cgroup (if the record has one and it still exists) and the marker.
     pub fn adopt(record: AdoptSpec, containment: &Containment) -> ProcessTree {
         let root = PidFd::open_verified(record.root_pid, record.root_start_time).ok();
+        let keeper = root.is_some() && crate::keeper::runs_keeper(record.root_pid);
         let cgroup = record.cgroup.filter(|dir| dir.join("cgroup.procs").exists());
         let cgroup_path = cgroup.as_deref().and_then(|dir| match &containment.inner.cgroup {
             Some(root) => root.mount.path_of(dir),
@@ -125,6 +141,12 @@ impl ProcessTree {
             cgroup,
             cgroup_path,
             root_exit: Mutex::new(None),
+            // A keeper an earlier daemon started: its status pipe is gone with that daemon, so
+            // the command's end is the keeper's (status unknown), and it is still never
+            // signalled by itself.
+            keeper,
+            status: Mutex::new(None),
+            command_exit: Mutex::new(None),
             seen: Mutex::new(seen),
             _containment: containment.clone(),
             limits: None,
@@ -235,12 +257,99 @@ impl ProcessTree {
         }
     }
 
-    /// Closes the root's pidfd once the root is reaped: a finished session holds no descriptor.
+    /// Closes the root's pidfd once the root is reaped, and the keeper's status pipe: a finished
+    /// session holds no descriptor.
     pub fn release_root_fd(&self) {
+        lock(&self.status).take();
         if lock(&self.root_exit).is_some()
             && let Some(root) = &self.root
         {
             root.release();
+        }
+    }
+
+    /// Whether the root is a session keeper this process started (see `keeper.rs`).
+    pub fn has_keeper(&self) -> bool {
+        self.keeper
+    }
+
+    /// Whether the keeper (the root) has exited, or there is none: it exits by itself once every
+    /// process of the session is gone.
+    pub(crate) fn keeper_gone(&self) -> bool {
+        !self.keeper || self.root.as_ref().is_none_or(PidFd::has_exited)
+    }
+
+    /// Whether `pid` is the session's keeper: never signalled by itself (a group signal
+    /// reaches it; it ignores the polite ones and exits once the rest is gone).
+    pub(crate) fn is_keeper(&self, pid: u32) -> bool {
+        self.keeper && pid == self.root_pid
+    }
+
+    /// Whether the command has ended, without waiting: its status came through the keeper's
+    /// pipe (or the keeper is gone), or — without a keeper — the root has exited.
+    pub fn command_ended(&self) -> bool {
+        if !self.keeper {
+            return self.root.as_ref().is_none_or(PidFd::has_exited);
+        }
+        !matches!(self.read_status(), StatusRead::Pending)
+    }
+
+    /// How the command ended, when known (see [`Self::wait_command`]). Never blocks.
+    fn try_command_exit(&self) -> Option<RootExit> {
+        if !self.keeper {
+            return self.try_reap_root();
+        }
+        match self.read_status() {
+            StatusRead::Exit(exit) => Some(exit),
+            // The keeper closed the pipe without a status (it was killed): its own end is all
+            // that is known.
+            StatusRead::Eof => self.try_reap_root(),
+            StatusRead::Pending => None,
+        }
+    }
+
+    /// Reads the keeper's status pipe (non-blocking) into `command_exit`.
+    fn read_status(&self) -> StatusRead {
+        let mut slot = lock(&self.command_exit);
+        if let Some(exit) = *slot {
+            return StatusRead::Exit(exit);
+        }
+        let status = lock(&self.status);
+        let Some(fd) = status.as_ref() else { return StatusRead::Eof };
+        let mut buf = [0u8; 4];
+        match rustix::io::read(fd, &mut buf) {
+            Ok(4) => {
+                let (code, signal) = crate::keeper::decode(i32::from_ne_bytes(buf));
+                *slot = Some(RootExit { code, signal });
+                StatusRead::Exit(RootExit { code, signal })
+            }
+            Err(rustix::io::Errno::AGAIN | rustix::io::Errno::INTR) => StatusRead::Pending,
+            // EOF (or a short write, which a 4-byte pipe write cannot be): no status.
+            _ => StatusRead::Eof,
+        }
+    }
+
+    /// Waits for the command to end and says how it ended: with a keeper, the status it writes
+    /// when the command exits (the keeper itself stays until every orphan is gone); without
+    /// one, the root's exit ([`Self::wait_root`]).
+    pub async fn wait_command(&self) -> io::Result<RootExit> {
+        if !self.keeper {
+            return self.wait_root().await;
+        }
+        if let Some(exit) = self.try_command_exit() {
+            return Ok(exit);
+        }
+        let dup = lock(&self.status).as_ref().map(OwnedFd::try_clone).transpose()?;
+        let Some(dup) = dup else { return self.wait_root().await };
+        // SAFETY: `dup` is an open pipe descriptor owned by the AsyncFd for its whole life.
+        let async_fd = unsafe { AsyncFd::register_with_interest(dup, Interest::READABLE) }?;
+        loop {
+            let mut guard = async_fd.readable().await?;
+            match self.read_status() {
+                StatusRead::Exit(exit) => return Ok(exit),
+                StatusRead::Eof => return self.wait_root().await,
+                StatusRead::Pending => guard.clear_ready(),
+            }
         }
     }
 
@@ -344,12 +453,13 @@ impl ProcessTree {
     /// How many live processes the session has, cheaply: the session cgroup's `cgroup.procs`
     /// where there is one (no `/proc` scan), else counted in `census` — one scan shared by every
     /// session a caller counts. Blocking.
+    /// The session's keeper is not counted: it is not one of the command's processes.
     pub fn count_processes(&self, census: &ProcessCensus) -> usize {
-        if let Some(dir) = &self.cgroup {
-            return cgroup::procs(dir).map_or(0, |pids| pids.len());
-        }
-        let found = scan::attribute(census, &self.query());
-        live_pids(&found.members).len()
+        let pids = match &self.cgroup {
+            Some(dir) => cgroup::procs(dir).unwrap_or_default(),
+            None => live_pids(&scan::attribute(census, &self.query()).members),
+        };
+        pids.into_iter().filter(|pid| !self.is_keeper(*pid)).count()
     }
 
     /// Whether [`Self::count_processes`] needs a census (the tree has no cgroup).
@@ -408,6 +518,16 @@ impl Drop for ProcessTree {
             tracing::debug!(cgroup = %dir.display(), error = %e, "session cgroup not removed");
         }
     }
+}
+
+/// What the keeper's status pipe said.
+enum StatusRead {
+    /// The command's end.
+    Exit(RootExit),
+    /// Closed without a status (or already released).
+    Eof,
+    /// Nothing yet.
+    Pending,
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -74,7 +74,12 @@ fn reset_inherited_signals() {
     }
 }
 
+/// The executable every session's keeper runs (`stockade_proc::run_if_keeper`): this one.
+pub(crate) const KEEPER_EXE: &str = "/proc/self/exe";
+
 fn main() -> ExitCode {
+    // First of all: a session keeper runs nothing else of this program.
+    stockade_proc::run_if_keeper();
     reset_inherited_signals();
     let cli = match cli::Cli::try_parse() {
         Ok(cli) => cli,

@@ -135,7 +135,11 @@ async fn exit_status_env_and_cwd_reach_the_child() {
 
 #[test]
 fn describe_says_what_and_why() {
-    let off = Containment::detect(&ContainmentConfig { cgroup: CgroupMode::Off, subreaper: true });
+    let off = Containment::detect(&ContainmentConfig {
+        cgroup: CgroupMode::Off,
+        subreaper: true,
+        keeper: None,
+    });
     let info = off.describe();
     assert_eq!(info.method, ContainmentMethod::ProcessGroup);
     assert!(info.fallback_reason.as_deref().is_some_and(|r| r.contains("off")), "{info:?}");
@@ -153,6 +157,7 @@ fn describe_says_what_and_why() {
     let bad = Containment::detect(&ContainmentConfig {
         cgroup: CgroupMode::Parent("/definitely/not/a/cgroup".into()),
         subreaper: true,
+        keeper: None,
     });
     let info = bad.describe();
     assert_eq!(info.method, ContainmentMethod::ProcessGroup);

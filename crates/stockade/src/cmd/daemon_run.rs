@@ -27,6 +27,12 @@ pub struct DaemonRunArgs {
     /// Do not use a cgroup even where one is available.
     #[arg(long)]
     pub no_cgroup: bool,
+    /// Run every session under its own keeper (a child subreaper that outlives the command), so
+    /// that without a cgroup even processes orphaned at once (`setsid`, `env -i`, closed stdio,
+    /// double forks) are found and killed, each named in the session that made it. Costs an
+    /// exec of this binary per session (about 4 ms of CPU); off by default. Linux only.
+    #[arg(long)]
+    pub session_keeper: bool,
     /// Grace between SIGTERM and SIGKILL when terminating a tree, in milliseconds [default: 2000].
     #[arg(long, value_name = "MS", value_parser = parse_ms, allow_hyphen_values = true)]
     pub grace_ms: Option<u64>,
@@ -286,6 +292,11 @@ fn config(home: PathBuf, args: &DaemonRunArgs) -> DaemonConfig {
     if args.no_cgroup {
         config.containment =
             ContainmentConfig { cgroup: CgroupMode::Off, ..ContainmentConfig::default() };
+    }
+    // With --session-keeper every session runs under a keeper: this executable (see
+    // `stockade_proc::run_if_keeper`).
+    if args.session_keeper {
+        config.containment.keeper = Some(crate::KEEPER_EXE.into());
     }
     if let Some(ms) = args.grace_ms {
         config.grace = Duration::from_millis(ms);

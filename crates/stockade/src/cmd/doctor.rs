@@ -51,6 +51,9 @@ pub fn doctor(home: Option<PathBuf>, args: DoctorArgs) -> anyhow::Result<ExitCod
             (false, Some(e)) => text.push_str(&format!("child subreaper: off ({e})\n")),
             (false, None) => text.push_str("child subreaper: off\n"),
         }
+        text.push_str(
+            "session keeper: available (`daemon run --session-keeper`: each session's orphans land on its own keeper, not on the daemon)\n",
+        );
         text.push_str(&format!("spawn: {}\n", stockade_proc::spawn_method()));
         for line in sandbox_lines() {
             text.push_str(&format!("sandbox: {line}\n"));

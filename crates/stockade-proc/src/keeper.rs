@@ -1,0 +1,279 @@
+//! The session keeper (Linux): a tiny process between the daemon and a session's command that
+//! stays alive until every process of the session is gone, so an orphan of the session — a
+//! double fork that scrubbed its environment and left the process group, say — is reparented
+//! to the keeper, never to the daemon. Without a cgroup that is what keeps such an orphan the
+//! session's: it stays a descendant of the session's root.
+//!
+//! The spawn sets everything up as for the command (session, stdio, terminal, directory,
+//! limits, sandbox) and then executes the daemon's own executable with [`KEEPER_FLAG`], the
+//! number of the status pipe's write end, the program's path and its argv. The keeper
+//! ([`run`]) becomes a child subreaper, ignores the terminal and termination signals, forks and
+//! executes the program in the child, moves its own stdio to `/dev/null` (so it never holds the
+//! output pipe or the terminal open), and reaps: when the command exits it writes the wait
+//! status to the status pipe ([`decode`]), then reaps orphans until it has no child left and
+//! exits 0. The daemon reads the command's end from the pipe and reaps the keeper as the root.
+
+use std::ffi::{CStr, CString, OsString};
+use std::os::unix::ffi::OsStrExt;
+
+/// `argv[1]` of a keeper: a private token no user-facing command line carries.
+pub const KEEPER_FLAG: &str = "--stockade-session-keeper";
+
+/// The signals the keeper ignores (the command gets them back at its default): those of the
+/// terminal and job control, the polite termination signals a group-wide kill sends, and
+/// `SIGPIPE` (a status pipe nobody reads any more).
+const IGNORED: [libc::c_int; 8] = [
+    libc::SIGHUP,
+    libc::SIGINT,
+    libc::SIGQUIT,
+    libc::SIGTERM,
+    libc::SIGTSTP,
+    libc::SIGTTIN,
+    libc::SIGTTOU,
+    libc::SIGPIPE,
+];
+
+/// The exit code of a command that could not be executed (as a shell reports it).
+const CANNOT_EXECUTE: i32 = 127;
+
+/// Runs the keeper when this process was started as one (`argv[1]` is [`KEEPER_FLAG`]) and
+/// never returns then; returns at once otherwise. Call first thing in `main`.
+pub fn run_if_keeper() {
+    let mut args = std::env::args_os();
+    let _argv0 = args.next();
+    if args.next().is_some_and(|a| a == KEEPER_FLAG) {
+        let code = run(args.collect());
+        // SAFETY: `_exit` ends the process at once (no destructor of ours is pending).
+        unsafe { libc::_exit(code) }
+    }
+}
+
+/// What the keeper was asked to run: the status fd, the program's path and argv.
+struct Job {
+    status_fd: libc::c_int,
+    path: CString,
+    argv: Vec<CString>,
+}
+
+fn parse(args: Vec<OsString>) -> Option<Job> {
+    let mut args = args.into_iter();
+    let status_fd = args.next()?.to_str()?.parse().ok()?;
+    let c = |s: OsString| CString::new(s.as_bytes()).ok();
+    let path = c(args.next()?)?;
+    let argv = args.map(c).collect::<Option<Vec<_>>>()?;
+    if argv.is_empty() {
+        return None;
+    }
+    Some(Job { status_fd, path, argv })
+}
+
+/// The keeper: returns its exit code (0 once the command and every orphan of it are reaped).
+fn run(args: Vec<OsString>) -> i32 {
+    let Some(job) = parse(args) else {
+        complain(b"stockade: session keeper started with bad arguments\n", None);
+        return 2;
+    };
+    let mut argv: Vec<*const libc::c_char> = job.argv.iter().map(|a| a.as_ptr()).collect();
+    argv.push(std::ptr::null());
+    // SAFETY: plain system calls on this process; `argv` outlives the fork's child's use of it.
+    unsafe {
+        // Orphans of the session land here, not on the daemon.
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+        for sig in IGNORED {
+            libc::signal(sig, libc::SIG_IGN);
+        }
+        let Some(command) = start(&job, &argv) else {
+            return CANNOT_EXECUTE;
+        };
+        detach_stdio();
+        // The directory stays the command's only: the keeper holds none of the session's.
+        libc::chdir(c"/".as_ptr());
+        reap(command, job.status_fd);
+    }
+    0
+}
+
+/// Forks and executes the command; its pid, or `None` (after saying why on stderr and writing
+/// an exit of 127 to the status pipe) when it could not be executed.
+unsafe fn start(job: &Job, argv: &[*const libc::c_char]) -> Option<libc::pid_t> {
+    // SAFETY: the caller's; the child calls only async-signal-safe functions before `execv`.
+    unsafe {
+        // Close-on-exec: the parent reads the child's errno from it when `execv` fails, EOF
+        // when it succeeds.
+        let mut report = [-1; 2];
+        if libc::pipe2(report.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
+            report = [-1, -1];
+        }
+        let pid = libc::fork();
+        if pid == 0 {
+            for sig in IGNORED {
+                libc::signal(sig, libc::SIG_DFL);
+            }
+            libc::close(job.status_fd);
+            libc::close(report[0]);
+            libc::execv(job.path.as_ptr(), argv.as_ptr());
+            let errno = *libc::__errno_location();
+            libc::write(report[1], (&raw const errno).cast(), std::mem::size_of::<i32>());
+            libc::_exit(CANNOT_EXECUTE);
+        }
+        libc::close(report[1]);
+        let failed = if pid < 0 {
+            Some(*libc::__errno_location())
+        } else {
+            let mut errno: i32 = 0;
+            let n =
+                read_full(report[0], std::slice::from_raw_parts_mut((&raw mut errno).cast(), 4));
+            (n == 4).then_some(errno)
+        };
+        libc::close(report[0]);
+        let Some(errno) = failed else { return Some(pid) };
+        complain(b"stockade: cannot execute ", Some((job.path.as_c_str(), errno)));
+        if pid > 0 {
+            let mut status = 0;
+            libc::waitpid(pid, &mut status, 0);
+        }
+        write_status(job.status_fd, CANNOT_EXECUTE << 8);
+        None
+    }
+}
+
+/// Writes `prefix`, then `<path>: <error>` when given, and a newline, to stderr.
+fn complain(prefix: &[u8], what: Option<(&CStr, i32)>) {
+    let mut line = prefix.to_vec();
+    if let Some((path, errno)) = what {
+        line.extend_from_slice(path.to_bytes());
+        line.extend_from_slice(b": ");
+        line.extend_from_slice(std::io::Error::from_raw_os_error(errno).to_string().as_bytes());
+        line.push(b'\n');
+    }
+    // SAFETY: writes an owned buffer to fd 2.
+    unsafe {
+        libc::write(2, line.as_ptr().cast(), line.len());
+    }
+}
+
+/// Reopens 0, 1 and 2 on `/dev/null`.
+unsafe fn detach_stdio() {
+    // SAFETY: plain descriptor calls.
+    unsafe {
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
+        if null < 0 {
+            // Nothing to move them to: close them, the keeper never uses them.
+            for fd in 0..3 {
+                libc::close(fd);
+            }
+            return;
+        }
+        for fd in 0..3 {
+            libc::dup2(null, fd);
+        }
+        if null > 2 {
+            libc::close(null);
+        }
+    }
+}
+
+/// Reaps every child until none is left; writes the command's wait status when it ends.
+unsafe fn reap(command: libc::pid_t, status_fd: libc::c_int) {
+    // SAFETY: `waitpid` with a valid out-pointer.
+    unsafe {
+        let mut open = true;
+        loop {
+            let mut status = 0;
+            let pid = libc::waitpid(-1, &mut status, 0);
+            if pid < 0 {
+                if *libc::__errno_location() == libc::EINTR {
+                    continue;
+                }
+                break; // ECHILD: the session is gone
+            }
+            if pid == command && open {
+                write_status(status_fd, status);
+                open = false;
+            }
+        }
+        if open {
+            libc::close(status_fd);
+        }
+    }
+}
+
+/// Writes a wait status (4 bytes, native order: one atomic pipe write) and closes the fd.
+fn write_status(fd: libc::c_int, status: i32) {
+    let bytes = status.to_ne_bytes();
+    // SAFETY: writes a stack buffer; a reader gone (EPIPE, SIGPIPE ignored) is no error here.
+    unsafe {
+        while libc::write(fd, bytes.as_ptr().cast(), bytes.len()) < 0
+            && *libc::__errno_location() == libc::EINTR
+        {}
+        libc::close(fd);
+    }
+}
+
+/// Reads until `buf` is full, EOF or an error; how many bytes were read.
+fn read_full(fd: libc::c_int, buf: &mut [u8]) -> usize {
+    let mut got = 0;
+    while got < buf.len() {
+        // SAFETY: reads into the unfilled rest of `buf`.
+        let n = unsafe { libc::read(fd, buf[got..].as_mut_ptr().cast(), buf.len() - got) };
+        match n {
+            n if n > 0 => got += n as usize,
+            0 => break,
+            _ if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted => {}
+            _ => break,
+        }
+    }
+    got
+}
+
+/// Whether `pid` runs a session keeper (its `argv[1]` is [`KEEPER_FLAG`]).
+pub(crate) fn runs_keeper(pid: u32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .is_ok_and(|c| c.split(|b| *b == 0).nth(1) == Some(KEEPER_FLAG.as_bytes()))
+}
+
+/// A wait status as the command's end: (exit code, terminating signal).
+pub(crate) fn decode(status: i32) -> (Option<i32>, Option<i32>) {
+    if libc::WIFEXITED(status) {
+        (Some(libc::WEXITSTATUS(status)), None)
+    } else if libc::WIFSIGNALED(status) {
+        (None, Some(libc::WTERMSIG(status)))
+    } else {
+        (None, None)
+    }
+}
+
+/// The keeper's argv: `argv0`, the flag, the status fd, the program's path and its argv.
+pub(crate) fn argv(status_fd: i32, path: &CStr, argv: &[CString]) -> Vec<CString> {
+    let mut out = Vec::with_capacity(argv.len() + 4);
+    out.push(CString::from(c"stockade"));
+    out.push(CString::from(c"--stockade-session-keeper"));
+    // A decimal number has no NUL byte.
+    out.push(CString::new(status_fd.to_string()).unwrap_or_default());
+    out.push(path.to_owned());
+    out.extend(argv.iter().cloned());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wait_statuses_decode_as_exit_codes_and_signals() {
+        assert_eq!(decode(3 << 8), (Some(3), None));
+        assert_eq!(decode(0), (Some(0), None));
+        assert_eq!(decode(libc::SIGKILL), (None, Some(libc::SIGKILL)));
+    }
+
+    #[test]
+    fn the_argv_names_the_flag_and_parses_back() {
+        let a = argv(7, c"/bin/sh", &[CString::from(c"sh"), CString::from(c"-c")]);
+        assert_eq!(a[1].to_bytes(), KEEPER_FLAG.as_bytes());
+        let rest = a[2..].iter().map(|s| OsString::from(s.to_str().unwrap_or_default())).collect();
+        let job = parse(rest).unwrap_or_else(|| panic!("does not parse back"));
+        assert_eq!(job.status_fd, 7);
+        assert_eq!(job.path.as_c_str(), c"/bin/sh");
+        assert_eq!(job.argv.len(), 2);
+    }
+}
