@@ -444,6 +444,23 @@ pub(crate) fn attribute(census: &ProcessCensus, q: &SessionQuery) -> Found {
                 && !holds_any(st.pid, &io)
         })
         .collect();
+    // What an unowned orphan started is as unowned as it is: named with it, not left out.
+    let mut queue: Vec<u32> = found.unattributed.iter().map(|st| st.pid).collect();
+    while let Some(pid) = queue.pop() {
+        for e in census.at(&census.children, pid) {
+            let st = e.stat;
+            let owned = roots.contains(&(st.pid, st.start_time))
+                || claimed.contains(&(st.pid, st.start_time));
+            if young(&st)
+                && !owned
+                && !members.contains(&st.pid)
+                && !found.unattributed.iter().any(|u| u.pid == st.pid)
+            {
+                found.unattributed.push(st);
+                queue.push(st.pid);
+            }
+        }
+    }
     found
 }
 

@@ -534,6 +534,19 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// Whether `pid` is in a cgroup beside `session` (`/…/stockade-x/sh-2` beside `/…/stockade-x/sh-1`,
+/// or below one): another session's of the same daemon, so not an escapee of `session`.
+fn in_sibling_cgroup(pid: u32, session: &str) -> bool {
+    let Some(parent) = session.rsplit_once('/').map(|(p, _)| p).filter(|p| !p.is_empty()) else {
+        return false;
+    };
+    scan::cgroup_of(pid).is_some_and(|path| {
+        path.strip_prefix(parent).is_some_and(|rest| rest.starts_with('/'))
+            && path != session
+            && !path.starts_with(&format!("{session}/"))
+    })
+}
+
 /// An owned description of one snapshot, so it can run on the blocking pool.
 #[derive(Debug, Clone)]
 struct SnapshotJob {
@@ -560,8 +573,12 @@ impl SnapshotJob {
                     found.members.push(m);
                 }
             }
-            // An orphan still in the session cgroup is the session's, not unattributed.
+            // An orphan still in the session cgroup is the session's, not unattributed; one in
+            // another session's cgroup of this daemon is that session's.
             found.unattributed.retain(|st| !found.members.iter().any(|m| m.stat.pid == st.pid));
+            if let Some(want) = &self.cgroup_path {
+                found.unattributed.retain(|st| !in_sibling_cgroup(st.pid, want));
+            }
         }
         found
     }
