@@ -445,23 +445,31 @@ pub(crate) fn attribute(census: &ProcessCensus, q: &SessionQuery) -> Found {
         })
         .collect();
     // What an unowned orphan started is as unowned as it is: named with it, not left out.
-    let mut queue: Vec<u32> = found.unattributed.iter().map(|st| st.pid).collect();
+    let owned = |st: &ProcStat| {
+        members.contains(&st.pid)
+            || roots.contains(&(st.pid, st.start_time))
+            || claimed.contains(&(st.pid, st.start_time))
+    };
+    add_descendants(census, &mut found.unattributed, |st| young(st) && !owned(st));
+    found
+}
+
+/// Adds to `list` every descendant (in `census`) of the processes in it that `take` accepts.
+fn add_descendants(
+    census: &ProcessCensus,
+    list: &mut Vec<ProcStat>,
+    take: impl Fn(&ProcStat) -> bool,
+) {
+    let mut queue: Vec<u32> = list.iter().map(|st| st.pid).collect();
     while let Some(pid) = queue.pop() {
         for e in census.at(&census.children, pid) {
             let st = e.stat;
-            let owned = roots.contains(&(st.pid, st.start_time))
-                || claimed.contains(&(st.pid, st.start_time));
-            if young(&st)
-                && !owned
-                && !members.contains(&st.pid)
-                && !found.unattributed.iter().any(|u| u.pid == st.pid)
-            {
-                found.unattributed.push(st);
+            if take(&st) && !list.iter().any(|u| u.pid == st.pid) {
+                list.push(st);
                 queue.push(st.pid);
             }
         }
     }
-    found
 }
 
 /// Whether `pid` runs this process's own executable: a child forked by a spawn that has not
