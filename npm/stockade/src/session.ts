@@ -1,6 +1,12 @@
 // A session of the daemon: its output by cursor, waits, input, size, and its end.
-import type { Client } from "./client.js";
+import type { Answer } from "./transport.js";
 import { InvalidParamsError, StockadeTimeoutError } from "./errors.js";
+
+/** What a session needs of its client (a `Client` is one): a call, and whether binary reads work. */
+export interface Caller {
+  binaryReads: boolean | null;
+  call(method: string, params: Record<string, unknown>): Promise<Answer>;
+}
 
 /** The longest wait one request may ask for (`rpc::MAX_WAIT_MS`); longer waits are looped. */
 const MAX_WAIT_MS = 300_000;
@@ -59,7 +65,7 @@ export interface GrepLine {
 
 export class Session {
   constructor(
-    private readonly client: Client,
+    private readonly client: Caller,
     readonly id: string,
     readonly pid: number | null,
     /** The answer of `start` (null for `Client.session`). */
