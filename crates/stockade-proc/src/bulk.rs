@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::Signal;
 use super::scan::{Found, ProcessCensus};
 use super::terminate::{Run, TerminateOptions};
-use super::tree::{ProcessTree, live_pids};
+use super::tree::{ProcessTree, live_pids, still_alive};
 
 /// How often liveness is checked cheaply (pidfds, `cgroup.events`) while waiting.
 const POLL_INTERVAL: Duration = Duration::from_millis(10);
@@ -67,7 +67,8 @@ pub async fn terminate_many(
     let mut reports = Vec::with_capacity(trees.len());
     for (i, run) in runs.into_iter().enumerate() {
         let tree = run.tree;
-        let mut unattributed: Vec<u32> = last[i].unattributed.iter().map(|st| st.pid).collect();
+        let mut unattributed: Vec<u32> =
+            last[i].unattributed.iter().filter(|st| still_alive(st)).map(|st| st.pid).collect();
         unattributed.retain(|pid| !survivors[i].contains(pid));
         let terminated =
             survivors[i].is_empty() && !tree.cgroup_populated() && unattributed.is_empty();

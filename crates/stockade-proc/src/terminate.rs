@@ -15,7 +15,7 @@ use super::Signal;
 use super::cgroup;
 use super::pidfd::{PidFd, Reap};
 use super::scan::{Found, Member, Via};
-use super::tree::{ProcessTree, live_pids};
+use super::tree::{ProcessTree, live_pids, still_alive};
 
 /// Default bound on verification after the last signal: how long `terminate` waits for the
 /// kernel to finish killing before it reports survivors.
@@ -153,7 +153,9 @@ impl ProcessTree {
 
         // Orphans nobody can be shown to own that appeared while the session ran: not signalled
         // (they may be someone else's), but the session is not reported gone while they live.
-        let mut unattributed: Vec<u32> = snap.unattributed.iter().map(|st| st.pid).collect();
+        // Only those still alive now are named: one that ended since the look is nobody's.
+        let mut unattributed: Vec<u32> =
+            snap.unattributed.iter().filter(|st| still_alive(st)).map(|st| st.pid).collect();
         unattributed.retain(|pid| !survivors.contains(pid));
         let terminated =
             survivors.is_empty() && !self.cgroup_populated() && unattributed.is_empty();

@@ -502,6 +502,12 @@ pub(crate) fn live_pids(members: &[Member]) -> Vec<u32> {
     pids
 }
 
+/// Whether the process `st` describes is alive now: same pid and start time, not a zombie.
+pub(crate) fn still_alive(st: &stockade_procfs::ProcStat) -> bool {
+    stockade_procfs::read_stat(st.pid)
+        .is_some_and(|now| now.start_time == st.start_time && !now.is_zombie())
+}
+
 impl Drop for ProcessTree {
     fn drop(&mut self) {
         scan::unregister_tree((self.root_pid, self.root_start_time), &self.io, &lock(&self.seen));
@@ -534,17 +540,19 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Whether `pid` is in a cgroup beside `session` (`/…/stockade-x/sh-2` beside `/…/stockade-x/sh-1`,
-/// or below one): another session's of the same daemon, so not an escapee of `session`.
-fn in_sibling_cgroup(pid: u32, session: &str) -> bool {
+/// Whether `pid` is still alive and outside every cgroup beside `session` (`/…/stockade-x/sh-2`
+/// beside `/…/stockade-x/sh-1`, or below one). One in a sibling is another session's of the
+/// same daemon, not an escapee of `session`; one whose cgroup can no longer be read has ended
+/// since the census and is nobody's escapee either.
+fn stranger_to_siblings(pid: u32, session: &str) -> bool {
+    let Some(path) = scan::cgroup_of(pid) else { return false };
     let Some(parent) = session.rsplit_once('/').map(|(p, _)| p).filter(|p| !p.is_empty()) else {
-        return false;
+        return true;
     };
-    scan::cgroup_of(pid).is_some_and(|path| {
-        path.strip_prefix(parent).is_some_and(|rest| rest.starts_with('/'))
-            && path != session
-            && !path.starts_with(&format!("{session}/"))
-    })
+    let sibling = path.strip_prefix(parent).is_some_and(|rest| rest.starts_with('/'))
+        && path != session
+        && !path.starts_with(&format!("{session}/"));
+    !sibling
 }
 
 /// An owned description of one snapshot, so it can run on the blocking pool.
@@ -577,7 +585,7 @@ impl SnapshotJob {
             // another session's cgroup of this daemon is that session's.
             found.unattributed.retain(|st| !found.members.iter().any(|m| m.stat.pid == st.pid));
             if let Some(want) = &self.cgroup_path {
-                found.unattributed.retain(|st| !in_sibling_cgroup(st.pid, want));
+                found.unattributed.retain(|st| stranger_to_siblings(st.pid, want));
             }
         }
         found
