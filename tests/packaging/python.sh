@@ -58,7 +58,9 @@ mkdir -p "$work/userhome"
 [[ $("${clean[@]}" sh -c 'command -v stockade') == "$work/venv/bin/stockade" ]] ||
     fail "pip did not put stockade on the venv's PATH"
 readelf -d "$work/venv/bin/stockade" | grep -q '(NEEDED)' && fail "the wheel's binary is dynamically linked"
-"${clean[@]}" stockade --version
+version=$("${clean[@]}" stockade --version) || fail "stockade --version failed"
+echo "$version"
+[[ $version == *"static, jemalloc allocator)" ]] || fail "the wheel's binary is not the static jemalloc build: $version"
 
 home=$work/home-local
 homes+=("$home")

@@ -58,6 +58,7 @@ pub use config::{
     MAX_IN_FLIGHT_PER_CONNECTION, MIN_SWEEP_INTERVAL, MetricsConfig, WsConfig,
 };
 pub use error::{DaemonError, WsSetupError};
+pub use memory::ALLOCATOR;
 pub use reload::Reloader;
 pub use schedule::{CRASH_AFTER_CLAIM_ENV, MIN_INTERVAL_ENV};
 pub use server::Daemon;

@@ -27,7 +27,7 @@ use crate::examples as ex;
 /// shows a bounded, honest view of it, and makes sure nothing they started outlives them.
 #[derive(Debug, Parser)]
 #[command(name = "stockade", version, propagate_version = true, max_term_width = 100)]
-#[command(long_version = crate::global::LONG_VERSION)]
+#[command(long_version = crate::global::long_version())]
 #[command(next_help_heading = "Global options")]
 pub struct Cli {
     /// State directory (spools, session records). Default: $XDG_STATE_HOME/stockade, else

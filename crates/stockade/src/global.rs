@@ -9,15 +9,20 @@ use stockade_client::{Client, ConnectOptions, RemoteOptions};
 use stockade_engine::StateDir;
 
 /// `stockade --version`: the number, the cargo profile that built it (`dist` is what is
-/// shipped, `release` the quick local build) and whether it is linked statically.
-pub const LONG_VERSION: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    " (",
-    env!("STOCKADE_BUILD_PROFILE"),
-    " profile, ",
-    env!("STOCKADE_BUILD_LINKING"),
-    ")"
-);
+/// shipped, `release` the quick local build), whether it is linked statically and its global
+/// allocator (jemalloc as shipped, the system's in a quick build).
+pub fn long_version() -> &'static str {
+    static TEXT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        format!(
+            "{} ({} profile, {}, {} allocator)",
+            env!("CARGO_PKG_VERSION"),
+            env!("STOCKADE_BUILD_PROFILE"),
+            env!("STOCKADE_BUILD_LINKING"),
+            stockade_daemon::ALLOCATOR
+        )
+    });
+    TEXT.as_str()
+}
 
 /// The global options every subcommand sees.
 #[derive(Debug, Clone)]

@@ -33,29 +33,6 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-/// jemalloc returns freed memory to the OS promptly and reports `stats.allocated` for the
-/// daemon's `stats` method.
-#[global_allocator]
-static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
-
-/// jemalloc's options, read once at start-up. A background thread returns freed pages to the OS
-/// within about a second, so transient buffers (a 1 MiB read answer, base64, JSON) do not linger
-/// in the daemon's RSS; two arenas per CPU is plenty for a daemon that mostly waits, and one
-/// background thread purges them all (jemalloc would start one per arena: stacks an idle daemon
-/// does not need).
-#[unsafe(export_name = "_rjem_malloc_conf")]
-static MALLOC_CONF: MallocConf = MallocConf(
-    c"background_thread:true,max_background_threads:1,dirty_decay_ms:0,muzzy_decay_ms:0,narenas:4"
-        .as_ptr(),
-);
-
-/// A C string pointer jemalloc reads at start-up.
-#[repr(transparent)]
-struct MallocConf(*const std::ffi::c_char);
-
-// SAFETY: the pointer is to a `'static` C string literal that is never written.
-unsafe impl Sync for MallocConf {}
-
 /// Undo what a parent may have left us: a blocked signal mask and ignored termination signals.
 /// Some agents start MCP servers with almost every signal blocked; inherited as is, `stockade mcp`
 /// and the daemon it starts would never see SIGTERM or SIGINT (and would be SIGKILLed instead of
