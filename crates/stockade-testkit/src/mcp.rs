@@ -130,6 +130,11 @@ impl HttpServer {
         run_bounded(&mut c, CLIENT_TIMEOUT)
     }
 
+    /// The server's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Stop with SIGTERM and wait (bounded); the exit status, if it stopped by itself.
     pub fn stop(&mut self) -> Option<ExitStatus> {
         // SAFETY: kill(2) on our own child's pid.

@@ -43,6 +43,18 @@ pub struct McpArgs {
     /// repeatable. Requests with any other `Origin` header are refused (403).
     #[arg(long, value_name = "ORIGIN")]
     pub allow_origin: Vec<String>,
+    /// MCP sessions the HTTP server keeps at once; an `initialize` past this is answered 503
+    /// with what to do (close sessions with HTTP DELETE, or wait: idle ones end after 5 min).
+    /// [default: 256]
+    #[arg(long, value_name = "N")]
+    #[arg(value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
+    pub max_sessions: Option<usize>,
+    /// Event streams (`GET /mcp`) the HTTP server keeps open at once over all sessions (4 per
+    /// session at most); one past this is answered 503.
+    /// [default: 256]
+    #[arg(long, value_name = "N")]
+    #[arg(value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
+    pub max_streams: Option<usize>,
     /// Run a private daemon inside this process instead of the shared one: its sessions end
     /// when this server stops.
     #[arg(long)]
@@ -87,10 +99,12 @@ pub fn mcp(global: &Global, mut args: McpArgs) -> anyhow::Result<ExitCode> {
             || args.token_file.is_some()
             || !args.allow_origin.is_empty()
             || args.tls_cert.is_some()
-            || args.insecure_plaintext)
+            || args.insecure_plaintext
+            || args.max_sessions.is_some()
+            || args.max_streams.is_some())
     {
         anyhow::bail!(
-            "--token, --token-file, --allow-origin, --tls-cert/--tls-key and --insecure-plaintext only apply with --http ADDR"
+            "--token, --token-file, --allow-origin, --tls-cert/--tls-key, --insecure-plaintext, --max-sessions and --max-streams only apply with --http ADDR"
         );
     }
     let tls = match (args.tls_cert, args.tls_key) {
@@ -105,7 +119,12 @@ pub fn mcp(global: &Global, mut args: McpArgs) -> anyhow::Result<ExitCode> {
                 (Some(t), None) => t.clone(),
                 (None, None) => default_token(global)?,
             };
-            let guard = HttpGuard { token, allowed_origins: args.allow_origin };
+            let guard = HttpGuard {
+                token,
+                allowed_origins: args.allow_origin,
+                max_sessions: args.max_sessions.unwrap_or(stockade_mcp::http::DEFAULT_MAX_SESSIONS),
+                max_streams: args.max_streams.unwrap_or(stockade_mcp::http::DEFAULT_MAX_STREAMS),
+            };
             Transport::Http { addr, guard, tls }
         }
         None => Transport::Stdio,

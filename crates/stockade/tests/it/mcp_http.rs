@@ -250,3 +250,137 @@ fn answers_carry_no_empty_event_and_closing_a_session_is_200() {
     // The Python SDK logs anything but 200 or 204 as a failed termination.
     assert!(head.contains(" 200 "), "{head}");
 }
+
+/// POSTs an `initialize` as `auth`: the status line and the new session's id (if any), and the
+/// body when refused.
+fn new_session(addr: &str, auth: &str) -> (String, Option<String>, String) {
+    let (head, body) = exchange(addr, &format!("POST /mcp HTTP/1.1\r\n{auth}"), INITIALIZE, |b| {
+        b.contains("\"result\"") || b.ends_with('\n')
+    });
+    let status = head.lines().next().unwrap_or_default().to_owned();
+    let id = head.lines().find_map(|l| {
+        l.to_ascii_lowercase().starts_with("mcp-session-id:").then(|| l[15..].trim().to_owned())
+    });
+    (status, id, body)
+}
+
+/// Opens the event stream (`GET /mcp`) of `session` and keeps it open: the connection (drop it to
+/// close the stream), the status line and, when refused, the body.
+fn open_stream(addr: &str, auth: &str, session: &str) -> (TcpStream, String, String) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(STOP_TIMEOUT)).unwrap();
+    let request = format!(
+        "GET /mcp HTTP/1.1\r\nHost: {addr}\r\n{auth}\r\nMcp-Session-Id: {session}\r\nAccept: text/event-stream\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut response = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let text = String::from_utf8_lossy(&response).into_owned();
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let status = head.lines().next().unwrap_or_default().to_owned();
+            if status.contains(" 200 ") || body.contains('\n') {
+                return (stream, status, body.to_owned());
+            }
+        }
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => return (stream, text.clone(), String::new()),
+            Ok(n) => response.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+fn close_session(addr: &str, auth: &str, session: &str) -> String {
+    let (head, _) = exchange(
+        addr,
+        &format!("DELETE /mcp HTTP/1.1\r\n{auth}\r\nMcp-Session-Id: {session}"),
+        "",
+        |_| false,
+    );
+    head.lines().next().unwrap_or_default().to_owned()
+}
+
+/// `VmHWM` (peak resident) of `pid` in KiB.
+fn peak_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn sessions_are_capped_at_256_and_a_closed_one_frees_its_place() {
+    let home = Home::new();
+    let server = HttpServer::start(&home, &["--token", TOKEN]);
+    let auth = bearer(TOKEN);
+    let mut ids = Vec::new();
+    for i in 0..256 {
+        let (status, id, body) = new_session(&server.addr, &auth);
+        assert!(status.contains(" 200 "), "session {i}: {status} {body}");
+        ids.push(id.unwrap_or_else(|| panic!("session {i} has no id")));
+    }
+    // Past the cap: 503, a sentence saying what to do, and nothing created.
+    for _ in 0..20 {
+        let (status, id, body) = new_session(&server.addr, &auth);
+        assert!(status.contains(" 503 "), "{status} {body}");
+        assert!(id.is_none(), "a refused initialize made a session");
+        assert!(body.contains("--max-sessions 256") && body.contains("DELETE"), "{body}");
+    }
+    // Only for the token holder: without it, still 401 (how full we are is nobody else's).
+    let (status, ..) = new_session(&server.addr, "X-None: 1");
+    assert!(status.contains(" 401 "), "{status}");
+    // Requests in existing sessions are served as before.
+    assert_eq!(close_session(&server.addr, &auth, &ids[0]), "HTTP/1.1 200 OK");
+    let (status, id, body) = new_session(&server.addr, &auth);
+    assert!(
+        status.contains(" 200 ") && id.is_some(),
+        "a closed session frees its place: {status} {body}"
+    );
+    let peak = peak_kib(server.pid());
+    eprintln!("stockade mcp --http with 256 sessions: peak resident {peak} KiB");
+    assert!(peak > 0 && peak < 160 * 1024, "256 sessions cost {peak} KiB peak resident");
+}
+
+#[test]
+fn event_streams_are_capped_in_all_and_per_session_and_a_closed_one_frees_its_place() {
+    let home = Home::new();
+    let server = HttpServer::start(&home, &["--token", TOKEN, "--max-streams", "6"]);
+    let auth = bearer(TOKEN);
+    let session = |_| new_session(&server.addr, &auth).1.expect("a session");
+    let (a, b) = (session(0), session(1));
+    // Four streams in one session, the fifth refused for the session.
+    let mut open = Vec::new();
+    for i in 0..4 {
+        let (conn, status, body) = open_stream(&server.addr, &auth, &a);
+        assert!(status.contains(" 200 "), "stream {i}: {status} {body}");
+        open.push(conn);
+    }
+    let (_conn, status, body) = open_stream(&server.addr, &auth, &a);
+    assert!(status.contains(" 503 ") && body.contains("this session"), "{status} {body}");
+    // Two more in another session reach the server's cap of six: the seventh is refused.
+    for i in 0..2 {
+        let (conn, status, body) = open_stream(&server.addr, &auth, &b);
+        assert!(status.contains(" 200 "), "stream {i} of b: {status} {body}");
+        open.push(conn);
+    }
+    let (_conn, status, body) = open_stream(&server.addr, &auth, &b);
+    assert!(status.contains(" 503 ") && body.contains("--max-streams 6"), "{status} {body}");
+    // A client that goes away gives its place back (bounded: within 5 s).
+    drop(open.pop());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let (conn, status, body) = open_stream(&server.addr, &auth, &b);
+        if status.contains(" 200 ") {
+            open.push(conn);
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the place was not freed: {status} {body}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // Out of --http these flags are refused in a sentence.
+    let out = run_bounded(&mut home.stockade(&["mcp", "--max-sessions", "3"]), STOP_TIMEOUT);
+    assert_eq!(out.status.code(), Some(2), "{}", out.stderr);
+    assert!(out.stderr.contains("only apply with --http"), "{}", out.stderr);
+}
