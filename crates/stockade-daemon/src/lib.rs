@@ -32,6 +32,7 @@ mod admission;
 mod audit;
 mod config;
 mod error;
+mod frame_clock;
 mod framing;
 mod handlers;
 mod http;

@@ -36,6 +36,7 @@ use tokio_util::sync::CancellationToken;
 use crate::admission::{Admission, Pending, Stage};
 use crate::config::WsConfig;
 use crate::error::WsSetupError;
+use crate::frame_clock::{FrameClock, Watched};
 use crate::framing::Frame;
 use crate::http::{Doorway, Upgrade};
 use crate::reload::{Credentials, LiveTls, LiveToken};
@@ -153,7 +154,7 @@ pub(crate) async fn connection(
     pending: Pending,
 ) {
     let Some(ws) = way_in(&shared, stream, peer, &doorway, pending).await else { return };
-    let (ws, _slot) = ws;
+    let (ws, _slot, clock) = ws;
     let _open = shared.metrics.connection();
     let (sink, stream) = ws.split();
     let (tx, rx) = mpsc::channel::<Outgoing>(WRITE_QUEUE);
@@ -164,6 +165,8 @@ pub(crate) async fn connection(
         close: None,
         pings: 0,
         window: tokio::time::Instant::now(),
+        clock,
+        frame_base: crate::frame_clock::frame_base(),
     };
     // A network client holds the door's token, which no sandboxed command can read.
     let caller = Arc::new(crate::handlers::Caller::Free);
@@ -205,7 +208,7 @@ async fn way_in(
     peer: SocketAddr,
     doorway: &Doorway,
     pending: Pending,
-) -> Option<(WebSocketStream<Io>, tokio::sync::OwnedSemaphorePermit)> {
+) -> Option<(WebSocketStream<Io>, tokio::sync::OwnedSemaphorePermit, FrameClock)> {
     // Inside the pending place: while nothing has arrived, a newer connection may take it back;
     // once bytes arrive, only the deadline ends it.
     pending.reached(Stage::Silent);
@@ -242,8 +245,10 @@ async fn way_in(
         }
     };
     drop(pending);
-    let io = TokioIo::new(upgraded);
-    Some((WebSocketStream::from_raw_socket(io, Role::Server, Some(ws_config())).await, slot))
+    let clock = FrameClock::default();
+    let io = Watched::new(TokioIo::new(upgraded), clock.clone());
+    let ws = WebSocketStream::from_raw_socket(io, Role::Server, Some(ws_config())).await;
+    Some((ws, slot, clock))
 }
 
 /// Send the close frame (with a reason when the daemon ends the connection), then read and
@@ -261,8 +266,8 @@ async fn finish(mut sink: Sink, stream: Stream, close: Option<CloseFrame>) {
     while matches!(tcp.read(&mut discard).await, Ok(n) if n > 0) {}
 }
 
-/// An upgraded connection, as hyper hands it over.
-type Io = TokioIo<Upgraded>;
+/// An upgraded connection, as hyper hands it over, its frames timed.
+type Io = Watched<TokioIo<Upgraded>>;
 type Sink = futures_util::stream::SplitSink<WebSocketStream<Io>, Message>;
 type Stream = futures_util::stream::SplitStream<WebSocketStream<Io>>;
 
@@ -309,6 +314,9 @@ struct Messages {
     /// Pings in the current window, and when it began.
     pings: u32,
     window: tokio::time::Instant,
+    /// Where the peer is in its current frame, and the deadline every frame gets.
+    clock: FrameClock,
+    frame_base: Duration,
 }
 
 impl Messages {
@@ -327,7 +335,18 @@ impl Messages {
 impl FrameSource for Messages {
     async fn next_frame(&mut self) -> std::io::Result<Option<Frame>> {
         loop {
-            let message = match self.stream.next().await {
+            let next = tokio::select! {
+                next = self.stream.next() => next,
+                () = self.clock.overdue(self.frame_base) => {
+                    tracing::info!(
+                        "a WebSocket peer left a frame unfinished past its deadline ({:?} + 1 s per MiB); closing it",
+                        self.frame_base
+                    );
+                    self.close = Some(close_frame(CloseCode::Policy, "a frame took too long"));
+                    return Ok(None);
+                }
+            };
+            let message = match next {
                 None | Some(Ok(Message::Close(_))) => return Ok(None),
                 Some(Ok(m)) => m,
                 Some(Err(WsError::Capacity(CapacityError::MessageTooLong { size, max_size }))) => {
