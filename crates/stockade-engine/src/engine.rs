@@ -126,6 +126,10 @@ pub struct Started {
     /// `true` when the run carried the `source` of an active session: nothing new was started and
     /// `session` is that one.
     pub deduplicated: bool,
+    /// `true` when the run carried the idempotency key of a session this engine keeps: nothing
+    /// new was started, `session` is the one the first run with the key started, and the
+    /// answer is given as to that run.
+    pub replayed: bool,
 }
 
 /// What forgetting a session did.
@@ -288,20 +292,29 @@ impl Engine {
     /// Start a command, or — when `spec.source` names an active session — answer with that one
     /// (`deduplicated`). Refuses with [`EngineError::LimitReached`] when a limit would be exceeded.
     pub fn start(&self, spec: RunSpec) -> Result<Started, EngineError> {
-        let _source_guard = spec
-            .source
-            .is_some()
+        let _source_guard = (spec.source.is_some() || spec.idempotency_key.is_some())
             .then(|| self.source_lock.lock().unwrap_or_else(PoisonError::into_inner));
+        if let Some(key) = spec.idempotency_key.as_deref() {
+            check_idempotency_key(key)?;
+            if let Some(session) = self.with_idempotency_key(key) {
+                return Ok(Started { session, deduplicated: false, replayed: true });
+            }
+        }
         if let Some(source) = spec.source.as_deref()
             && let Some(session) = self.active_with_source(source)
         {
-            return Ok(Started { session, deduplicated: true });
+            return Ok(Started { session, deduplicated: true, replayed: false });
         }
         // Prune before the new session's directory exists, so the finished sessions kept and the
         // directories on disk stay within `max_finished` plus the runs in flight.
         self.prune_finished();
         let session = self.spawn_session(spec)?;
-        Ok(Started { session, deduplicated: false })
+        Ok(Started { session, deduplicated: false, replayed: false })
+    }
+
+    /// The session (running or finished, still kept) started with this idempotency key.
+    pub fn with_idempotency_key(&self, key: &str) -> Option<Arc<Session>> {
+        self.registry().sessions.values().find(|s| s.idempotency_key() == Some(key)).cloned()
     }
 
     /// The running session started with this `source`, if any.
@@ -498,6 +511,7 @@ impl Engine {
             command: spec.command,
             cwd: spec.cwd,
             source: spec.source,
+            idempotency_key: spec.idempotency_key,
             capture: spec.capture,
             dir,
             log,
@@ -769,4 +783,21 @@ fn discard_dir(session: Arc<Session>, slots: Option<&Slots>) -> std::io::Result<
 /// of megabytes). A PTY session is read through its terminal, never into a file.
 fn file_size_limit(output: &OutputConfig, spec: &RunSpec) -> Option<u64> {
     (output.capture == Capture::File && spec.pty.is_none()).then_some(output.disk_cap)
+}
+
+/// The longest idempotency key taken.
+pub const MAX_IDEMPOTENCY_KEY: usize = 128;
+
+/// An idempotency key is 1–128 printable ASCII characters (it is shown in messages and lists).
+fn check_idempotency_key(key: &str) -> Result<(), EngineError> {
+    if key.is_empty()
+        || key.len() > MAX_IDEMPOTENCY_KEY
+        || !key.bytes().all(|b| b.is_ascii_graphic())
+    {
+        return Err(EngineError::Invalid(format!(
+            "an idempotency key is 1 to {MAX_IDEMPOTENCY_KEY} printable ASCII characters without spaces; this one has {} bytes",
+            key.len()
+        )));
+    }
+    Ok(())
 }

@@ -94,6 +94,9 @@ pub struct SessionRecord {
     /// The dedup key, if any.
     #[serde(default)]
     pub source: Option<String>,
+    /// The idempotency key it was started with, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
     /// What terminating the tree did when the session ended, if anything was left to terminate.
     #[serde(default)]
     pub cleanup: Option<TerminateReport>,

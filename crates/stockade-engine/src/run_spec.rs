@@ -43,6 +43,8 @@ pub struct RunSpec {
     pub disk_policy: Option<DiskPolicy>,
     /// Dedup key.
     pub source: Option<String>,
+    /// Idempotency key: a run with the key of a kept session is that session.
+    pub idempotency_key: Option<String>,
     /// Run on a pseudo-terminal of this size (stdin, stdout and stderr are the terminal; output
     /// is one `pty` stream; capture is always `pipe`).
     pub pty: Option<PtySize>,
@@ -84,6 +86,7 @@ impl From<RunParams> for RunSpec {
             disk_cap: p.disk_cap,
             disk_policy: p.disk_policy,
             source: p.source,
+            idempotency_key: p.idempotency_key,
             pty: p.pty,
             stdin: p.stdin,
             stdin_from: None,

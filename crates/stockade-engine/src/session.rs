@@ -66,6 +66,7 @@ pub struct Session {
     command: String,
     cwd: Option<PathBuf>,
     source: Option<String>,
+    idempotency_key: Option<String>,
     capture: Capture,
     started_at: SystemTime,
     started: Instant,
@@ -104,6 +105,7 @@ pub(crate) struct SessionParts {
     pub command: String,
     pub cwd: Option<PathBuf>,
     pub source: Option<String>,
+    pub idempotency_key: Option<String>,
     pub capture: Capture,
     pub dir: PathBuf,
     pub log: Arc<OutputLog>,
@@ -126,6 +128,7 @@ impl Session {
             command: parts.command,
             cwd: parts.cwd,
             source: parts.source,
+            idempotency_key: parts.idempotency_key,
             capture: parts.capture,
             started_at: SystemTime::now(),
             started: Instant::now(),
@@ -179,6 +182,11 @@ impl Session {
     /// The dedup key, if any.
     pub fn source(&self) -> Option<&str> {
         self.source.as_deref()
+    }
+
+    /// The idempotency key it was started with.
+    pub fn idempotency_key(&self) -> Option<&str> {
+        self.idempotency_key.as_deref()
     }
 
     /// Root pid.
@@ -328,6 +336,7 @@ impl Session {
             started_at_ms: unix_ms(self.started_at),
             finished_at_ms: end.as_ref().map(|e| unix_ms(self.started_at + e.wall_time)),
             source: self.source.clone(),
+            idempotency_key: self.idempotency_key.clone(),
             cleanup: end.and_then(|e| e.cleanup),
             totals: Some(RecordTotals {
                 total_bytes: stats.total_bytes,
@@ -496,6 +505,7 @@ impl Session {
             command: record.command,
             cwd: record.cwd,
             source: record.source,
+            idempotency_key: record.idempotency_key,
             capture: record.capture,
             started_at: UNIX_EPOCH + Duration::from_millis(record.started_at_ms),
             started,

@@ -23,8 +23,11 @@ pub const RETRY_WINDOW_MS: u64 = 30_000;
 
 /// The running session an identical call started at most [`RETRY_WINDOW_MS`] ago, if any.
 pub async fn running_twin(backend: &Backend, run: &RunParams) -> Option<SessionInfo> {
-    let params =
-        ListParams { limit: Some(MAX_LIST_LIMIT), state: Some(StateFilter::Running), source: None };
+    let params = ListParams {
+        limit: Some(MAX_LIST_LIMIT),
+        state: Some(StateFilter::Running),
+        ..ListParams::default()
+    };
     // Best effort: a failed list only means no twin is found.
     let listed = backend.call(move |c| c.call::<method::List>(params)).await.ok()?;
     let now = SystemTime::now().duration_since(UNIX_EPOCH).ok()?.as_millis();

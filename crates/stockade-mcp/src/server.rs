@@ -201,6 +201,7 @@ impl StockadeMcp {
                 StateArg::Finished => StateFilter::Finished,
             }),
             source: a.source,
+            idempotency_key: None,
         };
         let r = self.backend.call(move |c| c.call::<method::List>(params)).await?;
         ok(text::list(&r), &r)

@@ -24,7 +24,9 @@ pub(super) async fn handle(ctx: &Ctx, p: ListParams) -> Result<ListResult, RpcEr
             Some(StateFilter::Running) => running,
             Some(StateFilter::Finished) => !running,
         };
-        state_ok && p.source.as_deref().is_none_or(|src| s.source() == Some(src))
+        state_ok
+            && p.source.as_deref().is_none_or(|src| s.source() == Some(src))
+            && p.idempotency_key.as_deref().is_none_or(|k| s.idempotency_key() == Some(k))
     });
     let mut more = 0;
     if let Some(limit) = p.limit {
@@ -78,6 +80,7 @@ pub(super) async fn handle(ctx: &Ctx, p: ListParams) -> Result<ListResult, RpcEr
                     pty_size: s.pty_size(),
                     stdin_open: s.stdin_open(),
                     source: record.source,
+                    idempotency_key: record.idempotency_key,
                     spool_path: record.spool_path,
                     sandbox: s
                         .spec()

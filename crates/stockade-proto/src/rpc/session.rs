@@ -97,6 +97,12 @@ pub struct RunParams {
     /// Dedup key: if an active session has it, answer with that one.
     #[serde(default)]
     pub source: Option<String>,
+    /// Idempotency key (at most 128 printable ASCII characters): a `run` carrying the key of a
+    /// session this daemon still keeps, running or finished, starts nothing and answers as the
+    /// first did, with that session (a retry after a timeout or a lost connection). Clients
+    /// make one per call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
     /// Capture mode.
     #[serde(default)]
     pub capture: Capture,
@@ -460,6 +466,9 @@ pub struct SessionInfo {
     pub stdin_open: bool,
     /// Dedup key.
     pub source: Option<String>,
+    /// The idempotency key the session was started with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
     /// The spool file.
     pub spool_path: PathBuf,
     /// The sandbox it runs under, in one line (absent: none).
@@ -494,6 +503,9 @@ pub struct ListParams {
     /// Only sessions with this `source`.
     #[serde(default)]
     pub source: Option<String>,
+    /// Only the session started with this idempotency key (none if the daemon keeps none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
 }
 
 /// `list` result.

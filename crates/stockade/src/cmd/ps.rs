@@ -24,6 +24,11 @@ pub struct PsArgs {
     /// Only sessions started with this `--source` key (a schedule's is `schedule:NAME`).
     #[arg(long, value_name = "KEY")]
     pub source: Option<String>,
+    /// Only the session started with this idempotency key, however old (`run
+    /// --idempotency-key`, or the key a failed `run` named): one line, or none if the daemon
+    /// never started it (or no longer keeps it).
+    #[arg(long, value_name = "KEY")]
+    pub key: Option<String>,
     /// Print only the ids, one a line (for `stockade kill $(stockade ps -q)`).
     #[arg(short = 'q', long, conflicts_with = "json")]
     pub quiet: bool,
@@ -85,9 +90,10 @@ fn filter(sessions: &mut Vec<SessionInfo>, args: &PsArgs) -> usize {
     sessions.retain(|s| {
         (args.state.is_empty() || args.state.iter().any(|f| matches(*f, &s.state)))
             && args.source.as_deref().is_none_or(|k| s.source.as_deref() == Some(k))
+            && args.key.as_deref().is_none_or(|k| s.idempotency_key.as_deref() == Some(k))
     });
     sessions.sort_by_key(|s| s.started_at_ms);
-    if args.all || args.json || !args.state.is_empty() {
+    if args.all || args.json || !args.state.is_empty() || args.key.is_some() {
         return 0;
     }
     let finished = sessions.iter().filter(|s| s.state.is_terminal()).count();

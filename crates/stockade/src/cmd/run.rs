@@ -96,6 +96,12 @@ pub struct RunArgs {
     /// starting a second copy.
     #[arg(long, value_name = "KEY", requires = "bg")]
     pub source: Option<String>,
+    /// With `--bg` or `--pty`: the idempotency key of this run (1–128 printable characters). A
+    /// run whose key the daemon still knows starts nothing and answers with that session, so a
+    /// run retried after a timeout or a lost connection never starts a second copy. Without
+    /// it, one is made for each call and named if the call fails that way.
+    #[arg(long, value_name = "KEY")]
+    pub idempotency_key: Option<String>,
     /// Run on a pseudo-terminal: for REPLs, shells and full-screen programs. With `--bg`,
     /// type into it with `send` or `attach`. A foreground run whose stdin and stdout are
     /// terminals gets one by default, sized like yours, with what you type forwarded.
@@ -182,6 +188,11 @@ pub fn run(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
         && super::run_pty::on_terminal();
     if args.bg || (args.pty && !on_terminal) || global.remote.is_some() {
         return background(global, args);
+    }
+    if args.idempotency_key.is_some() {
+        anyhow::bail!(
+            "--idempotency-key names a run the daemon makes; this one runs here, in this process: add --bg (or use --remote)"
+        );
     }
     let state_dir = crate::global::state_dir(global.home.clone())?;
     let mut config = EngineConfig::new(state_dir, crate::global::oneshot_instance());
@@ -364,16 +375,17 @@ fn background(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     let mut params = params(&args, cwd);
     params.base_env = crate::caller::base_env(args.env_clear, remote);
+    let key = params.idempotency_key.get_or_insert_with(new_idempotency_key).clone();
     let mut client = global.connect()?;
     let result = if args.bg {
-        client.call::<method::Run>(params)?
+        client.call::<method::Run>(params).map_err(|e| name_the_key(e, &key))?
     } else {
         // The daemon ends a timed-out tree within the session's grace, then answers.
         let grace = args.grace_ms.unwrap_or(stockade_proto::rpc::MAX_GRACE_MS);
         let wait = args
             .timeout_ms()
             .map_or(FOREGROUND_WAIT, |t| Duration::from_millis(t.saturating_add(grace)));
-        client.call_waiting::<method::Run>(params, wait)?
+        client.call_waiting::<method::Run>(params, wait).map_err(|e| name_the_key(e, &key))?
     };
     if args.quiet {
         return print_id(&result);
@@ -442,6 +454,27 @@ fn params(args: &RunArgs, cwd: Option<PathBuf>) -> RunParams {
         },
         until: None,
         sandbox: args.sandbox.policy(),
+        idempotency_key: args.idempotency_key.clone(),
+    }
+}
+
+/// A fresh idempotency key for one call: this process and the time, unique on this machine.
+fn new_idempotency_key() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("cli-{}-{nanos:x}", std::process::id())
+}
+
+/// A call that may have started its command (no answer in time, or the connection lost) says
+/// so, with the key that finds it.
+fn name_the_key(e: stockade_client::ClientError, key: &str) -> anyhow::Error {
+    use stockade_client::ClientError;
+    match e {
+        ClientError::Timeout { .. } | ClientError::Disconnected { .. } => anyhow::anyhow!(
+            "{e}; the command may have started: see `stockade ps --key {key}`, or run it again with `--idempotency-key {key}` to get that session instead of a second copy"
+        ),
+        e => e.into(),
     }
 }
 

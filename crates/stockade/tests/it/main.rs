@@ -41,6 +41,7 @@ mod faults_drain;
 mod file_cap;
 mod grep_bounds;
 mod hardening;
+mod idempotency;
 mod kill_matrix;
 mod list_cost;
 mod mcp_agents;
