@@ -313,7 +313,13 @@ unsafe fn start(
 fn detach_stdio() {
     // SAFETY: opens a NUL-terminated path.
     let null = unsafe {
-        syscall(SYS_OPENAT, AT_FDCWD as usize, c"/dev/null".as_ptr() as usize, O_RDWR | O_CLOEXEC, 0)
+        syscall(
+            SYS_OPENAT,
+            AT_FDCWD as usize,
+            c"/dev/null".as_ptr() as usize,
+            O_RDWR | O_CLOEXEC,
+            0,
+        )
     };
     if null < 0 {
         // Nothing to move them to: close them, the keeper never uses them.
@@ -343,11 +349,7 @@ unsafe extern "C" fn keeper_main(sp: *const usize) -> ! {
     // argv: "stockade", the flag, the status fd, the path, then the program's argv (not empty).
     // SAFETY: argv strings are NUL-terminated; only the first `argc` are read.
     let status_fd = unsafe {
-        if argc < 5 || !equals(*argv.add(1), KEEPER_FLAG) {
-            None
-        } else {
-            parse_fd(*argv.add(2))
-        }
+        if argc < 5 || !equals(*argv.add(1), KEEPER_FLAG) { None } else { parse_fd(*argv.add(2)) }
     };
     let Some(status_fd) = status_fd else {
         complain(&[b"stockade: session keeper started with bad arguments\n"]);
