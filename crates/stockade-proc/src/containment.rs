@@ -50,10 +50,20 @@ pub struct ContainmentConfig {
     pub cgroup: CgroupMode,
     /// Make this process a child subreaper (recommended; needed to reap escaped orphans).
     pub subreaper: bool,
-    /// The executable that runs as each session's keeper (`keeper.rs`): a program whose `main`
-    /// starts with [`crate::run_if_keeper`] — the daemon's own, `/proc/self/exe`. Opened once
-    /// by [`Containment::detect`]. `None`: the command is executed directly, with no keeper.
-    pub keeper: Option<PathBuf>,
+    /// The executable that runs as each session's keeper (`keeper.rs`), opened once by
+    /// [`Containment::detect`]. `None`: the command is executed directly, with no keeper.
+    pub keeper: Option<KeeperExe>,
+}
+
+/// Which executable runs as a session's keeper (`keeper.rs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeeperExe {
+    /// The tiny keeper embedded in this crate (a few KiB, static, no libc), executed from a
+    /// sealed memfd: only where [`crate::EMBEDDED_KEEPER`] (x86_64 Linux).
+    Embedded,
+    /// A program whose `main` starts with [`crate::run_if_keeper`], such as the daemon's own
+    /// executable, `/proc/self/exe` (the fallback where there is no tiny keeper).
+    Path(PathBuf),
 }
 
 impl Default for ContainmentConfig {
@@ -151,7 +161,7 @@ impl Containment {
             subreaper,
             subreaper_error,
         };
-        let keeper = config.keeper.as_deref().and_then(open_keeper);
+        let keeper = config.keeper.as_ref().and_then(open_keeper);
         Containment { inner: Arc::new(ContainmentInner { cgroup, info, keeper }) }
     }
 
@@ -175,12 +185,19 @@ impl Containment {
 
 /// Opens the keeper's executable; `None` (and a warning) when it cannot be: sessions then run
 /// without a keeper, as before.
-fn open_keeper(path: &std::path::Path) -> Option<std::os::fd::OwnedFd> {
+fn open_keeper(exe: &KeeperExe) -> Option<std::os::fd::OwnedFd> {
     use rustix::fs::{Mode, OFlags};
-    match rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()) {
+    let opened = match exe {
+        KeeperExe::Embedded => crate::keeper::open_embedded(),
+        KeeperExe::Path(path) => {
+            rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
+                .map_err(Into::into)
+        }
+    };
+    match opened {
         Ok(fd) => Some(fd),
         Err(e) => {
-            tracing::warn!(path = %path.display(), error = %e, "cannot open the session keeper; sessions run without one");
+            tracing::warn!(keeper = ?exe, error = %e, "cannot open the session keeper; sessions run without one");
             None
         }
     }

@@ -50,10 +50,12 @@
 //! # The session keeper
 //!
 //! With a keeper configured ([`ContainmentConfig::keeper`], Linux), the spawned root is a
-//! session keeper (`keeper.rs`, entered through [`run_if_keeper`]): a child subreaper that runs
-//! the command as its child and stays until every process of the session is gone, so orphans of
-//! the session land on it, never on this process. The command's end and exit status come from
-//! the keeper's status pipe ([`ProcessTree::wait_command`]); the keeper is reaped as the root.
+//! session keeper (`keeper.rs`: the tiny static executable embedded in this crate on x86_64,
+//! [`KeeperExe::Embedded`], else a program entered through [`run_if_keeper`]): a child
+//! subreaper that runs the command as its child and stays until every process of the session is
+//! gone, so orphans of the session land on it, never on this process. The command's end and
+//! exit status come from the keeper's status pipe ([`ProcessTree::wait_command`]); the keeper
+//! is reaped as the root.
 
 #![deny(missing_docs)]
 
@@ -78,10 +80,10 @@ mod tree;
 pub use bulk::{TerminateBatch, terminate_many, terminate_one};
 pub use clone3::status as spawn_method;
 pub use containment::instance_cgroup_pid;
-pub use containment::{CgroupMode, Containment, ContainmentConfig, ContainmentInfo};
+pub use containment::{CgroupMode, Containment, ContainmentConfig, ContainmentInfo, KeeperExe};
 pub use input::write_input_async;
 pub use input::{DEFAULT_INPUT_TIMEOUT, InputError, write_input};
-pub use keeper::{KEEPER_FLAG, run_if_keeper};
+pub use keeper::{EMBEDDED_KEEPER, KEEPER_FLAG, run_if_keeper};
 pub use limits::{LimitGroup, availability as limit_capabilities};
 pub use marker::SessionMarker;
 pub use pidfd::{PidFd, PidFdError, RootExit};

@@ -10,7 +10,7 @@ use anyhow::Context;
 use clap::Args;
 use stockade_daemon::{CancellationToken, Daemon, DaemonConfig, MetricsConfig, TlsFiles, WsConfig};
 use stockade_engine::StateDir;
-use stockade_proc::{CgroupMode, ContainmentConfig};
+use stockade_proc::{CgroupMode, ContainmentConfig, KeeperExe};
 
 use crate::args::{parse_age, parse_ms, parse_size_u64, parse_size_usize, path_parser};
 
@@ -293,10 +293,15 @@ fn config(home: PathBuf, args: &DaemonRunArgs) -> DaemonConfig {
         config.containment =
             ContainmentConfig { cgroup: CgroupMode::Off, ..ContainmentConfig::default() };
     }
-    // With --session-keeper every session runs under a keeper: this executable (see
+    // With --session-keeper every session runs under a keeper: the tiny one embedded in
+    // stockade-proc where there is one (x86_64 Linux), else this executable (see
     // `stockade_proc::run_if_keeper`).
     if args.session_keeper {
-        config.containment.keeper = Some(crate::KEEPER_EXE.into());
+        config.containment.keeper = Some(if stockade_proc::EMBEDDED_KEEPER {
+            KeeperExe::Embedded
+        } else {
+            KeeperExe::Path(crate::KEEPER_EXE.into())
+        });
     }
     if let Some(ms) = args.grace_ms {
         config.grace = Duration::from_millis(ms);
