@@ -295,7 +295,7 @@ impl Engine {
         let _source_guard = (spec.source.is_some() || spec.idempotency_key.is_some())
             .then(|| self.source_lock.lock().unwrap_or_else(PoisonError::into_inner));
         if let Some(key) = spec.idempotency_key.as_deref() {
-            check_idempotency_key(key)?;
+            crate::run_spec::check_idempotency_key(key)?;
             if let Some(session) = self.with_idempotency_key(key) {
                 return Ok(Started { session, deduplicated: false, replayed: true });
             }
@@ -783,21 +783,4 @@ fn discard_dir(session: Arc<Session>, slots: Option<&Slots>) -> std::io::Result<
 /// of megabytes). A PTY session is read through its terminal, never into a file.
 fn file_size_limit(output: &OutputConfig, spec: &RunSpec) -> Option<u64> {
     (output.capture == Capture::File && spec.pty.is_none()).then_some(output.disk_cap)
-}
-
-/// The longest idempotency key taken.
-pub const MAX_IDEMPOTENCY_KEY: usize = 128;
-
-/// An idempotency key is 1–128 printable ASCII characters (it is shown in messages and lists).
-fn check_idempotency_key(key: &str) -> Result<(), EngineError> {
-    if key.is_empty()
-        || key.len() > MAX_IDEMPOTENCY_KEY
-        || !key.bytes().all(|b| b.is_ascii_graphic())
-    {
-        return Err(EngineError::Invalid(format!(
-            "an idempotency key is 1 to {MAX_IDEMPOTENCY_KEY} printable ASCII characters without spaces; this one has {} bytes",
-            key.len()
-        )));
-    }
-    Ok(())
 }

@@ -172,3 +172,20 @@ pub(crate) fn validate_text(spec: &RunSpec) -> Result<(), EngineError> {
     }
     Ok(())
 }
+
+/// The longest idempotency key taken.
+pub const MAX_IDEMPOTENCY_KEY: usize = 128;
+
+/// An idempotency key is 1–128 printable ASCII characters (it is shown in messages and lists).
+pub(crate) fn check_idempotency_key(key: &str) -> Result<(), EngineError> {
+    if key.is_empty()
+        || key.len() > MAX_IDEMPOTENCY_KEY
+        || !key.bytes().all(|b| b.is_ascii_graphic())
+    {
+        return Err(EngineError::Invalid(format!(
+            "an idempotency key is 1 to {MAX_IDEMPOTENCY_KEY} printable ASCII characters without spaces; this one has {} bytes",
+            key.len()
+        )));
+    }
+    Ok(())
+}

@@ -80,7 +80,6 @@ pub(super) async fn handle(ctx: &Ctx, p: ListParams) -> Result<ListResult, RpcEr
                     pty_size: s.pty_size(),
                     stdin_open: s.stdin_open(),
                     source: record.source,
-                    idempotency_key: record.idempotency_key,
                     spool_path: record.spool_path,
                     sandbox: s
                         .spec()

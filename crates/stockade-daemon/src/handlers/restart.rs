@@ -14,7 +14,10 @@ use crate::error::{from_engine, join_error, rpc_error};
 
 pub(super) async fn handle(ctx: &Ctx, p: RestartParams) -> Result<RunResult, RpcError> {
     let old = ctx.engine().session(&p.id).map_err(from_engine)?;
-    let Some(spec) = old.spec().cloned() else {
+    // A restart is a new run: the old run's idempotency key would answer with the old session.
+    let Some(spec) =
+        old.spec().cloned().map(|s| stockade_engine::RunSpec { idempotency_key: None, ..s })
+    else {
         return Err(rpc_error(
             code::NOT_SUPPORTED,
             format!(

@@ -466,9 +466,6 @@ pub struct SessionInfo {
     pub stdin_open: bool,
     /// Dedup key.
     pub source: Option<String>,
-    /// The idempotency key the session was started with.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub idempotency_key: Option<String>,
     /// The spool file.
     pub spool_path: PathBuf,
     /// The sandbox it runs under, in one line (absent: none).

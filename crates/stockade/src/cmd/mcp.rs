@@ -94,15 +94,7 @@ pub fn mcp(global: &Global, mut args: McpArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("--embedded runs a private daemon here; it cannot be combined with --remote");
     }
     let global = &global;
-    if args.http.is_none()
-        && (args.token.is_some()
-            || args.token_file.is_some()
-            || !args.allow_origin.is_empty()
-            || args.tls_cert.is_some()
-            || args.insecure_plaintext
-            || args.max_sessions.is_some()
-            || args.max_streams.is_some())
-    {
+    if args.http.is_none() && http_only_flags(&args) {
         anyhow::bail!(
             "--token, --token-file, --allow-origin, --tls-cert/--tls-key, --insecure-plaintext, --max-sessions and --max-streams only apply with --http ADDR"
         );
@@ -220,4 +212,15 @@ fn default_token(global: &Global) -> anyhow::Result<String> {
         path.display()
     );
     Ok(token)
+}
+
+/// Whether any flag that only means something with `--http` was given.
+fn http_only_flags(args: &McpArgs) -> bool {
+    args.token.is_some()
+        || args.token_file.is_some()
+        || !args.allow_origin.is_empty()
+        || args.tls_cert.is_some()
+        || args.insecure_plaintext
+        || args.max_sessions.is_some()
+        || args.max_streams.is_some()
 }

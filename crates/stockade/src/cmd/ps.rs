@@ -58,7 +58,8 @@ const COMMAND_WIDTH: usize = 60;
 const RECENT_FINISHED: usize = 20;
 
 pub fn ps(global: &Global, args: PsArgs) -> anyhow::Result<ExitCode> {
-    let mut list = global.connect()?.call::<method::List>(ListParams::default())?;
+    let params = ListParams { idempotency_key: args.key.clone(), ..ListParams::default() };
+    let mut list = global.connect()?.call::<method::List>(params)?;
     let hidden = filter(&mut list.sessions, &args);
     if args.json {
         out::print_json(&list)?;
@@ -90,7 +91,6 @@ fn filter(sessions: &mut Vec<SessionInfo>, args: &PsArgs) -> usize {
     sessions.retain(|s| {
         (args.state.is_empty() || args.state.iter().any(|f| matches(*f, &s.state)))
             && args.source.as_deref().is_none_or(|k| s.source.as_deref() == Some(k))
-            && args.key.as_deref().is_none_or(|k| s.idempotency_key.as_deref() == Some(k))
     });
     sessions.sort_by_key(|s| s.started_at_ms);
     if args.all || args.json || !args.state.is_empty() || args.key.is_some() {
