@@ -770,8 +770,13 @@ fn discard_dir(session: Arc<Session>, slots: Option<&Slots>) -> std::io::Result<
     let dir = session.dir().to_path_buf();
     let alone = Arc::strong_count(&session) == 1 && Arc::strong_count(session.log()) == 1;
     let reuse = alone && !session.is_foreign() && session.state().is_terminal();
+    // Its private temporary directory can be used again only when nothing of it can still
+    // write there: a cgroup (which a sandboxed command cannot leave) verified empty.
+    // (An end with no cleanup report signalled nothing and verified everything gone.)
+    let tmp_unreachable = session.tree().method() == stockade_proto::ContainmentMethod::Cgroup
+        && session.end().is_some_and(|end| end.cleanup.is_none_or(|report| report.terminated));
     drop(session);
-    if reuse && slots.is_some_and(|slots| slots.recycle(&dir)) {
+    if reuse && slots.is_some_and(|slots| slots.recycle(&dir, tmp_unreachable)) {
         return Ok(());
     }
     std::fs::remove_dir_all(&dir)

@@ -114,7 +114,7 @@ pub(crate) fn resolve(
         };
         let made = match slots {
             Some(slots) if slots.claim_tmp(&tmp, template()) => Ok(()),
-            _ => std::fs::create_dir(&tmp),
+            _ => crate::slots::make_tmp(&tmp),
         };
         if let Err(e) = made {
             return Err(EngineError::Resource(format!(

@@ -30,10 +30,15 @@
 //! * **Private temporary directories:** once a sandboxed run asked for one (`<session>/tmp`, the
 //!   `TMPDIR` of `workspace-write`), up to `prepared_dirs` empty directories
 //!   (`.slot-tmp-<n>/`) are kept ready beside the slots, and the next sandboxed run moves one
-//!   into its session directory instead of making it ([`Slots::claim_tmp`]). They are made
-//!   fresh, never used again: a command could have changed the mode of the one it wrote in or
-//!   left things in it. A daemon that never ran a sandboxed command makes none, and a session
-//!   that is not sandboxed has no `tmp`.
+//!   into its session directory instead of making it ([`Slots::claim_tmp`]). When such a
+//!   session's directory is used again, its `tmp` is too, if nothing of the session can still
+//!   reach it: the session had a cgroup (which a sandboxed command cannot leave) and its end
+//!   verified every process gone. It is emptied and kept ready only while it is still as it was
+//!   made (a directory of ours, mode 0700, no extended attribute a command could have set);
+//!   otherwise it is deleted with the rest. A sandboxed run then makes and deletes no directory
+//!   either, which on such a file system is most of what a sandbox added to a short command. A
+//!   daemon that never ran a sandboxed command makes none, and a session that is not sandboxed
+//!   has no `tmp`.
 //!
 //! A slot is never a session: its name is no session id, so recovery, retention and `list` skip
 //! it. The engine removes its ready slots when it shuts down; the sweep removes the ones a dead
@@ -56,6 +61,9 @@ pub(crate) const SLOT_PREFIX: &str = ".slot-";
 /// Names of ready private temporary directories start with this (a slot's prefix too, so the
 /// sweep of leftovers removes them).
 const TMP_PREFIX: &str = ".slot-tmp-";
+
+/// The mode of a private temporary directory (and the only one it is used again with).
+pub(crate) const TMP_MODE: u32 = 0o700;
 
 /// Most slots kept ready (fresh and used again); each is an empty directory of six empty
 /// files, and holds no descriptor.
@@ -199,19 +207,25 @@ impl Slots {
         while !self.is_closed() && self.tmps_short() {
             let n = self.next.fetch_add(1, Ordering::Relaxed);
             let path = self.instance_dir.join(format!("{TMP_PREFIX}{n}"));
-            if let Err(e) = std::fs::create_dir(&path) {
+            if let Err(e) = make_tmp(&path) {
                 tracing::debug!(error = %e, "cannot prepare a private temporary directory");
                 return;
             }
-            self.prebuild(&path);
-            let mut tmps = self.tmps();
-            if self.is_closed() {
-                drop(tmps);
-                remove(&path);
-                return;
-            }
-            tmps.push_back(path);
+            self.push_tmp(path);
         }
+    }
+
+    /// Builds the sandbox of the next run for `path`, a ready empty temporary directory, and
+    /// adds it (or removes it, once closed).
+    fn push_tmp(&self, path: PathBuf) {
+        self.prebuild(&path);
+        let mut tmps = self.tmps();
+        if self.is_closed() {
+            drop(tmps);
+            remove(&path);
+            return;
+        }
+        tmps.push_back(path);
     }
 
     /// Builds the sandbox a run like the last sandboxed one would get with `tmp` as its
@@ -259,13 +273,19 @@ impl Slots {
     /// it is gone from `dir` (a ready slot now, or deleted because it could not be made one);
     /// `false` when it was left where it is (closed, enough slots ready, another file system),
     /// for the caller to delete. Nothing else may hold the session. Blocking.
-    pub(crate) fn recycle(&self, dir: &Path) -> bool {
+    ///
+    /// `tmp_unreachable`: nothing of the session can still reach its private temporary
+    /// directory (see the module docs), which is then kept ready too when it is as it was made.
+    pub(crate) fn recycle(&self, dir: &Path, tmp_unreachable: bool) -> bool {
         if self.is_closed() || self.ready().len() >= MAX_READY {
             return false;
         }
         let slot = self.slot_path();
         if rename_noreplace(dir, &slot).is_err() {
             return false;
+        }
+        if tmp_unreachable {
+            self.reuse_tmp(&slot.join("tmp"));
         }
         match reset(&slot) {
             Ok(()) => self.push(slot),
@@ -275,6 +295,33 @@ impl Slots {
             }
         }
         true
+    }
+
+    /// Empties `tmp`, the private temporary directory of a used session directory, and keeps
+    /// it ready, when more are wanted and it is still as [`make_tmp`] made it. Left where it
+    /// is otherwise ([`reset`] deletes it with the rest). Blocking.
+    fn reuse_tmp(&self, tmp: &Path) {
+        // Up to as many as slots used again: a burst of sandboxed runs forgotten at once (a
+        // `cleanup`) leaves that many ready for the next burst.
+        if self.is_closed()
+            || !self.tmps_wanted.load(Ordering::Acquire)
+            || self.tmps().len() >= MAX_READY
+        {
+            return;
+        }
+        match empty_if_as_made(tmp) {
+            Ok(true) => {}
+            Ok(false) => return,
+            Err(e) => {
+                tracing::debug!(tmp = %tmp.display(), error = %e, "cannot use a private temporary directory again");
+                return;
+            }
+        }
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let path = self.instance_dir.join(format!("{TMP_PREFIX}{n}"));
+        if rename_noreplace(tmp, &path).is_ok() {
+            self.push_tmp(path);
+        }
     }
 
     /// Removes every ready slot; none is made, used again or handed out from now on.
@@ -309,6 +356,57 @@ fn rename_noreplace(from: &Path, to: &Path) -> rustix::io::Result<()> {
         to,
         rustix::fs::RenameFlags::NOREPLACE,
     )
+}
+
+/// Makes a private temporary directory: ours, mode [`TMP_MODE`].
+pub(crate) fn make_tmp(path: &Path) -> io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new().mode(TMP_MODE).create(path)
+}
+
+/// Empties `tmp` when it is still as [`make_tmp`] made it: a directory (not a link to one)
+/// owned by this process's user, mode [`TMP_MODE`] exactly (no set-group-id or sticky bit a
+/// command could have added), and no extended attribute but the security label the system
+/// gives every file (so no default ACL a command set). `Ok(false)`: it is not (or is gone).
+fn empty_if_as_made(tmp: &Path) -> io::Result<bool> {
+    use rustix::fs::{Mode, OFlags};
+    let fd = match rustix::fs::open(
+        tmp,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR | rustix::io::Errno::LOOP) => {
+            return Ok(false);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let st = rustix::fs::fstat(&fd)?;
+    if st.st_uid != rustix::process::geteuid().as_raw() || st.st_mode & 0o7777 != TMP_MODE {
+        return Ok(false);
+    }
+    let mut names = [0u8; 256];
+    let len = match rustix::fs::flistxattr(&fd, &mut names) {
+        Ok(len) => len,
+        // More names than fit: certainly more than a label.
+        Err(rustix::io::Errno::RANGE) => return Ok(false),
+        Err(rustix::io::Errno::NOTSUP) => 0,
+        Err(e) => return Err(e.into()),
+    };
+    let label_only =
+        names[..len].split(|b| *b == 0).filter(|n| !n.is_empty()).all(|n| n == b"security.selinux");
+    if !label_only {
+        return Ok(false);
+    }
+    for entry in std::fs::read_dir(tmp)? {
+        let entry = entry?;
+        if entry.file_type()?.is_dir() {
+            std::fs::remove_dir_all(entry.path())?;
+        } else {
+            std::fs::remove_file(entry.path())?;
+        }
+    }
+    Ok(true)
 }
 
 fn create_empty(path: &Path) -> io::Result<()> {
@@ -410,7 +508,7 @@ pub(crate) fn remove_leftovers(dir: &Path) {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
     use std::time::Duration;
     use stockade_testkit::dir_names as names;
 
@@ -448,7 +546,7 @@ mod tests {
         slots.close();
         assert_eq!(names(tmp.path()), ["sh-1", "sh-2"]);
         assert!(slots.claim(&tmp.path().join("sh-3")).is_none());
-        assert!(!slots.recycle(&tmp.path().join("sh-1")), "closed: nothing is used again");
+        assert!(!slots.recycle(&tmp.path().join("sh-1"), true), "closed: nothing is used again");
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert_eq!(names(tmp.path()), ["sh-1", "sh-2"], "closed: nothing is made again");
     }
@@ -472,7 +570,7 @@ mod tests {
         }
         let ino = |p: &Path| std::fs::metadata(p).unwrap().ino();
         let before = [ino(&used.join("output.log")), ino(&used.join("session.json"))];
-        assert!(slots.recycle(&used));
+        assert!(slots.recycle(&used, true));
         assert!(!used.exists());
         assert_eq!(names(tmp.path()), [".slot-0"]);
         let slot = tmp.path().join(".slot-0");
@@ -492,7 +590,7 @@ mod tests {
         drop(slots.claim(&dir).unwrap());
         assert_eq!(names(&dir), FRESH);
         // A directory that cannot be moved is left for the caller.
-        assert!(!slots.recycle(&tmp.path().join("sh-404")));
+        assert!(!slots.recycle(&tmp.path().join("sh-404"), true));
     }
 
     async fn tmps_settled(slots: &Arc<Slots>, n: usize) {
@@ -548,6 +646,63 @@ mod tests {
         std::fs::create_dir(tmp.path().join(".slot-tmp-9")).unwrap();
         remove_leftovers(tmp.path());
         assert_eq!(names(tmp.path()), ["sh-1", "sh-2"]);
+    }
+
+    #[test]
+    fn a_private_temporary_directory_is_kept_again_only_emptied_and_as_made() {
+        let tmp = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("keep"), b"not ours").unwrap();
+        let slots = Slots::new(tmp.path().to_path_buf(), 2);
+        // A sandboxed run asked for one (none ready, no runtime to make any): wanted from now on.
+        let first = tmp.path().join("sh-1");
+        std::fs::create_dir(&first).unwrap();
+        assert!(!slots.claim_tmp(&first.join("tmp"), template(&first)));
+        let used = |n: u32, shape: &dyn Fn(&Path)| {
+            let dir = tmp.path().join(format!("sh-{n}"));
+            std::fs::create_dir(&dir).unwrap();
+            shape(&dir.join("tmp"));
+            dir
+        };
+        let ino = |p: &Path| std::fs::symlink_metadata(p).unwrap().ino();
+        // Left with files in it, nothing of its session alive: emptied and kept, same directory.
+        let dir = used(2, &|t| {
+            make_tmp(t).unwrap();
+            std::fs::create_dir(t.join("sub")).unwrap();
+            std::fs::write(t.join("sub/f"), b"x").unwrap();
+        });
+        let kept = ino(&dir.join("tmp"));
+        assert!(slots.recycle(&dir, true));
+        assert_eq!(slots.tmp_count(), 1);
+        let next = tmp.path().join("sh-3");
+        std::fs::create_dir(&next).unwrap();
+        assert!(slots.claim_tmp(&next.join("tmp"), template(&next)));
+        assert_eq!(ino(&next.join("tmp")), kept);
+        assert!(names(&next.join("tmp")).is_empty());
+        // Its session may still reach it, its mode was changed, or it is a link: never kept.
+        type Shape<'a> = &'a dyn Fn(&Path);
+        let shapes: [(bool, Shape); 4] = [
+            (false, &|t| make_tmp(t).unwrap()),
+            (true, &|t| {
+                make_tmp(t).unwrap();
+                std::fs::set_permissions(t, std::fs::Permissions::from_mode(0o1777)).unwrap();
+            }),
+            (true, &|t| {
+                make_tmp(t).unwrap();
+                std::fs::set_permissions(t, std::fs::Permissions::from_mode(0o2700)).unwrap();
+            }),
+            (true, &|t| std::os::unix::fs::symlink(outside.path(), t).unwrap()),
+        ];
+        for (n, (unreachable, shape)) in (4..).zip(shapes) {
+            let dir = used(n, shape);
+            assert!(slots.recycle(&dir, unreachable));
+            assert_eq!(slots.tmp_count(), 0, "sh-{n}");
+        }
+        assert_eq!(names(outside.path()), ["keep"], "a link's target is left alone");
+        assert_eq!(
+            std::fs::metadata(next.join("tmp")).unwrap().permissions().mode() & 0o7777,
+            TMP_MODE
+        );
     }
 
     #[test]

@@ -104,12 +104,16 @@ pub fn landlock_abi() -> i32 {
     if std::env::var_os(NO_LANDLOCK_ENV).is_some() {
         return 0;
     }
-    // LANDLOCK_CREATE_RULESET_VERSION: no ruleset, the ABI version as the answer.
-    // SAFETY: with this flag the kernel reads no argument.
-    let r = unsafe {
-        libc::syscall(libc::SYS_landlock_create_ruleset, std::ptr::null::<u8>(), 0usize, 1u32)
-    };
-    if r < 0 { 0 } else { r as i32 }
+    // Asked once: a kernel's ABI does not change while it runs.
+    static ABI_VERSION: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
+    *ABI_VERSION.get_or_init(|| {
+        // LANDLOCK_CREATE_RULESET_VERSION: no ruleset, the ABI version as the answer.
+        // SAFETY: with this flag the kernel reads no argument.
+        let r = unsafe {
+            libc::syscall(libc::SYS_landlock_create_ruleset, std::ptr::null::<u8>(), 0usize, 1u32)
+        };
+        if r < 0 { 0 } else { r as i32 }
+    })
 }
 
 /// Test hook (feature `test-hooks` only): set, the kernel is taken to have no Landlock, as on
@@ -119,8 +123,9 @@ pub const NO_LANDLOCK_ENV: &str = "STOCKADE_TEST_NO_LANDLOCK";
 
 /// Whether seccomp filters can be installed here (`PR_GET_SECCOMP` answers).
 fn seccomp_available() -> bool {
+    static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     // SAFETY: reads this thread's seccomp mode, no pointer.
-    unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) >= 0 }
+    *AVAILABLE.get_or_init(|| unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) >= 0 })
 }
 
 /// What this host can enforce, one line per mechanism, for `stockade doctor`.
@@ -250,14 +255,18 @@ fn identity_of(st: &rustix::fs::Stat) -> Identity {
 /// them; `None` when one cannot be looked at (the ruleset is then built afresh, which says why).
 fn identities(spec: &SandboxSpec) -> Option<Vec<Identity>> {
     let lstat = |p: &Path| -> Option<Identity> {
-        let st = rustix::fs::lstat(p).ok()?;
-        // A symlink gets no rule (see `open_path`).
+        let st = match rustix::fs::lstat(p) {
+            Ok(st) => st,
+            // Nothing there: no rule (as `ruleset` skips a missing device).
+            Err(rustix::io::Errno::NOENT) => return Some(None),
+            Err(_) => return None,
+        };
+        // A symlink gets no rule (see `open_path`), dangling or not.
         Some(if st.st_mode & libc::S_IFMT == libc::S_IFLNK { None } else { identity_of(&st) })
     };
     let mut on = Vec::new();
     for dev in DEVICES {
-        let dev = Path::new(dev);
-        on.push(if dev.exists() { lstat(dev)? } else { None });
+        on.push(lstat(Path::new(dev))?);
     }
     if spec.policy.mode == SandboxMode::WorkspaceWrite {
         for root in &spec.writable_roots {
@@ -297,6 +306,7 @@ fn prebuilt() -> std::sync::MutexGuard<'static, std::collections::VecDeque<Prebu
 /// a move keeps the file. Nothing is kept for a policy that does not confine or that this
 /// kernel cannot enforce ([`prepare`] says why when a run asks).
 pub fn prebuild(spec: &SandboxSpec) -> Result<(), SandboxError> {
+    free_retired();
     let abi = landlock_abi();
     if !spec.policy.confines() || abi < MIN_LANDLOCK_ABI {
         return Ok(());
@@ -643,6 +653,36 @@ pub(crate) struct ChildSandbox {
 unsafe impl Send for ChildSandbox {}
 // SAFETY: as above: read-only.
 unsafe impl Sync for ChildSandbox {}
+
+/// Rulesets spawns are done with, to be closed off the spawn path: closing the last
+/// descriptor of one makes the kernel free every rule (a hundred or more when the home is
+/// hidden under a busy directory), and a spawn that waited for it answered later. The next
+/// [`prebuild`] (a blocking task) closes them; past [`MAX_RETIRED`], a spawn closes its own.
+static RETIRED: std::sync::Mutex<Vec<OwnedFd>> = std::sync::Mutex::new(Vec::new());
+
+/// Most rulesets waiting to be closed (one descriptor each, close-on-exec).
+const MAX_RETIRED: usize = 16;
+
+fn retired() -> std::sync::MutexGuard<'static, Vec<OwnedFd>> {
+    RETIRED.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Closes the retired rulesets.
+fn free_retired() {
+    let fds = std::mem::take(&mut *retired());
+    drop(fds);
+}
+
+impl Drop for Prepared {
+    fn drop(&mut self) {
+        if let Some(fd) = self.ruleset.take() {
+            let mut waiting = retired();
+            if waiting.len() < MAX_RETIRED {
+                waiting.push(fd);
+            }
+        }
+    }
+}
 
 impl Prepared {
     /// The plain values the child reads; `self` must outlive the child's use of them.

@@ -73,6 +73,7 @@ mod sandbox_doors;
 mod sandbox_escape;
 mod sandbox_kernel;
 mod sandbox_stockade;
+mod sandbox_tmp;
 mod schedule_daemon;
 mod security;
 mod ws_cli;
