@@ -193,7 +193,9 @@ pub struct Engine {
     containment: Containment,
     registry: Mutex<Registry>,
     /// Serialises runs that carry a `source`, so two of them cannot both start a copy.
-    source_lock: Mutex<()>,
+    pub(crate) source_lock: Mutex<()>,
+    /// The idempotency keys of the runs starting now.
+    pub(crate) starting: crate::starting::Starting,
     /// Serialises looks at other owners' sessions (start-up recovery, the owner watch).
     pub(crate) others: tokio::sync::Mutex<crate::others_memo::OthersState>,
     /// Session directories made ahead of time (`prepared_dirs > 0`).
@@ -216,6 +218,7 @@ impl Engine {
             containment,
             registry: Mutex::new(Registry::default()),
             source_lock: Mutex::new(()),
+            starting: crate::starting::Starting::default(),
             others: tokio::sync::Mutex::new(crate::others_memo::OthersState::default()),
             slots,
         })
@@ -292,14 +295,12 @@ impl Engine {
     /// Start a command, or — when `spec.source` names an active session — answer with that one
     /// (`deduplicated`). Refuses with [`EngineError::LimitReached`] when a limit would be exceeded.
     pub fn start(&self, spec: RunSpec) -> Result<Started, EngineError> {
-        let _source_guard = (spec.source.is_some() || spec.idempotency_key.is_some())
-            .then(|| self.source_lock.lock().unwrap_or_else(PoisonError::into_inner));
-        if let Some(key) = spec.idempotency_key.as_deref() {
-            crate::run_spec::check_idempotency_key(key)?;
-            if let Some(session) = self.with_idempotency_key(key) {
+        let _guards = match self.begin_start(&spec)? {
+            crate::starting::Begun::Replay(session) => {
                 return Ok(Started { session, deduplicated: false, replayed: true });
             }
-        }
+            crate::starting::Begun::Go(guards) => guards,
+        };
         if let Some(source) = spec.source.as_deref()
             && let Some(session) = self.active_with_source(source)
         {

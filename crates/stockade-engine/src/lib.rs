@@ -48,6 +48,7 @@ mod sandbox;
 mod session;
 mod slots;
 mod spec_file;
+mod starting;
 mod state_dir;
 mod view;
 mod wait;
