@@ -244,13 +244,21 @@ class AsyncClient:
     async def start(self, command: str, *, cwd: Optional[str] = None,
                     env: Optional[Mapping[str, str]] = None, pty: Optional[Tuple[int, int]] = None,
                     stdin: bool = False, timeout: Optional[float] = None,
-                    until: Optional[str] = None, wait: float = 0.0) -> "AsyncSession":
+                    until: Optional[str] = None, wait: float = 0.0,
+                    idempotency_key: Optional[str] = None) -> "AsyncSession":
         """See ``Client.start``."""
+        key = p.idempotency_key(idempotency_key)
         params = p.run_params(command, background=True, cwd=cwd, env=env, timeout=timeout,
                               pty=pty, stdin=stdin, until=until, wait=wait)
-        answer = await self.call("run", params)
-        return AsyncSession(self, str(answer["id"]), answer.get("pid"),
-                            p.run_result(answer, command))
+        params["idempotency_key"] = key
+        try:
+            answer = await self.call("run", params)
+        except (TimeoutExpired, ConnectionLost) as e:
+            raise p.start_unanswered(e, key) from e
+        session = AsyncSession(self, str(answer["id"]), answer.get("pid"),
+                               p.run_result(answer, command))
+        session.idempotency_key = key
+        return session
 
     def session(self, id: str) -> "AsyncSession":
         """The session with this id."""
@@ -274,6 +282,8 @@ class AsyncSession:
         self.id = id
         self.pid = pid
         self.started = started
+        #: The idempotency key it was started with (None for ``AsyncClient.session``).
+        self.idempotency_key: Optional[str] = None
 
     def __repr__(self) -> str:
         return f"AsyncSession(id={self.id!r}, pid={self.pid!r})"

@@ -162,14 +162,27 @@ class Client:
         timeout: Optional[float] = None,
         until: Optional[str] = None,
         wait: float = 0.0,
+        idempotency_key: Optional[str] = None,
     ) -> "Session":
         """Start ``command`` in the background and return its ``Session`` at once (or after
         ``wait`` seconds, earlier at a line matching ``until``). ``pty=(rows, cols)`` runs it
-        on a terminal; ``stdin=True`` gives it a pipe for ``write``."""
+        on a terminal; ``stdin=True`` gives it a pipe for ``write``.
+
+        Every start carries an idempotency key (``idempotency_key``, else a fresh one, kept in
+        ``Session.idempotency_key``): a start with the key of a session the daemon keeps answers
+        that session and starts nothing. When the answer does not come (``TimeoutExpired``,
+        ``ConnectionLost``), the error's ``idempotency_key`` is the one to start again with."""
+        key = p.idempotency_key(idempotency_key)
         params = p.run_params(command, background=True, cwd=cwd, env=env, timeout=timeout,
                               pty=pty, stdin=stdin, until=until, wait=wait)
-        answer = self.call("run", params)
-        return Session(self, str(answer["id"]), answer.get("pid"), p.run_result(answer, command))
+        params["idempotency_key"] = key
+        try:
+            answer = self.call("run", params)
+        except (TimeoutExpired, ConnectionLost) as e:
+            raise p.start_unanswered(e, key) from e
+        session = Session(self, str(answer["id"]), answer.get("pid"), p.run_result(answer, command))
+        session.idempotency_key = key
+        return session
 
     def session(self, id: str) -> "Session":
         """The session with this id (``sh-N``), e.g. one the CLI started."""
@@ -194,6 +207,8 @@ class Session:
         self.pid = pid
         #: The answer of ``start`` (None for ``Client.session``).
         self.started = started
+        #: The idempotency key it was started with (None for ``Client.session``).
+        self.idempotency_key: Optional[str] = None
 
     def __repr__(self) -> str:
         return f"Session(id={self.id!r}, pid={self.pid!r})"

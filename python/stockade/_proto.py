@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import base64
 import os
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
-from ._errors import CommandFailed, TimeoutExpired
+from ._errors import CommandFailed, ConnectionLost, StockadeError, TimeoutExpired
 
 #: The daemon clamps a long poll to 300 s; longer waits are made of slices this long.
 MAX_SLICE_S = 300.0
@@ -159,6 +160,32 @@ def run_params(
     if wait:
         params["yield_ms"] = ms(min(wait, MAX_SLICE_S))
     return params
+
+
+def idempotency_key(given: Optional[str]) -> str:
+    """The key a background start carries: the caller's, else a fresh one. The daemon answers a
+    run with the key of a session it keeps with that session, starting nothing."""
+    if given is None:
+        return "py-" + uuid.uuid4().hex
+    if not isinstance(given, str) or not 1 <= len(given) <= 128 or not all(
+            " " <= ch <= "~" for ch in given):
+        raise ValueError("idempotency_key must be 1 to 128 printable ASCII characters")
+    return given
+
+
+def start_unanswered(error: StockadeError, key: str) -> StockadeError:
+    """``error`` (a timeout or a lost connection during a start), saying that the command may
+    have started and how to find it; ``idempotency_key`` is set on it."""
+    message = (f"{error.message}; the command may have started: see `stockade ps --key {key}`, "
+               f"or call start again with idempotency_key={key!r} to get its session")
+    if isinstance(error, TimeoutExpired):
+        out: StockadeError = TimeoutExpired(message, error.result)
+    elif isinstance(error, ConnectionLost):
+        out = ConnectionLost(message)
+    else:
+        return error
+    out.idempotency_key = key  # type: ignore[attr-defined]
+    return out
 
 
 def raw_read_params(

@@ -1,6 +1,7 @@
 """What the packaging test asks of the installed `stockade` package, through its public API only:
 run a command, read 100 MiB back by cursor byte-exact, wait with `until`, write to a PTY, kill a
-tree with nothing left — with the blocking client and the asyncio twin.
+tree with nothing left, start again with an idempotency key — with the blocking client and the
+asyncio twin.
 
     python checks.py local                        # the local daemon (auto-started)
     python checks.py remote URL TOKEN_FILE CA_FILE
@@ -114,6 +115,54 @@ def check_kill(c):
     print(f"  killed a tree of {len(rep['pids_signalled'])} signalled pids: 0 left")
 
 
+def keyed(c, key):
+    return c.call("list", {"idempotency_key": key})["sessions"]
+
+
+def check_keys(c):
+    # A start again with the key of a kept session answers that session and starts nothing.
+    key = "checks-" + os.urandom(8).hex()
+    first = c.start("sleep 300", idempotency_key=key)
+    again = c.start("sleep 300", idempotency_key=key)
+    assert (again.id, again.idempotency_key) == (first.id, key), (first, again)
+    assert [s["id"] for s in keyed(c, key)] == [first.id], keyed(c, key)
+    # Without one, each start carries a fresh key of its own, found by `list`.
+    a, b = c.start("true"), c.start("true")
+    assert a.id != b.id and a.idempotency_key != b.idempotency_key, (a, b)
+    for s in (a, b):
+        assert [x["id"] for x in keyed(c, s.idempotency_key)] == [s.id], s
+    try:
+        c.start("true", idempotency_key="")
+        raise AssertionError("an empty key was sent")
+    except ValueError:
+        pass
+    rep = first.kill()
+    assert rep["terminated"] and not rep["survivors"], rep
+
+
+def check_unanswered_start(c):
+    """A start the daemon does not answer in time (stopped): the error names the key, and a
+    start again with it once the daemon is back gets the session that ran, and no second one."""
+    import signal
+
+    pid = c.status()["pid"]
+    with stockade.Client(timeout=1.0) as impatient:
+        impatient.status()
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            impatient.start("echo ran-once")
+            raise AssertionError("a stopped daemon answered")
+        except stockade.TimeoutExpired as e:
+            key = e.idempotency_key
+            assert f"stockade ps --key {key}" in e.message, e.message
+        finally:
+            os.kill(pid, signal.SIGCONT)
+    again = c.start("echo ran-once", idempotency_key=key)
+    assert again.wait(timeout=20).returncode == 0
+    assert [s["id"] for s in keyed(c, key)] == [again.id], keyed(c, key)
+    assert again.read().data == b"ran-once\n", again.read()
+
+
 async def check_async(kind, args):
     if kind == "local":
         client = stockade.AsyncClient()
@@ -132,6 +181,10 @@ async def check_async(kind, args):
         assert rep["terminated"] and not rep["survivors"], rep
         r = await c.run("printf abc")
         assert r.output == "abc", r
+        key = "checks-async-" + os.urandom(8).hex()
+        one = await c.start("echo once", idempotency_key=key)
+        two = await c.start("echo once", idempotency_key=key)
+        assert (two.id, two.idempotency_key) == (one.id, key), (one, two)
 
 
 def main():
@@ -143,8 +196,11 @@ def main():
         check_wait(c)
         check_pty(c)
         check_kill(c)
+        check_keys(c)
+        if kind == "local":
+            check_unanswered_start(c)
     asyncio.run(check_async(kind, args))
-    print(f"  {kind}: run, 100 MiB by cursor, until, PTY, kill tree, asyncio: ok")
+    print(f"  {kind}: run, 100 MiB by cursor, until, PTY, kill tree, idempotency keys, asyncio: ok")
 
 
 if __name__ == "__main__":

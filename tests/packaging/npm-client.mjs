@@ -24,6 +24,21 @@ check(failed instanceof CommandFailedError && failed.result.exitCode === 4, `che
 const slow = await client.run("sleep 30", { timeoutMs: 300 }).catch((e) => e);
 check(slow instanceof StockadeTimeoutError && slow.result.state === "timed_out", `timeout: ${slow}`);
 
+// A start again with the key of a kept session answers that session and starts nothing; without
+// one, each start carries a fresh key of its own.
+const key = `npm-client-${mode}-${process.pid}-${Date.now()}`;
+const first = await client.start("sleep 300", { idempotencyKey: key });
+const again = await client.start("sleep 300", { idempotencyKey: key });
+check(again.id === first.id && again.idempotencyKey === key, `a start again with key ${key}: ${first.id}, then ${again.id}`);
+const keyed = async (k) => ((await client.call("list", { idempotency_key: k })).result.sessions ?? []).map((x) => x.id);
+check(JSON.stringify(await keyed(key)) === JSON.stringify([first.id]), `list by key: ${await keyed(key)}`);
+const [a, b] = [await client.start("true"), await client.start("true")];
+check(a.id !== b.id && a.idempotencyKey !== b.idempotencyKey && (await keyed(b.idempotencyKey))[0] === b.id, `fresh keys: ${a.idempotencyKey}, ${b.idempotencyKey}`);
+const badKey = await client.start("true", { idempotencyKey: "" }).catch((e) => e);
+check(badKey instanceof TypeError, `an empty key: ${badKey}`);
+const keyKill = await first.kill();
+check(keyKill.terminated === true, `kill of the keyed session: ${JSON.stringify(keyKill)}`);
+
 // 100 MiB read back by cursor, byte-exact against the file the command wrote as it printed.
 const size = 100 << 20;
 const big = await client.start(`head -c ${size} /dev/urandom | tee ${data}/${mode}.bin`);

@@ -1,9 +1,10 @@
 // The client: a connection to the local daemon (started on demand by the bundled binary, exactly
 // as the CLI starts it) or to a remote daemon's WebSocket door, and the calls that start commands.
 import { execFile } from "node:child_process";
+import { randomUUID } from "node:crypto";
 import { lstatSync, readFileSync } from "node:fs";
 import { binaryPath } from "./binary.js";
-import { CommandFailedError, DaemonUnavailableError, StockadeError, StockadeTimeoutError } from "./errors.js";
+import { CommandFailedError, ConnectionLostError, DaemonUnavailableError, StockadeError, StockadeTimeoutError } from "./errors.js";
 import { Session, toRunResult, type RunResult } from "./session.js";
 import { SocketTransport, Transport, WebSocketTransport, type Answer } from "./transport.js";
 
@@ -49,6 +50,11 @@ export interface StartOptions {
   /** Wait up to this long before answering (earlier if it exits, or at an `until` line). */
   waitMs?: number;
   shell?: string;
+  /**
+   * The start's idempotency key (1 to 128 printable ASCII characters); default a fresh one. A
+   * start with the key of a session the daemon keeps answers that session and starts nothing.
+   */
+  idempotencyKey?: string;
 }
 
 /** One connection to a stockade daemon; requests on it run concurrently. */
@@ -108,9 +114,24 @@ export class Client {
     if (options.stdin) params.stdin = "pipe";
     setIf(params, "until", options.until);
     setIf(params, "yield_ms", options.waitMs);
-    const result = (await this.call("run", params)).result;
+    const key = idempotencyKey(options.idempotencyKey);
+    params.idempotency_key = key;
+    let result;
+    try {
+      result = (await this.call("run", params)).result;
+    } catch (e) {
+      if (e instanceof ConnectionLostError) {
+        // The request may have reached the daemon: say how to find what it started.
+        const lost = new ConnectionLostError(`${e.message}; the command may have started: see \`stockade ps --key ${key}\`, or start it again with { idempotencyKey: "${key}" } to get its session`);
+        lost.idempotencyKey = key;
+        throw lost;
+      }
+      throw e;
+    }
     const pid = typeof result.pid === "number" ? result.pid : null;
-    return new Session(this, String(result.id), pid, toRunResult(result, command));
+    const session = new Session(this, String(result.id), pid, toRunResult(result, command));
+    session.idempotencyKey = key;
+    return session;
   }
 
   /** The session with this id (no call is made). */
@@ -222,6 +243,15 @@ function readToken(path: string): string {
   }
   if (token.length < 16) throw new DaemonUnavailableError(`the token in ${path} is shorter than 16 characters; make one with \`openssl rand -hex 32\``);
   return token;
+}
+
+/** The key a start carries: the caller's (checked), else a fresh one. */
+function idempotencyKey(given: string | undefined): string {
+  if (given === undefined) return `js-${randomUUID()}`;
+  if (typeof given !== "string" || given.length < 1 || given.length > 128 || !/^[\x20-\x7e]+$/.test(given)) {
+    throw new TypeError("idempotencyKey must be 1 to 128 printable ASCII characters");
+  }
+  return given;
 }
 
 function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {

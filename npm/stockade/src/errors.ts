@@ -41,8 +41,13 @@ export class LimitReachedError extends StockadeError {}
 export class InputFailedError extends StockadeError {}
 /** The daemon could not be started or reached (the binary's sentence, or the connect error). */
 export class DaemonUnavailableError extends StockadeError {}
-/** The connection to the daemon closed while requests were waiting for their answers. */
-export class ConnectionLostError extends StockadeError {}
+/**
+ * The connection to the daemon closed while requests were waiting for their answers. From
+ * `start`: `idempotencyKey` is the key to start again with (that session, or a new one).
+ */
+export class ConnectionLostError extends StockadeError {
+  idempotencyKey: string | null = null;
+}
 
 /** A run or a wait that reached its time limit; `result` is what was known then. */
 export class StockadeTimeoutError extends StockadeError {

@@ -72,6 +72,9 @@ export class Session {
     readonly started: RunResult | null = null,
   ) {}
 
+  /** The idempotency key it was started with (null for `Client.session`). */
+  idempotencyKey: string | null = null;
+
   /**
    * Raw bytes from `after` (exact: any bytes, NULs, invalid UTF-8). `waitMs` long-polls when no
    * byte is there yet. A walk `after = chunk.nextCursor` until `chunk.eof` reproduces the spool.
