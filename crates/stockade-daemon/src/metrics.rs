@@ -137,6 +137,23 @@ impl Metrics {
             self.reload_failures.clone(),
         );
 
+        let (ready, built) = stockade_proc::sandbox::ruleset_counts();
+        let counter = |n: u64| {
+            let c: Counter = Counter::default();
+            c.inc_by(n);
+            c
+        };
+        r.register(
+            "sandbox_rulesets_ready",
+            "Sandboxed runs whose Landlock ruleset was built ahead of their spawn",
+            counter(ready),
+        );
+        r.register(
+            "sandbox_rulesets_built_on_spawn",
+            "Sandboxed runs that built their Landlock ruleset while the client waited",
+            counter(built),
+        );
+
         let sessions = Family::<StateLabel, Gauge>::default();
         for (state, n) in &stats.sessions {
             sessions.get_or_create(&StateLabel { state: state.clone() }).set(gauge(*n));

@@ -69,14 +69,30 @@ pub(crate) const TMP_MODE: u32 = 0o700;
 /// files, and holds no descriptor.
 pub(crate) const MAX_READY: usize = 64;
 
+/// Landlock rulesets are built ahead for this many of the next private temporary directories
+/// in line (fewer than the process keeps built, [`stockade_proc::sandbox::MAX_PREBUILT`]), and
+/// one more each time a run takes one; not for every one kept ready: a burst of directories
+/// used again (a `cleanup` of many sandboxed sessions) would otherwise build more than are kept
+/// (the oldest dropped first, which are the next in line), and the runs taking those would each
+/// build their own while the client waits. Those among the next in line are built as their
+/// sessions are forgotten, off the runs that follow.
+const BUILT_AHEAD: usize = stockade_proc::sandbox::MAX_PREBUILT - 2;
+
+/// A ready private temporary directory.
+struct ReadyTmp {
+    path: PathBuf,
+    /// Its sandbox was built ahead (for the template of that time).
+    built: bool,
+}
+
 /// The ready slots of one engine's instance folder.
 pub(crate) struct Slots {
     instance_dir: PathBuf,
     /// Fresh slots made ahead of time, at most.
     target: usize,
     ready: Mutex<VecDeque<PathBuf>>,
-    /// Empty private temporary directories made ahead of time.
-    tmps: Mutex<VecDeque<PathBuf>>,
+    /// Empty private temporary directories made ahead of time, the next in line first.
+    tmps: Mutex<VecDeque<ReadyTmp>>,
     /// A sandboxed run asked for a private temporary directory: keep some ready from now on.
     tmps_wanted: AtomicBool,
     /// The sandbox of the last run that asked for one, less its temporary directory: each
@@ -110,7 +126,7 @@ impl Slots {
         self.ready.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn tmps(&self) -> std::sync::MutexGuard<'_, VecDeque<PathBuf>> {
+    fn tmps(&self) -> std::sync::MutexGuard<'_, VecDeque<ReadyTmp>> {
         self.tmps.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -149,7 +165,7 @@ impl Slots {
         *self.template.lock().unwrap_or_else(PoisonError::into_inner) = Some(template);
         let tmp = if self.is_closed() { None } else { self.tmps().pop_front() };
         self.refill();
-        let Some(tmp) = tmp else { return false };
+        let Some(ReadyTmp { path: tmp, .. }) = tmp else { return false };
         match rename_noreplace(&tmp, dir) {
             Ok(()) => true,
             Err(e) => {
@@ -186,7 +202,14 @@ impl Slots {
     }
 
     fn wanted(&self) -> bool {
-        !self.is_closed() && (self.ready().len() < self.target || self.tmps_short())
+        !self.is_closed()
+            && (self.ready().len() < self.target || self.tmps_short() || self.unbuilt().is_some())
+    }
+
+    /// The first of the next [`BUILT_AHEAD`] ready temporary directories whose sandbox is not
+    /// built yet.
+    fn unbuilt(&self) -> Option<PathBuf> {
+        self.tmps().iter().take(BUILT_AHEAD).find(|t| !t.built).map(|t| t.path.clone())
     }
 
     fn tmps_short(&self) -> bool {
@@ -213,19 +236,32 @@ impl Slots {
             }
             self.push_tmp(path);
         }
+        self.build_next_in_line();
     }
 
-    /// Builds the sandbox of the next run for `path`, a ready empty temporary directory, and
-    /// adds it (or removes it, once closed).
+    /// Builds the sandbox of the next ready temporary directories in line that lack one
+    /// ([`BUILT_AHEAD`]); one claimed meanwhile builds its own. Blocking.
+    fn build_next_in_line(&self) {
+        while !self.is_closed()
+            && let Some(path) = self.unbuilt()
+        {
+            self.prebuild(&path);
+            if let Some(t) = self.tmps().iter_mut().find(|t| t.path == path) {
+                t.built = true;
+            }
+        }
+    }
+
+    /// Adds `path`, a ready empty temporary directory (or removes it, once closed); its sandbox
+    /// is built once it is among the next in line ([`BUILT_AHEAD`]).
     fn push_tmp(&self, path: PathBuf) {
-        self.prebuild(&path);
         let mut tmps = self.tmps();
         if self.is_closed() {
             drop(tmps);
             remove(&path);
             return;
         }
-        tmps.push_back(path);
+        tmps.push_back(ReadyTmp { path, built: false });
     }
 
     /// Builds the sandbox a run like the last sandboxed one would get with `tmp` as its
@@ -321,6 +357,9 @@ impl Slots {
         let path = self.instance_dir.join(format!("{TMP_PREFIX}{n}"));
         if rename_noreplace(tmp, &path).is_ok() {
             self.push_tmp(path);
+            // Built now when it is among the next in line, as the session is forgotten (off
+            // the runs that follow); else when a run's claim brings it there.
+            self.build_next_in_line();
         }
     }
 
@@ -329,7 +368,7 @@ impl Slots {
     pub(crate) fn close(&self) {
         self.closed.store(true, Ordering::Release);
         let mut slots: Vec<PathBuf> = self.ready().drain(..).collect();
-        slots.extend(self.tmps().drain(..));
+        slots.extend(self.tmps().drain(..).map(|t| t.path));
         for slot in slots {
             remove(&slot);
         }

@@ -170,11 +170,28 @@ pub(crate) fn prepare(spec: &SandboxSpec) -> Result<Prepared, SandboxError> {
     let abi = abi.min(MAX_LANDLOCK_ABI);
     let listing = readable(&spec.hidden)?;
     let ruleset = match take_prebuilt(spec, abi, &listing) {
-        Some(fd) => fd,
-        None => ruleset(spec, abi_of(abi), &listing)?.0,
+        Some(fd) => {
+            RULESETS_READY.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            fd
+        }
+        None => {
+            RULESETS_BUILT_ON_SPAWN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            ruleset(spec, abi_of(abi), &listing)?.0
+        }
     };
     let filters = vec![cached_program(policy.network)?];
     Ok(Prepared { ruleset: Some(ruleset), filters, nofile, procs: Vec::new() })
+}
+
+/// Sandboxed spawns that found their Landlock ruleset built ahead ([`prebuild`]).
+static RULESETS_READY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// Sandboxed spawns that built their ruleset while the run waited.
+static RULESETS_BUILT_ON_SPAWN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Sandboxed spawns of this process so far: (ruleset found built ahead, built on the spawn).
+pub fn ruleset_counts() -> (u64, u64) {
+    use std::sync::atomic::Ordering::Relaxed;
+    (RULESETS_READY.load(Relaxed), RULESETS_BUILT_ON_SPAWN.load(Relaxed))
 }
 
 fn abi_of(n: i32) -> ABI {
@@ -292,7 +309,7 @@ static PREBUILT: std::sync::Mutex<std::collections::VecDeque<Prebuilt>> =
     std::sync::Mutex::new(std::collections::VecDeque::new());
 
 /// Most rulesets kept built ahead (one descriptor each).
-const MAX_PREBUILT: usize = 32;
+pub const MAX_PREBUILT: usize = 32;
 
 fn prebuilt() -> std::sync::MutexGuard<'static, std::collections::VecDeque<Prebuilt>> {
     PREBUILT.lock().unwrap_or_else(std::sync::PoisonError::into_inner)

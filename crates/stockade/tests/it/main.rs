@@ -67,6 +67,7 @@ mod remote_rotate;
 mod remote_support;
 mod restart;
 mod restart_earlier;
+mod sandbox_ahead;
 mod sandbox_common;
 mod sandbox_delegated;
 mod sandbox_doors;

@@ -33,7 +33,7 @@ pub(crate) fn metrics_addr(daemon: &DaemonProc, scheme: &str) -> (SocketAddr, St
 }
 
 /// GET `url` with scrape.py: status, body and the parsed samples.
-fn scrape(url: &str, token: Option<&Path>, ca: Option<&Path>) -> Value {
+pub(crate) fn scrape(url: &str, token: Option<&Path>, ca: Option<&Path>) -> Value {
     let mut c = std::process::Command::new(deploy_python());
     c.arg(repo_root().join("tests/deploy/scrape.py")).arg(url);
     if let Some(t) = token {
