@@ -253,6 +253,11 @@ impl Engine {
         self.containment.method()
     }
 
+    /// Whether sessions run under a keeper (see `stockade_proc`'s session keeper).
+    pub fn has_keeper(&self) -> bool {
+        self.containment.has_keeper()
+    }
+
     /// The containment handle, to adopt a tree an earlier daemon recorded (crash recovery).
     pub(crate) fn containment_handle(&self) -> &Containment {
         &self.containment

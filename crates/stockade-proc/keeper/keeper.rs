@@ -4,11 +4,14 @@
 //! the crate embeds the result; `src/keeper.rs` describes the protocol.
 //!
 //! argv: `stockade --stockade-session-keeper <status_fd> <path> <argv...>`; the environment is
-//! the command's. The keeper becomes a child subreaper, ignores the terminal and termination
-//! signals (the command gets them back at their default), forks and executes `<path>` with
+//! the command's. The keeper becomes a child subreaper, ignores the job-control signals and
+//! `SIGPIPE`, blocks the termination signals (the command gets all of them back at their
+//! default), forks and executes `<path>` with
 //! `<argv...>`, moves its own stdio to `/dev/null`, changes to `/`, and reaps every child until
 //! none is left: the command's wait status (4 bytes, native order) goes to `<status_fd>`, which
-//! is then closed. A command that cannot be executed: "stockade: cannot execute <path>: <error>"
+//! is then closed. A termination signal some other process than its parent (the daemon) sent
+//! the keeper while the command runs is passed on to the command; one from its parent or from a
+//! terminal is not (the command has its own copy). A command that cannot be executed: "stockade: cannot execute <path>: <error>"
 //! on stderr, status 127 << 8 and exit 127. Bad arguments: exit 2.
 //!
 //! Every system call is a raw `syscall` instruction; nothing here may allocate, format or panic
@@ -27,12 +30,16 @@ const SYS_READ: usize = 0;
 const SYS_WRITE: usize = 1;
 const SYS_CLOSE: usize = 3;
 const SYS_RT_SIGACTION: usize = 13;
+const SYS_RT_SIGPROCMASK: usize = 14;
 const SYS_WRITEV: usize = 20;
 const SYS_DUP2: usize = 33;
 const SYS_FORK: usize = 57;
 const SYS_EXECVE: usize = 59;
 const SYS_WAIT4: usize = 61;
+const SYS_KILL: usize = 62;
 const SYS_CHDIR: usize = 80;
+const SYS_GETPPID: usize = 110;
+const SYS_RT_SIGTIMEDWAIT: usize = 128;
 const SYS_PRCTL: usize = 157;
 const SYS_EXIT_GROUP: usize = 231;
 const SYS_OPENAT: usize = 257;
@@ -45,10 +52,22 @@ const O_CLOEXEC: usize = 0o2000000;
 const EINTR: isize = 4;
 const SIG_DFL: usize = 0;
 const SIG_IGN: usize = 1;
+const SIG_SETMASK: usize = 2;
+const WNOHANG: usize = 1;
+const SIGCHLD: usize = 17;
 
-/// The signals the keeper ignores — the same as `src/keeper.rs` `IGNORED`: SIGHUP, SIGINT,
-/// SIGQUIT, SIGTERM, SIGTSTP, SIGTTIN, SIGTTOU, SIGPIPE.
-const IGNORED: [usize; 8] = [1, 2, 3, 15, 20, 21, 22, 13];
+/// The signals the keeper ignores — the same as `src/keeper.rs` `IGNORED`: SIGTSTP, SIGTTIN,
+/// SIGTTOU, SIGPIPE.
+const IGNORED: [usize; 4] = [20, 21, 22, 13];
+
+/// The termination signals the keeper blocks and waits for, to pass on to the command those
+/// another process sent it — the same as `src/keeper.rs` `FORWARDED`: SIGHUP, SIGINT, SIGQUIT,
+/// SIGTERM.
+const FORWARDED: [usize; 4] = [1, 2, 3, 15];
+
+/// The signal set the keeper waits on: [`FORWARDED`] and `SIGCHLD`.
+const WAITED: u64 =
+    (1 << (1 - 1)) | (1 << (2 - 1)) | (1 << (3 - 1)) | (1 << (15 - 1)) | (1 << (SIGCHLD - 1));
 
 /// The exit code of a command that could not be executed (as a shell reports it).
 const CANNOT_EXECUTE: i32 = 127;
@@ -98,12 +117,18 @@ struct SigAction {
     mask: u64,
 }
 
-fn set_ignored(handler: usize) {
+fn set_handler(signals: &[usize], handler: usize) {
     let act = SigAction { handler, flags: 0, restorer: 0, mask: 0 };
-    for sig in IGNORED {
+    for &sig in signals {
         // SAFETY: `act` is a valid `struct sigaction`; SIG_IGN/SIG_DFL need no restorer.
         unsafe { syscall(SYS_RT_SIGACTION, sig, (&raw const act) as usize, 0, 8) };
     }
+}
+
+/// Sets this thread's blocked signals to `mask`.
+fn set_mask(mask: u64) {
+    // SAFETY: `mask` is a valid 8-byte signal set; no old set is asked for.
+    unsafe { syscall(SYS_RT_SIGPROCMASK, SIG_SETMASK, (&raw const mask) as usize, 0, 8) };
 }
 
 /// The length of a NUL-terminated string.
@@ -226,12 +251,12 @@ fn write_status(fd: i32, status: i32) {
     close(fd);
 }
 
-/// `wait4(pid, &status, 0)`, retried on EINTR: (pid or -errno, status).
-fn wait(pid: isize) -> (isize, i32) {
+/// `wait4(pid, &status, options)`, retried on EINTR: (pid or -errno, status).
+fn wait(pid: isize, options: usize) -> (isize, i32) {
     let mut status: i32 = 0;
     loop {
         // SAFETY: `status` is a valid out-pointer; no rusage.
-        let r = unsafe { syscall(SYS_WAIT4, pid as usize, (&raw mut status) as usize, 0, 0) };
+        let r = unsafe { syscall(SYS_WAIT4, pid as usize, (&raw mut status) as usize, options, 0) };
         if r != -EINTR {
             return (r, status);
         }
@@ -259,7 +284,9 @@ unsafe fn start(
     // SAFETY: a plain fork; the child only makes system calls.
     let pid = unsafe { syscall(SYS_FORK, 0, 0, 0, 0) };
     if pid == 0 {
-        set_ignored(SIG_DFL);
+        set_handler(&IGNORED, SIG_DFL);
+        set_handler(&FORWARDED, SIG_DFL);
+        set_mask(0);
         close(status_fd);
         close(report[0]);
         // SAFETY: the caller's.
@@ -303,7 +330,7 @@ unsafe fn start(
         b")\n",
     ]);
     if pid > 0 {
-        wait(pid);
+        wait(pid, 0);
     }
     write_status(status_fd, CANNOT_EXECUTE << 8);
     None
@@ -360,7 +387,10 @@ unsafe extern "C" fn keeper_main(sp: *const usize) -> ! {
     // Orphans of the session land here, not on the daemon.
     // SAFETY: plain integers.
     unsafe { syscall(SYS_PRCTL, PR_SET_CHILD_SUBREAPER, 1, 0, 0) };
-    set_ignored(SIG_IGN);
+    // Blocked, they wait for `rt_sigtimedwait` below (a blocked signal is never discarded).
+    set_mask(WAITED);
+    set_handler(&FORWARDED, SIG_DFL);
+    set_handler(&IGNORED, SIG_IGN);
     // SAFETY: the kernel's NUL-terminated strings and NULL-terminated arrays.
     let Some(command) = (unsafe { start(status_fd, path, command_argv, envp) }) else {
         exit(CANNOT_EXECUTE);
@@ -370,16 +400,45 @@ unsafe extern "C" fn keeper_main(sp: *const usize) -> ! {
     // SAFETY: a NUL-terminated path.
     unsafe { syscall(SYS_CHDIR, c"/".as_ptr() as usize, 0, 0, 0) };
     // Reap every child until none is left (ECHILD: the session is gone); the command's wait
-    // status goes to the status pipe.
+    // status goes to the status pipe. Between reaps, wait for a signal: SIGCHLD, or one to
+    // pass on.
+    let waited = WAITED;
     let mut open = true;
     loop {
-        let (pid, status) = wait(-1);
+        let (pid, status) = wait(-1, WNOHANG);
         if pid < 0 {
             break;
         }
-        if pid == command && open {
-            write_status(status_fd, status);
-            open = false;
+        if pid > 0 {
+            if pid == command && open {
+                write_status(status_fd, status);
+                open = false;
+            }
+            continue;
+        }
+        // `siginfo_t` (128 bytes): `si_code` at byte 8, the sender's `si_pid` at byte 16.
+        let mut info = [0i32; 32];
+        // SAFETY: `waited` is a valid 8-byte set and `info` has room for a `siginfo_t`; no
+        // timeout.
+        let sig = unsafe {
+            syscall(
+                SYS_RT_SIGTIMEDWAIT,
+                (&raw const waited) as usize,
+                info.as_mut_ptr() as usize,
+                0,
+                8,
+            )
+        };
+        if sig <= 0 || sig as usize == SIGCHLD || !open {
+            continue;
+        }
+        // Sent by a process (`si_code` ≤ 0: kill, sigqueue, tkill) other than the daemon: the
+        // command did not get it, as it does a group's or a terminal's.
+        // SAFETY: a plain system call.
+        let parent = unsafe { syscall(SYS_GETPPID, 0, 0, 0, 0) };
+        if info[2] <= 0 && info[4] as isize != parent {
+            // SAFETY: `command` is this process's child, not yet reaped (`open`).
+            unsafe { syscall(SYS_KILL, command as usize, sig as usize, 0, 0) };
         }
     }
     if open {

@@ -51,8 +51,12 @@ pub struct ContainmentConfig {
     /// Make this process a child subreaper (recommended; needed to reap escaped orphans).
     pub subreaper: bool,
     /// The executable that runs as each session's keeper (`keeper.rs`), opened once by
-    /// [`Containment::detect`]. `None`: the command is executed directly, with no keeper.
+    /// [`Containment::detect`] when sessions get no cgroup (or always, with
+    /// [`Self::keeper_with_cgroup`]). `None`: the command is executed directly, with no keeper.
     pub keeper: Option<KeeperExe>,
+    /// Run keepers even when sessions have a cgroup (which finds and kills their processes
+    /// already): off by default.
+    pub keeper_with_cgroup: bool,
 }
 
 /// Which executable runs as a session's keeper (`keeper.rs`).
@@ -68,7 +72,12 @@ pub enum KeeperExe {
 
 impl Default for ContainmentConfig {
     fn default() -> Self {
-        ContainmentConfig { cgroup: CgroupMode::Auto, subreaper: true, keeper: None }
+        ContainmentConfig {
+            cgroup: CgroupMode::Auto,
+            subreaper: true,
+            keeper: None,
+            keeper_with_cgroup: false,
+        }
     }
 }
 
@@ -161,7 +170,11 @@ impl Containment {
             subreaper,
             subreaper_error,
         };
-        let keeper = config.keeper.as_ref().and_then(open_keeper);
+        let keeper = config
+            .keeper
+            .as_ref()
+            .filter(|_| cgroup.is_none() || config.keeper_with_cgroup)
+            .and_then(open_keeper);
         Containment { inner: Arc::new(ContainmentInner { cgroup, info, keeper }) }
     }
 

@@ -7,8 +7,10 @@
 //! The spawn sets everything up as for the command (session, stdio, terminal, directory,
 //! limits, sandbox) and then executes the keeper's executable with argv `stockade`,
 //! [`KEEPER_FLAG`], the number of the status pipe's write end, the program's path and its argv.
-//! The keeper becomes a child subreaper, ignores the terminal and termination signals, forks
-//! and executes the program in the child (the signals back at their default), moves its own
+//! The keeper becomes a child subreaper, ignores the job-control signals, blocks the termination
+//! signals, forks and executes the program in the child (the signals back at their default and
+//! unblocked), passes on to the command a termination signal another process than the daemon
+//! sent the keeper ([`FORWARDED`]), moves its own
 //! stdio to `/dev/null` (so it never holds the output pipe or the terminal open), changes to
 //! `/`, and reaps: when the command exits it writes the wait status to the status pipe
 //! ([`decode`]), then reaps orphans until it has no child left and exits 0. A program that
@@ -93,19 +95,15 @@ fn write_memfd(exe: &[u8]) -> std::io::Result<std::os::fd::OwnedFd> {
     Ok(rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()).unwrap_or(fd))
 }
 
-/// The signals the keeper ignores (the command gets them back at its default): those of the
-/// terminal and job control, the polite termination signals a group-wide kill sends, and
-/// `SIGPIPE` (a status pipe nobody reads any more).
-const IGNORED: [libc::c_int; 8] = [
-    libc::SIGHUP,
-    libc::SIGINT,
-    libc::SIGQUIT,
-    libc::SIGTERM,
-    libc::SIGTSTP,
-    libc::SIGTTIN,
-    libc::SIGTTOU,
-    libc::SIGPIPE,
-];
+/// The signals the keeper ignores (the command gets them back at its default): those of job
+/// control, and `SIGPIPE` (a status pipe nobody reads any more).
+const IGNORED: [libc::c_int; 4] = [libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU, libc::SIGPIPE];
+
+/// The termination signals the keeper blocks and waits for (the command gets them back at their
+/// default and unblocked). One another process than the daemon sent the keeper — a user's
+/// `kill <pid>` of the session's pid — is passed on to the command; one the daemon sent the
+/// process group, or a terminal sent its foreground group, reached the command already.
+const FORWARDED: [libc::c_int; 4] = [libc::SIGHUP, libc::SIGINT, libc::SIGQUIT, libc::SIGTERM];
 
 /// The exit code of a command that could not be executed (as a shell reports it).
 const CANNOT_EXECUTE: i32 = 127;
@@ -153,6 +151,11 @@ fn run(args: Vec<OsString>) -> i32 {
     unsafe {
         // Orphans of the session land here, not on the daemon.
         libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+        // Blocked, they wait for `sigtimedwait` in `reap` (a blocked signal is never discarded).
+        libc::sigprocmask(libc::SIG_SETMASK, &waited(), std::ptr::null_mut());
+        for sig in FORWARDED {
+            libc::signal(sig, libc::SIG_DFL);
+        }
         for sig in IGNORED {
             libc::signal(sig, libc::SIG_IGN);
         }
@@ -180,9 +183,12 @@ unsafe fn start(job: &Job, argv: &[*const libc::c_char]) -> Option<libc::pid_t> 
         }
         let pid = libc::fork();
         if pid == 0 {
-            for sig in IGNORED {
+            for sig in IGNORED.into_iter().chain(FORWARDED) {
                 libc::signal(sig, libc::SIG_DFL);
             }
+            let mut none: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut none);
+            libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
             libc::close(job.status_fd);
             libc::close(report[0]);
             libc::execv(job.path.as_ptr(), argv.as_ptr());
@@ -247,23 +253,51 @@ unsafe fn detach_stdio() {
     }
 }
 
-/// Reaps every child until none is left; writes the command's wait status when it ends.
+/// The set the keeper waits on: [`FORWARDED`] and `SIGCHLD`.
+fn waited() -> libc::sigset_t {
+    // SAFETY: `sigemptyset` initialises the set; the signals are valid.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for sig in FORWARDED.into_iter().chain([libc::SIGCHLD]) {
+            libc::sigaddset(&mut set, sig);
+        }
+        set
+    }
+}
+
+/// Reaps every child until none is left; writes the command's wait status when it ends. Between
+/// reaps it waits for a signal: `SIGCHLD`, or one of [`FORWARDED`] to pass on to the command.
 unsafe fn reap(command: libc::pid_t, status_fd: libc::c_int) {
-    // SAFETY: `waitpid` with a valid out-pointer.
+    let set = waited();
+    // SAFETY: `waitpid` and `sigtimedwait` with valid pointers; `kill` of an unreaped child.
     unsafe {
         let mut open = true;
         loop {
             let mut status = 0;
-            let pid = libc::waitpid(-1, &mut status, 0);
+            let pid = libc::waitpid(-1, &mut status, libc::WNOHANG);
             if pid < 0 {
                 if *libc::__errno_location() == libc::EINTR {
                     continue;
                 }
                 break; // ECHILD: the session is gone
             }
-            if pid == command && open {
-                write_status(status_fd, status);
-                open = false;
+            if pid > 0 {
+                if pid == command && open {
+                    write_status(status_fd, status);
+                    open = false;
+                }
+                continue;
+            }
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            let sig = libc::sigtimedwait(&set, &mut info, std::ptr::null());
+            if sig <= 0 || sig == libc::SIGCHLD || !open {
+                continue;
+            }
+            // Sent by a process (`si_code` ≤ 0: kill, sigqueue, tkill) other than the daemon:
+            // the command did not get it, as it does a group's or a terminal's.
+            if info.si_code <= 0 && info.si_pid() != libc::getppid() {
+                libc::kill(command, sig);
             }
         }
         if open {
@@ -388,8 +422,12 @@ mod tiny_tests {
         (child, read)
     }
 
-    /// The wait status the keeper wrote (the pipe then at EOF).
+    /// The wait status the keeper wrote (the pipe then at EOF), within 10 s.
     fn status(read: &OwnedFd) -> i32 {
+        let mut poll = [rustix::event::PollFd::new(read, rustix::event::PollFlags::IN)];
+        let timeout = rustix::event::Timespec { tv_sec: 10, tv_nsec: 0 };
+        let ready = rustix::event::poll(&mut poll, Some(&timeout));
+        assert!(matches!(ready, Ok(1)), "no status within 10 s: {ready:?}");
         let mut buf = [0u8; 4];
         assert_eq!(read_full(read.as_raw_fd(), &mut buf), 4, "no status written");
         assert_eq!(read_full(read.as_raw_fd(), &mut [0u8; 1]), 0, "the status pipe stays open");
@@ -434,6 +472,109 @@ mod tiny_tests {
             .unwrap_or_else(|e| panic!("cannot start the keeper: {e}"));
         assert_eq!(out.status.code(), Some(2));
         assert!(String::from_utf8_lossy(&out.stderr).contains("bad arguments"));
+    }
+
+    /// Waits until `path` exists.
+    fn await_file(path: &std::path::Path) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !path.exists() {
+            assert!(Instant::now() < deadline, "{} never appeared", path.display());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// A command that notes each SIGTERM it gets in `<dir>/terms` and exits 5 on the second;
+    /// `<dir>/ready` once its trap is set.
+    fn counting_command(dir: &std::path::Path) -> CString {
+        let script = format!(
+            "n=0; trap 'n=$((n+1)); echo term >> {0}/terms; [ $n -ge 2 ] && exit 5' TERM; \
+             : > {0}/ready; while :; do sleep 0.02; done",
+            dir.display()
+        );
+        CString::new(script).unwrap_or_default()
+    }
+
+    fn terms(dir: &std::path::Path) -> usize {
+        std::fs::read_to_string(dir.join("terms")).unwrap_or_default().lines().count()
+    }
+
+    /// SIGKILLs a process and its descendants (children first) when dropped: nothing a failed
+    /// test started is left.
+    struct KillTree(u32);
+
+    impl Drop for KillTree {
+        fn drop(&mut self) {
+            fn kill_tree(pid: u32) {
+                let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+                    .unwrap_or_default();
+                for child in children.split_whitespace().filter_map(|c| c.parse().ok()) {
+                    kill_tree(child);
+                }
+                if let Some(pid) = rustix::process::Pid::from_raw(pid as i32) {
+                    let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+                }
+            }
+            kill_tree(self.0);
+        }
+    }
+
+    /// `kill -TERM pid` from another process than this one (the keeper's parent).
+    fn kill_from_elsewhere(pid: u32) {
+        let ok = Command::new("/bin/sh")
+            .args(["-c", &format!("kill -TERM {pid}")])
+            .status()
+            .unwrap_or_else(|e| panic!("sh: {e}"));
+        assert!(ok.success(), "kill -TERM {pid}: {ok}");
+    }
+
+    #[test]
+    fn a_termination_signal_from_another_process_reaches_the_command_once() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let script = counting_command(dir.path());
+        let (mut child, read) = keeper(c"/bin/sh", &[c"sh", c"-c", &script], Stdio::null());
+        let _cleanup = KillTree(child.id());
+        await_file(&dir.path().join("ready"));
+        kill_from_elsewhere(child.id());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while terms(dir.path()) < 1 {
+            assert!(Instant::now() < deadline, "the command never got the SIGTERM");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // Passed on once, not more: a second comes only with a second kill.
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(terms(dir.path()), 1);
+        kill_from_elsewhere(child.id());
+        assert_eq!(status(&read), 5 << 8, "the command's exit after the second SIGTERM");
+        assert_eq!(terms(dir.path()), 2);
+        let exit = child.wait().unwrap_or_else(|e| panic!("wait: {e}"));
+        assert_eq!(exit.code(), Some(0));
+    }
+
+    #[test]
+    fn a_termination_signal_from_the_parent_is_not_passed_on() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let script = counting_command(dir.path());
+        let (mut child, read) = keeper(c"/bin/sh", &[c"sh", c"-c", &script], Stdio::null());
+        let _cleanup = KillTree(child.id());
+        await_file(&dir.path().join("ready"));
+        let pid = rustix::process::Pid::from_raw(i32::try_from(child.id()).unwrap_or(-1))
+            .unwrap_or_else(|| panic!("no pid"));
+        // From this process, the keeper's parent (as the daemon is): the group got it already.
+        rustix::process::kill_process(pid, rustix::process::Signal::TERM)
+            .unwrap_or_else(|e| panic!("kill: {e}"));
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(terms(dir.path()), 0, "the parent's SIGTERM was passed on");
+        assert!(child.try_wait().ok().flatten().is_none(), "the keeper did not ignore it");
+        kill_from_elsewhere(child.id());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while terms(dir.path()) < 1 {
+            assert!(Instant::now() < deadline, "the command never got the SIGTERM");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        kill_from_elsewhere(child.id());
+        assert_eq!(status(&read), 5 << 8);
+        let exit = child.wait().unwrap_or_else(|e| panic!("wait: {e}"));
+        assert_eq!(exit.code(), Some(0));
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub(super) async fn handle(ctx: &Ctx, _: NoParams) -> Result<StatusResult, RpcEr
         home: shared.home.clone(),
         version: env!("CARGO_PKG_VERSION").to_owned(),
         containment: shared.engine.method(),
+        session_keeper: shared.engine.has_keeper(),
         sessions: shared.engine.sessions().len(),
     })
 }

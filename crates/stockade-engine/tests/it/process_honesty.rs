@@ -139,6 +139,7 @@ fn describe_says_what_and_why() {
         cgroup: CgroupMode::Off,
         subreaper: true,
         keeper: None,
+        keeper_with_cgroup: false,
     });
     let info = off.describe();
     assert_eq!(info.method, ContainmentMethod::ProcessGroup);
@@ -158,6 +159,7 @@ fn describe_says_what_and_why() {
         cgroup: CgroupMode::Parent("/definitely/not/a/cgroup".into()),
         subreaper: true,
         keeper: None,
+        keeper_with_cgroup: false,
     });
     let info = bad.describe();
     assert_eq!(info.method, ContainmentMethod::ProcessGroup);

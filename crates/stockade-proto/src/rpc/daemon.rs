@@ -75,6 +75,10 @@ pub struct StatusResult {
     pub version: String,
     /// Containment in use.
     pub containment: ContainmentMethod,
+    /// Whether every session runs under its own keeper (Linux; the default where sessions get
+    /// no cgroup, `daemon run --session-keeper`).
+    #[serde(default)]
+    pub session_keeper: bool,
     /// Sessions known.
     pub sessions: usize,
 }

@@ -15,6 +15,18 @@ use stockade_proc::{CgroupMode, ContainmentConfig, KeeperExe};
 use crate::args::{parse_age, parse_ms, parse_size_u64, parse_size_usize, path_parser};
 
 /// `stockade daemon run`: how the daemon is set up.
+/// When sessions run under a keeper (`daemon run --session-keeper`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum KeeperWhen {
+    /// Where sessions get no cgroup.
+    #[default]
+    Auto,
+    /// Every session.
+    Always,
+    /// No session.
+    Never,
+}
+
 #[derive(Debug, Clone, Default, Args)]
 pub struct DaemonRunArgs {
     /// Socket path (default: $STOCKADE_HOME/stockade.sock).
@@ -27,12 +39,22 @@ pub struct DaemonRunArgs {
     /// Do not use a cgroup even where one is available.
     #[arg(long)]
     pub no_cgroup: bool,
-    /// Run every session under its own keeper (a child subreaper that outlives the command), so
-    /// that without a cgroup even processes orphaned at once (`setsid`, `env -i`, closed stdio,
-    /// double forks) are found and killed, each named in the session that made it. Costs an
-    /// exec of this binary per session (about 4 ms of CPU); off by default. Linux only.
-    #[arg(long)]
-    pub session_keeper: bool,
+    /// When to run every session under its own keeper (a child subreaper between the daemon and
+    /// the command that stays until every process of the session is gone), so that without a
+    /// cgroup even processes orphaned at once (`setsid`, `env -i`, closed stdio, double forks)
+    /// are found and killed, each named in the session that made it. `auto`: when sessions get
+    /// no cgroup; `always`; `never`. `--session-keeper` alone is `always`. Linux only; the
+    /// keeper is a static executable of under 4 KiB on x86_64.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "WHEN",
+        num_args = 0..=1,
+        require_equals = true,
+        default_value_t = KeeperWhen::Auto,
+        default_missing_value = "always"
+    )]
+    pub session_keeper: KeeperWhen,
     /// Grace between SIGTERM and SIGKILL when terminating a tree, in milliseconds [default: 2000].
     #[arg(long, value_name = "MS", value_parser = parse_ms, allow_hyphen_values = true)]
     pub grace_ms: Option<u64>,
@@ -293,15 +315,16 @@ fn config(home: PathBuf, args: &DaemonRunArgs) -> DaemonConfig {
         config.containment =
             ContainmentConfig { cgroup: CgroupMode::Off, ..ContainmentConfig::default() };
     }
-    // With --session-keeper every session runs under a keeper: the tiny one embedded in
-    // stockade-proc where there is one (x86_64 Linux), else this executable (see
+    // Sessions run under a keeper (by default only where they get no cgroup): the tiny one
+    // embedded in stockade-proc where there is one (x86_64 Linux), else this executable (see
     // `stockade_proc::run_if_keeper`).
-    if args.session_keeper {
+    if args.session_keeper != KeeperWhen::Never {
         config.containment.keeper = Some(if stockade_proc::EMBEDDED_KEEPER {
             KeeperExe::Embedded
         } else {
             KeeperExe::Path(crate::KEEPER_EXE.into())
         });
+        config.containment.keeper_with_cgroup = args.session_keeper == KeeperWhen::Always;
     }
     if let Some(ms) = args.grace_ms {
         config.grace = Duration::from_millis(ms);

@@ -5,8 +5,8 @@
 //! and four shapes orphaned at once: a `setsid env -i` double fork, a double fork with closed
 //! stdio, `(setsid sleep &)` and `nohup … & disown`), each on a pipe and on a PTY, ended by
 //! `kill`, by its timeout and by its own normal exit, through a real daemon with cgroup
-//! containment, without one, and without one but with session keepers (`--session-keeper`).
-//! With keepers nothing may be left (every orphan lands on its session's keeper) and no report
+//! containment, without one (where session keepers are the default), and without either
+//! (`--no-cgroup --session-keeper=never`). With keepers nothing may be left (every orphan lands on its session's keeper) and no report
 //! may say "not terminated"; with a cgroup anything left must be named (`survivors` /
 //! `unattributed`, `terminated: false`), no report may say "not terminated" naming nothing and
 //! none may name another case's process; with neither, anything left must be named somewhere
@@ -337,9 +337,11 @@ fn run_id() -> u32 {
 fn every_shape_is_gone_with_session_keepers_without_cgroup() {
     let run = run_id();
     let _cleanup = Cleanup(format!("41.{run:04}"));
-    let daemon = DaemonProc::start(&["--no-cgroup", "--session-keeper"]);
+    // Keepers are the default where sessions get no cgroup.
+    let daemon = DaemonProc::start(&["--no-cgroup"]);
     let status = daemon.client().ok("status", json!({}));
     assert_eq!(status["containment"], "process-group", "{status}");
+    assert_eq!(status["session_keeper"], true, "{status}");
     let (outcomes, owners) = matrix(&daemon, 1, run);
     judge("no cgroup, session keepers", &outcomes, &owners, Strictness::NothingLeft);
 }
@@ -348,9 +350,10 @@ fn every_shape_is_gone_with_session_keepers_without_cgroup() {
 fn every_shape_is_gone_or_named_without_cgroup() {
     let run = run_id();
     let _cleanup = Cleanup(format!("43.{run:04}"));
-    let daemon = DaemonProc::start(&["--no-cgroup"]);
+    let daemon = DaemonProc::start(&["--no-cgroup", "--session-keeper=never"]);
     let status = daemon.client().ok("status", json!({}));
     assert_eq!(status["containment"], "process-group", "{status}");
+    assert_eq!(status["session_keeper"], false, "{status}");
     let (outcomes, owners) = matrix(&daemon, 3, run);
     judge("no cgroup", &outcomes, &owners, Strictness::NamedSomewhere);
 }
