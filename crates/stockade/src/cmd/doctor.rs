@@ -52,7 +52,7 @@ pub fn doctor(home: Option<PathBuf>, args: DoctorArgs) -> anyhow::Result<ExitCod
             (false, None) => text.push_str("child subreaper: off\n"),
         }
         text.push_str(
-            "session keeper: available (`daemon run --session-keeper`: each session's orphans land on its own keeper, not on the daemon)\n",
+            "session keeper: used where sessions get no cgroup (`daemon run --session-keeper=auto`, the default; `always` or `never`): each session's orphans land on its own keeper, not on the daemon\n",
         );
         text.push_str(&format!("spawn: {}\n", stockade_proc::spawn_method()));
         for line in sandbox_lines() {

@@ -42,6 +42,7 @@ mod file_cap;
 mod grep_bounds;
 mod hardening;
 mod idempotency;
+mod keeper_signals;
 mod kill_matrix;
 mod list_cost;
 mod mcp_agents;
