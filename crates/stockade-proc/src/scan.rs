@@ -27,6 +27,16 @@ pub(crate) fn cgroup_of(pid: u32) -> Option<String> {
     text.lines().find_map(|l| l.strip_prefix("0::")).map(str::to_owned)
 }
 
+/// Whether this kernel lists a task's children in `/proc/<pid>/task/<tid>/children`
+/// (`CONFIG_PROC_CHILDREN`), checked once.
+pub(crate) fn children_files() -> bool {
+    static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *HAS.get_or_init(|| {
+        let me = std::process::id();
+        Path::new(&format!("/proc/{me}/task/{me}/children")).exists()
+    })
+}
+
 /// Every pid currently listed in `/proc`.
 pub(crate) fn all_pids() -> Vec<u32> {
     let Ok(dir) = std::fs::read_dir(Path::new("/proc")) else {
@@ -120,6 +130,36 @@ impl ProcessCensus {
             entries.push(Entry { stat, markers, own_fork });
         }
         ProcessCensus::indexed(entries, environ_from)
+    }
+
+    /// The processes of one tree only — `root` and its descendants, found through
+    /// `/proc/<pid>/task/<tid>/children`, with no environment read (only where
+    /// [`children_files`]). For a session under a live keeper of this process: every process
+    /// of the session is the keeper's descendant (its orphans land on the keeper), so this look
+    /// costs O(the session's processes), not O(every process on the machine). Blocking.
+    pub(crate) fn of_descendants(root: u32) -> ProcessCensus {
+        let mut entries = Vec::new();
+        let mut seen = HashSet::new();
+        let mut queue = vec![root];
+        let mut text = String::new();
+        while let Some(pid) = queue.pop() {
+            if !seen.insert(pid) {
+                continue;
+            }
+            let Some(stat) = read_stat(pid) else { continue };
+            let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+                continue;
+            };
+            for task in tasks.flatten() {
+                text.clear();
+                let path = task.path().join("children");
+                if File::open(&path).and_then(|mut f| f.read_to_string(&mut text)).is_ok() {
+                    queue.extend(text.split_whitespace().filter_map(|c| c.parse::<u32>().ok()));
+                }
+            }
+            entries.push(Entry { stat, markers: Vec::new(), own_fork: false });
+        }
+        ProcessCensus::indexed(entries, u64::MAX)
     }
 
     fn indexed(entries: Vec<Entry>, environ_from: u64) -> ProcessCensus {

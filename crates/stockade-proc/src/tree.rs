@@ -279,6 +279,23 @@ impl ProcessTree {
         !self.keeper || self.root.as_ref().is_none_or(PidFd::has_exited)
     }
 
+    /// How the session's processes can be found without a census of the machine: under a keeper
+    /// of ours still running they are its descendants; once it has exited by itself (an exit,
+    /// not a signal: it waited until it had no child left) there are none.
+    fn keeper_view(&self) -> KeeperView {
+        if !self.keeper || self.adopted || !scan::children_files() {
+            return KeeperView::Unknown;
+        }
+        let Some(root) = &self.root else { return KeeperView::Unknown };
+        if !root.has_exited() {
+            return KeeperView::Live(self.root_pid);
+        }
+        match self.try_reap_root() {
+            Some(RootExit { code: Some(_), .. }) => KeeperView::Empty,
+            _ => KeeperView::Unknown,
+        }
+    }
+
     /// Whether `pid` is the session's keeper: never signalled by itself (a group signal
     /// reaches it; it ignores the polite ones and exits once the rest is gone).
     pub(crate) fn is_keeper(&self, pid: u32) -> bool {
@@ -393,6 +410,7 @@ impl ProcessTree {
             query: self.query(),
             cgroup: self.cgroup.clone(),
             cgroup_path: self.cgroup_path.clone(),
+            keeper: self.keeper_view(),
         }
     }
 
@@ -455,16 +473,24 @@ impl ProcessTree {
     /// session a caller counts. Blocking.
     /// The session's keeper is not counted: it is not one of the command's processes.
     pub fn count_processes(&self, census: &ProcessCensus) -> usize {
-        let pids = match &self.cgroup {
-            Some(dir) => cgroup::procs(dir).unwrap_or_default(),
-            None => live_pids(&scan::attribute(census, &self.query()).members),
+        let pids = match (&self.cgroup, self.keeper_view()) {
+            (Some(dir), _) => cgroup::procs(dir).unwrap_or_default(),
+            (None, KeeperView::Empty) => Vec::new(),
+            (None, KeeperView::Live(root)) => {
+                let own = ProcessCensus::of_descendants(root);
+                live_pids(&scan::attribute(&own, &self.query()).members)
+            }
+            (None, KeeperView::Unknown) => {
+                live_pids(&scan::attribute(census, &self.query()).members)
+            }
         };
         pids.into_iter().filter(|pid| !self.is_keeper(*pid)).count()
     }
 
-    /// Whether [`Self::count_processes`] needs a census (the tree has no cgroup).
+    /// Whether [`Self::count_processes`] needs a census (the tree has no cgroup and no keeper
+    /// of this process).
     pub fn needs_census(&self) -> bool {
-        self.cgroup.is_none()
+        self.cgroup.is_none() && matches!(self.keeper_view(), KeeperView::Unknown)
     }
 
     /// Reaps zombies that are this process's children and belong to the session (seen as
@@ -561,16 +587,44 @@ struct SnapshotJob {
     query: SessionQuery,
     cgroup: Option<PathBuf>,
     cgroup_path: Option<String>,
+    keeper: KeeperView,
+}
+
+/// What a session's keeper says about where its processes are (see
+/// [`ProcessTree::keeper_view`]).
+#[derive(Debug, Clone, Copy)]
+enum KeeperView {
+    /// No keeper of this process, or one killed by a signal: a census of the machine.
+    Unknown,
+    /// A keeper of this process still running (its pid): the session is its descendants.
+    Live(u32),
+    /// A keeper of this process that exited by itself: nothing of the session is left.
+    Empty,
 }
 
 impl SnapshotJob {
     fn run(&self) -> Found {
-        let census = scan::census_after(std::time::Instant::now(), self.query.not_before);
-        self.run_in(&census)
+        if matches!(self.keeper, KeeperView::Unknown) {
+            let census = scan::census_after(std::time::Instant::now(), self.query.not_before);
+            return self.look(&census);
+        }
+        self.run_in(&ProcessCensus::empty())
     }
 
-    /// [`Self::run`] over a census the caller took (one shared by many trees).
+    /// [`Self::run`] with a census the caller took (one shared by many trees), used only where
+    /// the keeper does not say where the session is.
     fn run_in(&self, census: &ProcessCensus) -> Found {
+        match self.keeper {
+            KeeperView::Unknown => self.look(census),
+            KeeperView::Live(root) => self.look(&ProcessCensus::of_descendants(root)),
+            KeeperView::Empty if self.cgroup.is_none() => Found::default(),
+            // A keeper with a cgroup (`--session-keeper=always`): the cgroup says the rest.
+            KeeperView::Empty => self.look(&ProcessCensus::empty()),
+        }
+    }
+
+    /// The session's processes in `census` (and its cgroup).
+    fn look(&self, census: &ProcessCensus) -> Found {
         let mut found = scan::attribute(census, &self.query);
         if let Some(dir) = &self.cgroup {
             for pid in cgroup::procs(dir).unwrap_or_default() {

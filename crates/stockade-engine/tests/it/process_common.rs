@@ -41,7 +41,12 @@ impl Mode {
             Mode::Cgroup => CgroupMode::Auto,
             Mode::Fallback => CgroupMode::Off,
         };
-        let c = Containment::detect(&ContainmentConfig { cgroup, subreaper: true, keeper: None, keeper_with_cgroup: false });
+        let c = Containment::detect(&ContainmentConfig {
+            cgroup,
+            subreaper: true,
+            keeper: None,
+            keeper_with_cgroup: false,
+        });
         match self {
             Mode::Fallback => assert_eq!(c.method(), ContainmentMethod::ProcessGroup),
             // Says why, and fails where CI must run it (root with a usable cgroup v2).

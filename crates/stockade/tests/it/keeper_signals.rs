@@ -51,7 +51,9 @@ fn keeper_daemon() -> DaemonProc {
 
 /// A command that counts the `signal`s it gets (`<name>-1`, `<name>-2`, …) and goes on.
 fn counting(signal: &str, name: &str) -> String {
-    format!("n=0; trap 'n=$((n+1)); echo {name}-$n' {signal}; echo ready; while :; do sleep 0.05; done")
+    format!(
+        "n=0; trap 'n=$((n+1)); echo {name}-$n' {signal}; echo ready; while :; do sleep 0.05; done"
+    )
 }
 
 #[test]
@@ -83,8 +85,8 @@ fn a_users_sigterm_ends_a_command_that_does_not_trap_it() {
     assert!(sent.is_ok_and(|s| s.success()), "kill -TERM {pid}");
     let deadline = Instant::now() + PATIENCE;
     let session = loop {
-        let list: Value = serde_json::from_str(&cli(&daemon, &["ps", "-a", "--json"]))
-            .unwrap_or(Value::Null);
+        let list: Value =
+            serde_json::from_str(&cli(&daemon, &["ps", "-a", "--json"])).unwrap_or(Value::Null);
         let s = list["sessions"]
             .as_array()
             .and_then(|a| a.iter().find(|s| s["id"] == id.as_str()).cloned())
