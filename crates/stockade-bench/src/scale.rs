@@ -258,7 +258,7 @@ pub const LIST_CPU_GOAL_S: f64 = 0.050;
 /// Connections the sessions are started over at once (the client library, one thread each).
 const START_CONNECTIONS: usize = 16;
 /// Single `kill`s and `list`s measured at N running (CPU is counted in 10 ms ticks).
-const SINGLES: usize = 5;
+const SINGLES: usize = 10;
 /// How long the ends may take before the bench gives up waiting for 0 processes.
 const END_LIMIT: Duration = Duration::from_secs(120);
 
@@ -371,11 +371,27 @@ fn until_none(started: &[(String, u32)], since: Instant) -> Result<f64> {
 
 /// Daemon CPU seconds per call of `f`, over `calls` calls.
 fn cpu_per_call(pid: u32, calls: usize, mut f: impl FnMut(usize) -> Result<()>) -> Result<f64> {
+    settle(pid)?;
     let before = cpu(pid)?;
     for i in 0..calls {
         f(i)?;
     }
     Ok(cpu(pid)?.saturating_sub(before).as_secs_f64() / calls.max(1) as f64)
+}
+
+/// Waits (at most 10 s) until the daemon is quiet — at most one clock tick of CPU in 300 ms —
+/// so what a call costs is not mixed with work a burst of starts left it (such as temporary
+/// directories made ready for the next sessions).
+fn settle(pid: u32) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        let before = cpu(pid)?;
+        std::thread::sleep(Duration::from_millis(300));
+        if cpu(pid)?.saturating_sub(before) <= Duration::from_millis(10) {
+            break;
+        }
+    }
+    Ok(())
 }
 
 /// `bench scale` in one containment mode (`no_cgroup`: the daemon runs with `--no-cgroup`).

@@ -645,11 +645,18 @@ impl Supervisor {
             }
         };
         let cap_watch = async {
+            // In `file` capture the command writes the spool itself: look at it every
+            // `LOG_POLL_INTERVAL`. Otherwise the drain's writes publish the log's progress: wait
+            // for the spool to stop, so a thousand quiet sessions cost no wake-ups.
             let mut tick = tokio::time::interval(LOG_POLL_INTERVAL);
+            let mut progress = session.log.subscribe();
             loop {
-                tick.tick().await;
                 if session.capture == Capture::File {
+                    tick.tick().await;
                     sync_file_capture(&session);
+                } else if progress.wait_for(|p| p.cap_reached).await.is_err() {
+                    // The log is gone (cannot be while the session holds it): stop watching.
+                    std::future::pending::<()>().await;
                 }
                 // The kill policy is for the session's own disk cap. A full disk (or a failing
                 // spool) is the machine's condition, not the command's: the command goes on,
@@ -657,13 +664,16 @@ impl Supervisor {
                 if let Some(hit) = session.log.cap_reached()
                     && hit.policy == DiskPolicy::Kill
                     && hit.reason == REASON_DISK_CAP
-                {
                     // A root that already ended on its own ended the session: that is its true
                     // end, which the root's branch reports on its next poll.
-                    if session.tree.command_ended() {
-                        continue;
-                    }
+                    && !session.tree.command_ended()
+                {
                     return hit.reason;
+                }
+                // A stop not to act on (a full disk, another policy): look again at the log's
+                // next change, not at once.
+                if session.capture != Capture::File && progress.changed().await.is_err() {
+                    std::future::pending::<()>().await;
                 }
             }
         };

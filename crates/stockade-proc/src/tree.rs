@@ -476,10 +476,8 @@ impl ProcessTree {
         let pids = match (&self.cgroup, self.keeper_view()) {
             (Some(dir), _) => cgroup::procs(dir).unwrap_or_default(),
             (None, KeeperView::Empty) => Vec::new(),
-            (None, KeeperView::Live(root)) => {
-                let own = ProcessCensus::of_descendants(root);
-                live_pids(&scan::attribute(&own, &self.query()).members)
-            }
+            // Every descendant of the keeper, and only those, is the session's.
+            (None, KeeperView::Live(root)) => return ProcessCensus::count_descendants(root),
             (None, KeeperView::Unknown) => {
                 live_pids(&scan::attribute(census, &self.query()).members)
             }
