@@ -64,6 +64,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 cgroup: mode.clone(),
                 subreaper: true,
                 keeper: None,
+                keeper_with_cgroup: false,
             });
             let method = match containment.method() {
                 ContainmentMethod::Cgroup => "cgroup",
