@@ -55,6 +55,7 @@ mod memory;
 mod memory_trim;
 mod metrics_addr;
 mod natural_end;
+mod nested_stockade;
 mod order;
 mod pid1;
 mod pod;
