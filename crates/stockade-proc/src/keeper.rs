@@ -494,16 +494,29 @@ mod tiny_tests {
         CString::new(script).unwrap_or_default()
     }
 
+    /// Waits (at most 10 s) until the command noted `n` SIGTERMs.
+    fn await_terms(dir: &std::path::Path, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while terms(dir) < n {
+            assert!(Instant::now() < deadline, "the command never got SIGTERM {n}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     fn terms(dir: &std::path::Path) -> usize {
         std::fs::read_to_string(dir.join("terms")).unwrap_or_default().lines().count()
     }
 
-    /// SIGKILLs a process and its descendants (children first) when dropped: nothing a failed
-    /// test started is left.
+    /// SIGKILLs a process and its descendants (children first) when dropped during a panic:
+    /// nothing a failed test started is left. (A test that passes has reaped its keeper, whose
+    /// pid may then be another process's.)
     struct KillTree(u32);
 
     impl Drop for KillTree {
         fn drop(&mut self) {
+            if !std::thread::panicking() {
+                return;
+            }
             fn kill_tree(pid: u32) {
                 let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
                     .unwrap_or_default();
@@ -518,6 +531,17 @@ mod tiny_tests {
         }
     }
 
+    /// A keeper running [`counting_command`], its trap set: its directory, the keeper, the
+    /// status pipe and what kills them all if the test fails.
+    fn counting_keeper() -> (tempfile::TempDir, Child, OwnedFd, KillTree) {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let script = counting_command(dir.path());
+        let (child, read) = keeper(c"/bin/sh", &[c"sh", c"-c", &script], Stdio::null());
+        let cleanup = KillTree(child.id());
+        await_file(&dir.path().join("ready"));
+        (dir, child, read, cleanup)
+    }
+
     /// `kill -TERM pid` from another process than this one (the keeper's parent).
     fn kill_from_elsewhere(pid: u32) {
         let ok = Command::new("/bin/sh")
@@ -529,17 +553,9 @@ mod tiny_tests {
 
     #[test]
     fn a_termination_signal_from_another_process_reaches_the_command_once() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
-        let script = counting_command(dir.path());
-        let (mut child, read) = keeper(c"/bin/sh", &[c"sh", c"-c", &script], Stdio::null());
-        let _cleanup = KillTree(child.id());
-        await_file(&dir.path().join("ready"));
+        let (dir, mut child, read, _cleanup) = counting_keeper();
         kill_from_elsewhere(child.id());
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while terms(dir.path()) < 1 {
-            assert!(Instant::now() < deadline, "the command never got the SIGTERM");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        await_terms(dir.path(), 1);
         // Passed on once, not more: a second comes only with a second kill.
         std::thread::sleep(Duration::from_millis(300));
         assert_eq!(terms(dir.path()), 1);
@@ -552,11 +568,7 @@ mod tiny_tests {
 
     #[test]
     fn a_termination_signal_from_the_parent_is_not_passed_on() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
-        let script = counting_command(dir.path());
-        let (mut child, read) = keeper(c"/bin/sh", &[c"sh", c"-c", &script], Stdio::null());
-        let _cleanup = KillTree(child.id());
-        await_file(&dir.path().join("ready"));
+        let (dir, mut child, read, _cleanup) = counting_keeper();
         let pid = rustix::process::Pid::from_raw(i32::try_from(child.id()).unwrap_or(-1))
             .unwrap_or_else(|| panic!("no pid"));
         // From this process, the keeper's parent (as the daemon is): the group got it already.
@@ -566,11 +578,7 @@ mod tiny_tests {
         assert_eq!(terms(dir.path()), 0, "the parent's SIGTERM was passed on");
         assert!(child.try_wait().ok().flatten().is_none(), "the keeper did not ignore it");
         kill_from_elsewhere(child.id());
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while terms(dir.path()) < 1 {
-            assert!(Instant::now() < deadline, "the command never got the SIGTERM");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        await_terms(dir.path(), 1);
         kill_from_elsewhere(child.id());
         assert_eq!(status(&read), 5 << 8);
         let exit = child.wait().unwrap_or_else(|e| panic!("wait: {e}"));

@@ -106,8 +106,10 @@ fn case(end: End, n: u32) {
     // Nothing of the nested daemon or its session is left (bounded: 10 s).
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let left: Vec<u32> =
-            holding(&tag).into_iter().chain(nested.iter().copied().filter(|p| pid_alive(*p))).collect();
+        let left: Vec<u32> = holding(&tag)
+            .into_iter()
+            .chain(nested.iter().copied().filter(|p| pid_alive(*p)))
+            .collect();
         if left.is_empty() {
             break;
         }
