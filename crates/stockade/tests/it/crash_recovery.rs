@@ -311,3 +311,78 @@ fn fifty_concurrent_runs_with_one_source_start_one_session() {
     let killed = rpc.ok("kill", json!({"id": ids[0]}));
     assert_eq!(killed["report"]["terminated"], true, "{killed}");
 }
+
+/// Live processes whose command line carries `tag` (the keeper's, which names the whole
+/// command, among them).
+fn holding(tag: &str) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                c.split(|b| *b == 0).any(|a| a.windows(tag.len()).any(|w| w == tag.as_bytes()))
+            }) && stockade_testkit::procs::pid_alive(*pid)
+        })
+        .collect()
+}
+
+/// The live `sleep`s carrying `tag`.
+fn sleeps(tag: &str) -> usize {
+    holding(tag)
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.split(|b| *b == 0).next() == Some(b"sleep"))
+        })
+        .count()
+}
+
+/// Kills, by pid, whatever still carries this test's tag (an escapee has no marker).
+struct KillTagged(String);
+
+impl Drop for KillTagged {
+    fn drop(&mut self) {
+        for pid in holding(&self.0) {
+            // SAFETY: kill(2) of a pid whose command line carries this test's own tag.
+            unsafe {
+                libc::kill(pid as libc::pid_t, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+/// Without a cgroup, a double fork that scrubbed its environment and left the session at once
+/// is an orphan on its session's keeper (the default there), not on the daemon: after the daemon
+/// is SIGKILLed, the next one's recovery finds it below the adopted keeper and ends it, and says
+/// so only then.
+#[test]
+fn recovery_without_a_cgroup_ends_an_escapee_that_scrubbed_its_environment() {
+    let tag = format!("1000.{:05}7", std::process::id() % 100_000);
+    let _cleanup = KillTagged(tag.clone());
+    let mut home = CrashHome::new();
+    let mut first = home.start(&["--no-cgroup"]);
+    let mut rpc = first.client();
+    assert_eq!(rpc.ok("status", json!({}))["session_keeper"], true);
+    let command = format!(
+        "(setsid env -i /bin/sh -c 'sleep 1{tag} & exec sleep 2{tag}' </dev/null >/dev/null 2>&1 &); exec sleep 3{tag}"
+    );
+    let id = rpc.ok("run", json!({"command": command, "background": true}))["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    eventually(Duration::from_secs(30), "the three sleeps", || (sleeps(&tag) == 3).then_some(()));
+    drop(rpc);
+    sigkill_daemon(&mut first);
+    assert_eq!(sleeps(&tag), 3, "they outlive the daemon until recovery");
+
+    let second = home.start(&["--no-cgroup"]);
+    let mut rpc = second.client();
+    let list = rpc.ok("list", json!({}));
+    let s = session(&list, &id);
+    assert_eq!(s["state"], "failed", "{s}");
+    let reason = s["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains(" processes terminated at recovery"), "{reason}");
+    // Bounded: recovery answers only once they are gone; allow the kernel 5 s to reap.
+    eventually(Duration::from_secs(5), "nothing of the session left", || {
+        holding(&tag).is_empty().then_some(())
+    });
+}
