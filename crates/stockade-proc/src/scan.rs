@@ -136,8 +136,14 @@ impl ProcessCensus {
     /// `/proc/<pid>/task/<tid>/children`, with no environment read (only where
     /// [`children_files`]). For a session under a live keeper of this process: every process
     /// of the session is the keeper's descendant (its orphans land on the keeper), so this look
-    /// costs O(the session's processes), not O(every process on the machine). Blocking.
-    pub(crate) fn of_descendants(root: u32) -> ProcessCensus {
+    /// costs O(the session's processes), not O(every process on the machine). `None` when the
+    /// root was not running before and after the walk: a root that died meanwhile may have left
+    /// orphans elsewhere, which only a census finds. Blocking.
+    pub(crate) fn of_descendants(root: u32) -> Option<ProcessCensus> {
+        let running = || read_stat(root).is_some_and(|st| !st.is_zombie());
+        if !running() {
+            return None;
+        }
         let mut entries = Vec::new();
         let mut seen = HashSet::new();
         let mut queue = vec![root];
@@ -159,7 +165,7 @@ impl ProcessCensus {
             }
             entries.push(Entry { stat, markers: Vec::new(), own_fork: false });
         }
-        ProcessCensus::indexed(entries, u64::MAX)
+        running().then(|| ProcessCensus::indexed(entries, u64::MAX))
     }
 
     /// How many descendants `root` has (zombies included), from the `children` files alone: the

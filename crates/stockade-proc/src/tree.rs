@@ -614,7 +614,13 @@ impl SnapshotJob {
     fn run_in(&self, census: &ProcessCensus) -> Found {
         match self.keeper {
             KeeperView::Unknown => self.look(census),
-            KeeperView::Live(root) => self.look(&ProcessCensus::of_descendants(root)),
+            KeeperView::Live(root) => match ProcessCensus::of_descendants(root) {
+                Some(own) => self.look(&own),
+                // The keeper died during the look: a census finds where its orphans went.
+                None => {
+                    self.look(&scan::census_after(std::time::Instant::now(), self.query.not_before))
+                }
+            },
             KeeperView::Empty if self.cgroup.is_none() => Found::default(),
             // A keeper with a cgroup (`--session-keeper=always`): the cgroup says the rest.
             KeeperView::Empty => self.look(&ProcessCensus::empty()),
