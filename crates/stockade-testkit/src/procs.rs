@@ -39,6 +39,34 @@ pub fn marked_processes(needle: &str) -> Vec<u32> {
         .collect()
 }
 
+/// Live (non-zombie) processes with an argument that contains `tag` (a number unique to a
+/// test, say, which survives `env -i` and `setsid`).
+pub fn carrying(tag: &str) -> Vec<u32> {
+    pids()
+        .into_iter()
+        .filter(|&pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                c.split(|b| *b == 0).any(|a| a.windows(tag.len()).any(|w| w == tag.as_bytes()))
+            }) && pid_alive(pid)
+        })
+        .collect()
+}
+
+/// SIGKILLs, by pid, every process [`carrying`] its tag when dropped: what a test started under
+/// its own tag is gone even when it fails.
+pub struct KillCarrying(pub String);
+
+impl Drop for KillCarrying {
+    fn drop(&mut self) {
+        for pid in carrying(&self.0) {
+            // SAFETY: kill(2) of a pid just seen carrying this test's own tag.
+            unsafe {
+                libc::kill(pid as libc::pid_t, libc::SIGKILL);
+            }
+        }
+    }
+}
+
 /// How many processes carry each entry that starts with `prefix`.
 pub fn marked_counts(prefix: &str) -> HashMap<String, usize> {
     let mut counts = HashMap::new();

@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use stockade_testkit::procs::{kill_marked, marked_processes, start_time};
+use stockade_testkit::procs::{KillCarrying, carrying, kill_marked, marked_processes, start_time};
 use stockade_testkit::{DaemonProc, Rpc, eventually};
 
 const PIPE_SESSIONS: usize = 8;
@@ -312,42 +312,15 @@ fn fifty_concurrent_runs_with_one_source_start_one_session() {
     assert_eq!(killed["report"]["terminated"], true, "{killed}");
 }
 
-/// Live processes whose command line carries `tag` (the keeper's, which names the whole
-/// command, among them).
-fn holding(tag: &str) -> Vec<u32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
-                c.split(|b| *b == 0).any(|a| a.windows(tag.len()).any(|w| w == tag.as_bytes()))
-            }) && stockade_testkit::procs::pid_alive(*pid)
-        })
-        .collect()
-}
-
 /// The live `sleep`s carrying `tag`.
 fn sleeps(tag: &str) -> usize {
-    holding(tag)
+    carrying(tag)
         .into_iter()
         .filter(|pid| {
             std::fs::read(format!("/proc/{pid}/cmdline"))
                 .is_ok_and(|c| c.split(|b| *b == 0).next() == Some(b"sleep"))
         })
         .count()
-}
-
-/// Kills, by pid, whatever still carries this test's tag (an escapee has no marker).
-struct KillTagged(String);
-
-impl Drop for KillTagged {
-    fn drop(&mut self) {
-        for pid in holding(&self.0) {
-            // SAFETY: kill(2) of a pid whose command line carries this test's own tag.
-            unsafe {
-                libc::kill(pid as libc::pid_t, libc::SIGKILL);
-            }
-        }
-    }
 }
 
 /// Without a cgroup, a double fork that scrubbed its environment and left the session at once
@@ -357,7 +330,7 @@ impl Drop for KillTagged {
 #[test]
 fn recovery_without_a_cgroup_ends_an_escapee_that_scrubbed_its_environment() {
     let tag = format!("1000.{:05}7", std::process::id() % 100_000);
-    let _cleanup = KillTagged(tag.clone());
+    let _cleanup = KillCarrying(tag.clone());
     let mut home = CrashHome::new();
     let mut first = home.start(&["--no-cgroup"]);
     let mut rpc = first.client();
@@ -383,6 +356,6 @@ fn recovery_without_a_cgroup_ends_an_escapee_that_scrubbed_its_environment() {
     assert!(reason.contains(" processes terminated at recovery"), "{reason}");
     // Bounded: recovery answers only once they are gone; allow the kernel 5 s to reap.
     eventually(Duration::from_secs(5), "nothing of the session left", || {
-        holding(&tag).is_empty().then_some(())
+        carrying(&tag).is_empty().then_some(())
     });
 }

@@ -25,7 +25,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use stockade_testkit::{DaemonProc, Rpc, cannot_run, procs::pid_alive};
+use stockade_testkit::procs::{KillCarrying, carrying, pid_alive};
+use stockade_testkit::{DaemonProc, Rpc, cannot_run};
 
 /// Shapes: `(name, fragment)`. A fragment starts its processes and returns (everything long-lived
 /// is backgrounded); `T` is replaced by the case's unique sleep length.
@@ -120,37 +121,6 @@ impl Outcome {
     }
 }
 
-/// The live processes whose command line has `token` as one of its arguments (or inside one).
-fn holding_token(token: &str) -> Vec<u32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| c.split(|b| *b == 0).any(|a| contains(a, token.as_bytes())))
-                && pid_alive(*pid)
-        })
-        .collect()
-}
-
-fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    hay.windows(needle.len()).any(|w| w == needle)
-}
-
-/// Kills, by pid, every process of this test run (each carries the run's token prefix) when the
-/// test ends, even on failure.
-struct Cleanup(String);
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        for pid in holding_token(&self.0) {
-            // SAFETY: kill(2) on a pid whose command line carries this run's own token.
-            unsafe {
-                libc::kill(pid as libc::pid_t, libc::SIGKILL);
-            }
-        }
-    }
-}
-
 /// Runs one case against `daemon` and returns what was left.
 fn run_case(
     daemon: &DaemonProc,
@@ -176,10 +146,10 @@ fn run_case(
     let report = end_case(&mut rpc, shape, ending, params);
     // What terminate killed is gone by now; give the kernel a moment for anything just killed.
     let deadline = Instant::now() + Duration::from_secs(3);
-    let mut left = holding_token(&token);
+    let mut left = carrying(&token);
     while !left.is_empty() && Instant::now() < deadline {
         thread::sleep(Duration::from_millis(50));
-        left = holding_token(&token);
+        left = carrying(&token);
     }
     // A case whose processes never appeared proves nothing.
     let formed = !left.is_empty() || seen.lock().unwrap().values().any(|t| *t == token);
@@ -336,7 +306,7 @@ fn run_id() -> u32 {
 #[test]
 fn every_shape_is_gone_with_session_keepers_without_cgroup() {
     let run = run_id();
-    let _cleanup = Cleanup(format!("41.{run:04}"));
+    let _cleanup = KillCarrying(format!("41.{run:04}"));
     // Keepers are the default where sessions get no cgroup.
     let daemon = DaemonProc::start(&["--no-cgroup"]);
     let status = daemon.client().ok("status", json!({}));
@@ -349,7 +319,7 @@ fn every_shape_is_gone_with_session_keepers_without_cgroup() {
 #[test]
 fn every_shape_is_gone_or_named_without_cgroup() {
     let run = run_id();
-    let _cleanup = Cleanup(format!("43.{run:04}"));
+    let _cleanup = KillCarrying(format!("43.{run:04}"));
     let daemon = DaemonProc::start(&["--no-cgroup", "--session-keeper=never"]);
     let status = daemon.client().ok("status", json!({}));
     assert_eq!(status["containment"], "process-group", "{status}");
@@ -361,7 +331,7 @@ fn every_shape_is_gone_or_named_without_cgroup() {
 #[test]
 fn every_shape_is_gone_or_named_with_cgroup() {
     let run = run_id();
-    let _cleanup = Cleanup(format!("42.{run:04}"));
+    let _cleanup = KillCarrying(format!("42.{run:04}"));
     let daemon = DaemonProc::start(&[]);
     let status = daemon.client().ok("status", json!({}));
     if status["containment"] != "cgroup" {

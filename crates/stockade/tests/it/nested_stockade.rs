@@ -10,20 +10,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use stockade_testkit::procs::{daemons_for, pid_alive};
+use stockade_testkit::procs::{carrying, daemons_for, pid_alive};
 use stockade_testkit::{DaemonProc, PATIENCE, text};
-
-/// Live processes whose command line carries `tag`.
-fn holding(tag: &str) -> Vec<u32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
-                c.split(|b| *b == 0).any(|a| a.windows(tag.len()).any(|w| w == tag.as_bytes()))
-            }) && pid_alive(*pid)
-        })
-        .collect()
-}
 
 /// Kills, by pid, what a failed case left: processes carrying its tag and the nested daemon.
 struct Cleanup {
@@ -33,7 +21,7 @@ struct Cleanup {
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        for pid in holding(&self.tag).into_iter().chain(daemons_for(&self.inner)) {
+        for pid in carrying(&self.tag).into_iter().chain(daemons_for(&self.inner)) {
             // SAFETY: kill(2) of a pid that carries this case's own tag or serves its home.
             unsafe {
                 libc::kill(pid as libc::pid_t, libc::SIGKILL);
@@ -85,7 +73,7 @@ fn case(end: End, n: u32) {
 
     // The nested daemon and its session run.
     let deadline = Instant::now() + PATIENCE;
-    while daemons_for(&inner).is_empty() || holding(&format!("sleep {tag}")).is_empty() {
+    while daemons_for(&inner).is_empty() || carrying(&format!("sleep {tag}")).is_empty() {
         assert!(Instant::now() < deadline, "the nested daemon or its session never ran");
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -106,7 +94,7 @@ fn case(end: End, n: u32) {
     // Nothing of the nested daemon or its session is left (bounded: 10 s).
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let left: Vec<u32> = holding(&tag)
+        let left: Vec<u32> = carrying(&tag)
             .into_iter()
             .chain(nested.iter().copied().filter(|p| pid_alive(*p)))
             .collect();
