@@ -3,7 +3,7 @@
 use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
 use std::os::fd::OwnedFd;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// A mounted cgroup2 hierarchy.
@@ -112,16 +112,44 @@ pub(crate) fn open_procs_for_placement(dir: &Path) -> io::Result<OwnedFd> {
 /// The pids in `<dir>/cgroup.procs` and in every cgroup below it (a session process may create
 /// sub-cgroups and move into them). Live processes only: zombies are not listed. A removed
 /// directory reads as empty.
+///
+/// `list` counts every running session this way, so the common case costs five system calls:
+/// the file is read to its end without the sizing `statx`/`lseek` of a growing read, and the
+/// directory is listed only when its link count says it has subdirectories (a cgroup
+/// directory links to itself, its parent and each child cgroup).
 pub(crate) fn procs(dir: &Path) -> io::Result<Vec<u32>> {
-    let mut pids: Vec<u32> = match fs::read_to_string(dir.join("cgroup.procs")) {
-        Ok(text) => text.lines().filter_map(|l| l.trim().parse().ok()).collect(),
+    let mut text = Vec::new();
+    match read_to_end(&dir.join("cgroup.procs"), &mut text) {
+        Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e),
-    };
+    }
+    let mut pids: Vec<u32> = text
+        .split(u8::is_ascii_whitespace)
+        .filter_map(|w| std::str::from_utf8(w).ok()?.parse().ok())
+        .collect();
+    if fs::metadata(dir).is_ok_and(|m| m.nlink() == 2) {
+        return Ok(pids);
+    }
     for sub in subdirs(dir) {
         pids.extend(procs(&sub)?);
     }
     Ok(pids)
+}
+
+/// Reads a small kernel file to its end into `out`: open, reads until one returns 0, close.
+fn read_to_end(path: &Path, out: &mut Vec<u8>) -> io::Result<()> {
+    use std::io::Read as _;
+    let mut file = fs::File::open(path)?;
+    let mut chunk = [0u8; 4096];
+    loop {
+        match file.read(&mut chunk) {
+            Ok(0) => return Ok(()),
+            Ok(n) => out.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 fn subdirs(dir: &Path) -> Vec<PathBuf> {

@@ -37,6 +37,24 @@ pub(crate) fn children_files() -> bool {
     })
 }
 
+/// The descendants of `root` (not `root` itself), each once, found through the `children`
+/// files (only where [`children_files`]): O(the tree's processes), whatever else runs. `root`
+/// must be single-threaded (a keeper is).
+fn descendants(root: u32) -> Vec<u32> {
+    let mut buf = Vec::new();
+    let mut queue = Vec::new();
+    stockade_procfs::thread_children(root, root, &mut buf, &mut queue);
+    let mut seen = HashSet::new();
+    let mut found = Vec::new();
+    while let Some(pid) = queue.pop() {
+        if pid != root && seen.insert(pid) {
+            found.push(pid);
+            stockade_procfs::children(pid, &mut buf, &mut queue);
+        }
+    }
+    found
+}
+
 /// Every pid currently listed in `/proc`.
 pub(crate) fn all_pids() -> Vec<u32> {
     let Ok(dir) = std::fs::read_dir(Path::new("/proc")) else {
@@ -144,63 +162,20 @@ impl ProcessCensus {
         if !running() {
             return None;
         }
-        let mut entries = Vec::new();
-        let mut seen = HashSet::new();
-        let mut queue = vec![root];
-        let mut text = String::new();
-        while let Some(pid) = queue.pop() {
-            if !seen.insert(pid) {
-                continue;
-            }
-            let Some(stat) = read_stat(pid) else { continue };
-            let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-                continue;
-            };
-            for task in tasks.flatten() {
-                text.clear();
-                let path = task.path().join("children");
-                if File::open(&path).and_then(|mut f| f.read_to_string(&mut text)).is_ok() {
-                    queue.extend(text.split_whitespace().filter_map(|c| c.parse::<u32>().ok()));
-                }
-            }
-            entries.push(Entry { stat, markers: Vec::new(), own_fork: false });
-        }
+        let entries = std::iter::once(root)
+            .chain(descendants(root))
+            .filter_map(|pid| {
+                let stat = read_stat(pid)?;
+                Some(Entry { stat, markers: Vec::new(), own_fork: false })
+            })
+            .collect();
         running().then(|| ProcessCensus::indexed(entries, u64::MAX))
     }
 
     /// How many descendants `root` has (zombies included), from the `children` files alone: the
-    /// cheap count `list` shows for a session under a live keeper. `root` must be
-    /// single-threaded (a keeper is). Blocking.
+    /// cheap count `list` shows for a session under a live keeper. Blocking.
     pub(crate) fn count_descendants(root: u32) -> usize {
-        let mut count = 0;
-        let mut text = String::new();
-        let mut queue = Vec::new();
-        let mut read = |path: &Path, queue: &mut Vec<u32>| {
-            text.clear();
-            if File::open(path).and_then(|mut f| f.read_to_string(&mut text)).is_ok() {
-                queue.extend(text.split_whitespace().filter_map(|c| c.parse::<u32>().ok()));
-            }
-        };
-        read(Path::new(&format!("/proc/{root}/task/{root}/children")), &mut queue);
-        let mut seen = HashSet::new();
-        while let Some(pid) = queue.pop() {
-            if !seen.insert(pid) {
-                continue;
-            }
-            count += 1;
-            let dir = format!("/proc/{pid}/task");
-            // A task directory links to itself, its parent and each thread: one thread is the
-            // common case, read without listing the directory.
-            if std::fs::metadata(&dir).is_ok_and(|m| m.nlink() == 3) {
-                read(Path::new(&format!("{dir}/{pid}/children")), &mut queue);
-                continue;
-            }
-            let Ok(tasks) = std::fs::read_dir(&dir) else { continue };
-            for task in tasks.flatten() {
-                read(&task.path().join("children"), &mut queue);
-            }
-        }
-        count
+        descendants(root).len()
     }
 
     fn indexed(entries: Vec<Entry>, environ_from: u64) -> ProcessCensus {

@@ -469,17 +469,18 @@ impl ProcessTree {
     }
 
     /// How many live processes the session has, cheaply: the session cgroup's `cgroup.procs`
-    /// where there is one (no `/proc` scan), else counted in `census` — one scan shared by every
-    /// session a caller counts. Blocking.
+    /// where there is one, the descendants of a live keeper of this process (no `/proc` scan
+    /// either), else counted in the census `census` gives — called only then, so one scan can
+    /// be shared by every session a caller counts. Blocking.
     /// The session's keeper is not counted: it is not one of the command's processes.
-    pub fn count_processes(&self, census: &ProcessCensus) -> usize {
+    pub fn count_processes<'c>(&self, census: impl FnOnce() -> &'c ProcessCensus) -> usize {
         let pids = match (&self.cgroup, self.keeper_view()) {
             (Some(dir), _) => cgroup::procs(dir).unwrap_or_default(),
             (None, KeeperView::Empty) => Vec::new(),
             // Every descendant of the keeper, and only those, is the session's.
             (None, KeeperView::Live(root)) => return ProcessCensus::count_descendants(root),
             (None, KeeperView::Unknown) => {
-                live_pids(&scan::attribute(census, &self.query()).members)
+                live_pids(&scan::attribute(census(), &self.query()).members)
             }
         };
         pids.into_iter().filter(|pid| !self.is_keeper(*pid)).count()

@@ -137,6 +137,81 @@ pub fn pid_alive(pid: u32) -> bool {
     liveness(pid, None).is_alive()
 }
 
+/// Appends to `out` the children of `pid`: the pids listed in `/proc/<pid>/task/<tid>/children`
+/// for each of its threads (`CONFIG_PROC_CHILDREN`). `false` when the process is gone or the
+/// kernel has no such files.
+///
+/// Cheap enough to walk a tree per call: a task directory links to itself, its parent and each
+/// thread, so one `statx` says whether the process has a single thread, and then one file is
+/// read — opened, read into `buf` (reused across calls) until its end, closed; no sizing
+/// `statx`/`lseek` as a growing read makes.
+pub fn children(pid: u32, buf: &mut Vec<u8>, out: &mut Vec<u32>) -> bool {
+    let Some(proc) = proc_dir() else { return false };
+    let dir = format!("{pid}/task");
+    match rustix::fs::statat(proc, dir.as_str(), rustix::fs::AtFlags::empty()) {
+        Ok(st) if st.st_nlink == 3 => thread_children(pid, pid, buf, out),
+        Ok(_) => {
+            let Ok(tasks) = std::fs::read_dir(format!("/proc/{dir}")) else { return false };
+            let mut any = false;
+            for task in tasks.flatten() {
+                let tid = task.file_name().to_str().and_then(|t| t.parse().ok());
+                any |= tid.is_some_and(|tid| thread_children(pid, tid, buf, out));
+            }
+            any
+        }
+        Err(_) => false,
+    }
+}
+
+/// Appends to `out` the children that the thread `tid` of `pid` forked
+/// (`/proc/<pid>/task/<tid>/children`): all of a single-threaded process's, with no `statx`
+/// to ask. `false` when the thread is gone or the kernel has no such file.
+pub fn thread_children(pid: u32, tid: u32, buf: &mut Vec<u8>, out: &mut Vec<u32>) -> bool {
+    use rustix::fs::{Mode, OFlags};
+    let Some(proc) = proc_dir() else { return false };
+    let path = format!("{pid}/task/{tid}/children");
+    let Ok(file) =
+        rustix::fs::openat(proc, path.as_str(), OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
+    else {
+        return false;
+    };
+    buf.clear();
+    // `children` is a seq_file: one read returns every record that fits in its page-sized
+    // buffer (and in `chunk`), so a read that left room for one more record (`"4294967295 "`,
+    // 11 bytes) reached the end; a full one is followed by more reads, up to one returning 0.
+    const LONGEST_RECORD: usize = 11;
+    let mut chunk = [0u8; 4096];
+    loop {
+        match rustix::io::read(&file, &mut chunk) {
+            Ok(0) => break,
+            Ok(n) => {
+                buf.extend_from_slice(&chunk[..n]);
+                if n + LONGEST_RECORD < chunk.len() {
+                    break;
+                }
+            }
+            Err(rustix::io::Errno::INTR) => {}
+            Err(_) => return false,
+        }
+    }
+    out.extend(
+        buf.split(u8::is_ascii_whitespace)
+            .filter_map(|w| std::str::from_utf8(w).ok()?.parse::<u32>().ok()),
+    );
+    true
+}
+
+/// `/proc`, opened once: the lookups of a tree walk start below it rather than at `/`.
+fn proc_dir() -> Option<&'static std::os::fd::OwnedFd> {
+    use rustix::fs::{Mode, OFlags};
+    static PROC: std::sync::OnceLock<Option<std::os::fd::OwnedFd>> = std::sync::OnceLock::new();
+    PROC.get_or_init(|| {
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        rustix::fs::open("/proc", flags, Mode::empty()).ok()
+    })
+    .as_ref()
+}
+
 /// `VmRSS` and `VmHWM` (current and peak resident memory) of a process, in bytes; `None` once it
 /// is gone or a zombie (which has no such lines). `pid: None` reads this process.
 pub fn rss_and_peak(pid: Option<u32>) -> Option<(u64, u64)> {
@@ -160,6 +235,40 @@ pub fn status_kib(status: &str, name: &str) -> Option<u64> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    /// Children that a test started, killed and reaped when it ends, even on failure.
+    struct Kids(Vec<std::process::Child>);
+
+    impl Drop for Kids {
+        fn drop(&mut self) {
+            for child in &mut self.0 {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+
+    #[test]
+    fn children_are_read_whole_when_they_fill_several_pages() {
+        // 1,200 children: several kilobytes of pids, more than one read returns.
+        let mut kids = Kids(Vec::new());
+        for _ in 0..1200 {
+            kids.0.push(std::process::Command::new("sleep").arg("60").spawn().unwrap());
+        }
+        let me = std::process::id();
+        let (mut buf, mut got) = (Vec::new(), Vec::new());
+        assert!(children(me, &mut buf, &mut got));
+        let mut want: Vec<u32> = kids.0.iter().map(std::process::Child::id).collect();
+        got.sort_unstable();
+        want.sort_unstable();
+        // Other tests of this binary may run children of their own at the same time.
+        got.retain(|pid| want.binary_search(pid).is_ok());
+        assert_eq!(got, want);
+        assert!(want.iter().map(|p| p.to_string().len() + 1).sum::<usize>() > 4096);
+        let mut none = Vec::new();
+        assert!(!children(u32::MAX, &mut buf, &mut none));
+        assert!(none.is_empty());
+    }
 
     #[test]
     fn stat_parses_comm_with_spaces_and_parens() {

@@ -1,9 +1,9 @@
 //! `list`: the sessions the engine keeps, filtered by state and source; every one oldest first,
 //! or with `limit` the running ones first, then the newest finished, and how many more exist.
 //!
-//! Counting processes costs O(processes) per call, not per session: a session with a cgroup is
-//! counted from its `cgroup.procs`, the others from one `/proc` census shared by all of them
-//! (taken only when some running session has no cgroup).
+//! Counting processes costs O(the sessions' processes) per call: a session with a cgroup is
+//! counted from its `cgroup.procs`, one under a live keeper from the keeper's descendants, the
+//! others from one `/proc` census shared by all of them (taken only when one of them runs).
 
 use stockade_engine::LIST_FRESH;
 use stockade_proc::ProcessCensus;
@@ -52,12 +52,11 @@ pub(super) async fn handle(ctx: &Ctx, p: ListParams) -> Result<ListResult, RpcEr
                 if running {
                     record.finished_at_ms = None;
                 }
-                let processes = match (running, s.tree().needs_census()) {
-                    (false, _) => 0,
-                    (true, false) => s.tree().count_processes(&ProcessCensus::empty()),
-                    (true, true) => {
-                        s.tree().count_processes(census.get_or_insert_with(ProcessCensus::take))
-                    }
+                // The census is taken once, for the first session that needs one.
+                let processes = if running {
+                    s.tree().count_processes(|| census.get_or_insert_with(ProcessCensus::take))
+                } else {
+                    0
                 };
                 let stats = s.log().stats();
                 SessionInfo {

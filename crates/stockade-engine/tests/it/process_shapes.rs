@@ -237,6 +237,9 @@ async fn escape_into_sub_cgroup() {
             && std::fs::read_to_string(dir.join("sub/cgroup.procs"))
                 .is_ok_and(|t| !t.trim().is_empty())
     });
+    // `list`'s count reads the sub-cgroup too: the waiting root and the `sleep` in `sub`.
+    let no_census = stockade_proc::ProcessCensus::empty();
+    assert_eq!(tree.count_processes(|| &no_census), 2);
     let r = tree.terminate(&opts(POLITE_GRACE)).await;
     assert!(r.terminated, "{r:?}");
     assert!(!r.escalated, "{r:?}");

@@ -111,13 +111,23 @@ fn stop_sentence(pid: u32, terminated: Option<&[String]>) -> String {
         None => format!("Daemon stopped (pid {pid})"),
         Some([]) => format!("Daemon stopped (pid {pid}); no session was running"),
         Some([one]) => format!("Daemon stopped (pid {pid}); terminated 1 running session: {one}"),
-        Some(ids) => format!(
+        Some(ids) if ids.len() <= NAMED => format!(
             "Daemon stopped (pid {pid}); terminated {} running sessions: {}",
             ids.len(),
             ids.join(", ")
         ),
+        Some(ids) => format!(
+            "Daemon stopped (pid {pid}); terminated {} running sessions: {}, and {} more \
+             (`stockade daemon stop --json` names them all)",
+            ids.len(),
+            ids[..NAMED].join(", "),
+            ids.len() - NAMED
+        ),
     }
 }
+
+/// How many terminated sessions the stop sentence names before it only counts the rest.
+const NAMED: usize = 10;
 
 pub fn status(global: &Global, args: DaemonCtlArgs) -> anyhow::Result<ExitCode> {
     let opts = global.connect_options()?;
@@ -175,5 +185,19 @@ mod tests {
         );
         assert_eq!(stop_sentence(7, Some(&[])), "Daemon stopped (pid 7); no session was running");
         assert_eq!(stop_sentence(7, None), "Daemon stopped (pid 7)");
+    }
+
+    #[test]
+    fn stop_with_many_sessions_names_ten_and_counts_the_rest() {
+        let ids: Vec<String> = (1..=1000).map(|i| format!("sh-{i}")).collect();
+        let said = stop_sentence(7, Some(&ids));
+        assert_eq!(
+            said,
+            "Daemon stopped (pid 7); terminated 1000 running sessions: sh-1, sh-2, sh-3, sh-4, \
+             sh-5, sh-6, sh-7, sh-8, sh-9, sh-10, and 990 more (`stockade daemon stop --json` \
+             names them all)"
+        );
+        let ten = &ids[..10];
+        assert!(stop_sentence(7, Some(ten)).ends_with("sh-9, sh-10"));
     }
 }
