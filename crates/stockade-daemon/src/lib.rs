@@ -51,6 +51,7 @@ mod state;
 mod tls;
 mod token;
 mod trim;
+mod write_keys;
 mod ws;
 
 pub use admission::{PENDING_CAP, UNIX_RESERVE};

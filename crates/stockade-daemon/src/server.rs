@@ -127,6 +127,7 @@ impl Daemon {
             metrics: crate::metrics::Metrics::default(),
             door_tls: ws.as_ref().and_then(WsListener::tls),
             trim: std::sync::OnceLock::new(),
+            write_keys: crate::write_keys::WriteKeys::default(),
             audit,
             door_token: ws.as_ref().map(WsListener::token),
         });

@@ -34,4 +34,6 @@ pub(crate) struct Shared {
     pub(crate) door_token: Option<crate::reload::LiveToken>,
     /// What the start-up trim did, once it has run.
     pub(crate) trim: std::sync::OnceLock<stockade_proto::rpc::TrimStats>,
+    /// The idempotency keys of `write` calls.
+    pub(crate) write_keys: crate::write_keys::WriteKeys,
 }

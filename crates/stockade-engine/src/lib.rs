@@ -65,7 +65,7 @@ pub use others::{
 pub use recovery::{RecoveredSession, RecoveryError, RecoveryReport, recover};
 pub use registry::{Owner, RecordTotals, SessionRecord, read_record};
 pub use retention::{DEFAULT_RETENTION, SweepReport, sweep_expired};
-pub use run_spec::RunSpec;
+pub use run_spec::{RunSpec, check_idempotency_key};
 pub use sandbox::SandboxConfig;
 pub use session::{Session, SessionEnd};
 pub use state_dir::{StateDir, StateDirError, is_session_id, open_lock_file};

@@ -177,7 +177,7 @@ pub(crate) fn validate_text(spec: &RunSpec) -> Result<(), EngineError> {
 pub const MAX_IDEMPOTENCY_KEY: usize = 128;
 
 /// An idempotency key is 1–128 printable ASCII characters (it is shown in messages and lists).
-pub(crate) fn check_idempotency_key(key: &str) -> Result<(), EngineError> {
+pub fn check_idempotency_key(key: &str) -> Result<(), EngineError> {
     if key.is_empty()
         || key.len() > MAX_IDEMPOTENCY_KEY
         || !key.bytes().all(|b| b.is_ascii_graphic())

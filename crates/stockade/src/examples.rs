@@ -17,7 +17,8 @@ Examples:
   stockade run --pty --bg 'python3 -i'
   stockade send sh-3 'print(6*7)\\n'
   stockade send sh-3 '\\x03'                     # Ctrl-C
-  stockade send --close-stdin sh-4 'last line\\n'";
+  stockade send --close-stdin sh-4 'last line\\n'
+  stockade send --idempotency-key fix-1 sh-3 'y\\n'   # a retry with the key types nothing twice";
 
 pub const RESIZE: &str = "\
 Examples:

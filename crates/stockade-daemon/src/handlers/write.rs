@@ -32,14 +32,16 @@ pub(super) async fn handle(ctx: &Ctx, p: WriteParams) -> Result<ReadResult, RpcE
         })?,
         (None, None) => Vec::new(),
     };
-    // The answer starts where the log stands now: it shows the echo and what the input caused.
-    let cursor = session.log().stats().total_bytes;
-    if !bytes.is_empty() {
-        session.write_input(bytes, DEFAULT_INPUT_TIMEOUT).await.map_err(from_input)?;
-    }
-    if p.close_stdin {
-        session.close_stdin(DEFAULT_INPUT_TIMEOUT).await.map_err(from_input)?;
-    }
+    let cursor = match &p.idempotency_key {
+        None => type_input(&session, bytes, p.close_stdin).await?,
+        Some(key) => {
+            stockade_engine::check_idempotency_key(key).map_err(from_engine)?;
+            // The first call with the key types; a retry (or a call racing it) waits for that
+            // and answers from where it started, typing nothing.
+            let first = ctx.shared.write_keys.place(session.id(), key);
+            first.get_or_init(|| type_input(&session, bytes, p.close_stdin)).await.clone()?
+        }
+    };
     let window = wait(p.yield_ms.unwrap_or(DEFAULT_WRITE_YIELD_MS));
     let limits = limits::view_limits(p.max_bytes, None);
     // A terminal session is an interactive program: answer once it has answered and gone quiet.
@@ -66,6 +68,23 @@ pub(super) async fn handle(ctx: &Ctx, p: WriteParams) -> Result<ReadResult, RpcE
         bytes_b64: None,
         binary_len: None,
     })
+}
+
+/// Types `bytes` into the session and, with `close`, ends its input. Returns where the log
+/// stood just before: the answer starts there, so it shows the echo and what the input caused.
+async fn type_input(
+    session: &stockade_engine::Session,
+    bytes: Vec<u8>,
+    close: bool,
+) -> Result<u64, RpcError> {
+    let cursor = session.log().stats().total_bytes;
+    if !bytes.is_empty() {
+        session.write_input(bytes, DEFAULT_INPUT_TIMEOUT).await.map_err(from_input)?;
+    }
+    if close {
+        session.close_stdin(DEFAULT_INPUT_TIMEOUT).await.map_err(from_input)?;
+    }
+    Ok(cursor)
 }
 
 /// A refused `write`, `close_stdin` or `resize` as a JSON-RPC error. Input that did not (all)

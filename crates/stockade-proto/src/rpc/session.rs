@@ -304,6 +304,12 @@ pub struct WriteParams {
     /// End the wait early at the first new line matching this regex.
     #[serde(default)]
     pub until: Option<String>,
+    /// Idempotency key (1–128 printable ASCII characters): a `write` carrying the key of one
+    /// the daemon has seen for this session types nothing and is answered from where that
+    /// first write started (a retry after a timeout or a lost connection). Clients make one
+    /// per call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
 }
 
 /// What ended a call's wait for output.

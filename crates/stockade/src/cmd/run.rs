@@ -459,7 +459,7 @@ fn params(args: &RunArgs, cwd: Option<PathBuf>) -> RunParams {
 }
 
 /// A fresh idempotency key for one call: this process and the time, unique on this machine.
-fn new_idempotency_key() -> String {
+pub(crate) fn new_idempotency_key() -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());

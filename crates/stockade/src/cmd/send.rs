@@ -35,6 +35,13 @@ pub struct SendArgs {
     /// Print the structured result (the `read` result) as JSON.
     #[arg(long)]
     pub json: bool,
+    /// The idempotency key of this send (1–128 printable characters). A send whose key the
+    /// daemon has seen for this session types nothing and prints the answer from where that
+    /// first send started, so a send retried after a timeout or a lost connection never types
+    /// its input twice. Without it, one is made for each call and named if the call fails
+    /// that way.
+    #[arg(long, value_name = "KEY")]
+    pub idempotency_key: Option<String>,
 }
 
 /// `stockade resize`.
@@ -61,11 +68,23 @@ pub fn send(global: &Global, args: SendArgs) -> anyhow::Result<ExitCode> {
         close_stdin: args.close_stdin,
         yield_ms: Some(args.yield_ms),
         max_bytes: args.max_bytes,
+        idempotency_key: Some(
+            args.idempotency_key.clone().unwrap_or_else(super::run::new_idempotency_key),
+        ),
         ..WriteParams::default()
     };
+    let key = params.idempotency_key.clone().unwrap_or_default();
     let started = Instant::now();
     // The call's deadline covers `yield_ms` (see `Method::wait_ms`).
-    let result = global.connect()?.call::<method::Write>(params)?;
+    let result = global.connect()?.call::<method::Write>(params).map_err(|e| {
+        use stockade_client::ClientError;
+        match e {
+            ClientError::Timeout { .. } | ClientError::Disconnected { .. } => anyhow::anyhow!(
+                "{e}; the input may have been typed: send it again with `--idempotency-key {key}` to get that answer without typing it twice"
+            ),
+            e => e.into(),
+        }
+    })?;
     if args.json {
         out::print_json(&result)?;
     } else {

@@ -1,6 +1,7 @@
 //! Idempotency keys: a `run` carrying the key of a session the daemon keeps (running or
 //! finished, across a daemon restart) starts nothing and answers with that session; `ps --key`
-//! finds the one session a key started, or none; bad keys are refused in a sentence.
+//! finds the one session a key started, or none; a `send` carrying the key of one the daemon
+//! has seen types nothing again; bad keys are refused in a sentence.
 
 use stockade_testkit::{Home, text};
 
@@ -66,4 +67,55 @@ fn a_bad_key_is_refused_in_a_sentence() {
     let out = home.run(&["run", "--idempotency-key", "k", "true"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("add --bg"), "{}", text(&out.stderr));
+}
+
+/// `stockade send --json --idempotency-key KEY ID TEXT`: the answer's output.
+fn send_keyed(home: &Home, key: &str, id: &str, input: &str) -> String {
+    let answer = home.json(&["send", "--yield-ms", "300", "--idempotency-key", key, id, input]);
+    answer["output"].as_str().unwrap_or_default().to_owned()
+}
+
+#[test]
+fn a_send_retried_with_its_key_types_its_input_once() {
+    let home = Home::new();
+    let id = home.json_bg(&["--stdin", "pipe", "cat"])["id"].as_str().unwrap().to_owned();
+    // The first send types; its retry types nothing and answers from where the first started.
+    assert!(send_keyed(&home, "s-1", &id, r"hello\n").contains("hello"));
+    assert!(send_keyed(&home, "s-1", &id, r"hello\n").contains("hello"), "the retry's answer");
+    // Another key is another send.
+    assert!(send_keyed(&home, "s-2", &id, r"world\n").contains("world"));
+    // Two sends with one key at once: one of them types.
+    let args = ["send", "--json", "--yield-ms", "300", "--idempotency-key", "s-3", &id, r"once\n"];
+    let both = [(); 2].map(|()| {
+        let mut send = home.cmd(&args);
+        send.stdout(std::process::Stdio::piped());
+        send.spawn().unwrap()
+    });
+    for one in both {
+        let out = one.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert!(text(&out.stdout).contains("once"), "{}", text(&out.stdout));
+    }
+    // The same key for another session types there: keys are per session.
+    let other = home.json_bg(&["--stdin", "pipe", "cat"])["id"].as_str().unwrap().to_owned();
+    assert!(send_keyed(&home, "s-1", &other, r"elsewhere\n").contains("elsewhere"));
+    home.ok(&["send", "--close-stdin", "--idempotency-key", "s-4", &id]);
+    home.ok(&["send", "--close-stdin", &other]);
+    let waited = home.run(&["wait", &id, &other]);
+    assert!(waited.status.success(), "{}", text(&waited.stderr));
+    // What `cat` read is each send once.
+    assert_eq!(home.ok(&["logs", &id]), "hello\nworld\nonce\n");
+    assert_eq!(home.ok(&["logs", &other]), "elsewhere\n");
+}
+
+#[test]
+fn a_send_with_a_bad_key_is_refused_in_a_sentence() {
+    let home = Home::new();
+    let id = home.json_bg(&["--stdin", "pipe", "cat"])["id"].as_str().unwrap().to_owned();
+    let out = home.run(&["send", "--idempotency-key", "has space", &id, "x"]);
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(err.contains("idempotency key is 1 to 128 printable"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    home.ok(&["kill", &id]);
 }
