@@ -59,7 +59,8 @@ pub const RESTART: &str = "\
 Examples:
   stockade restart sh-3           # same command, directory, environment and options; new id
   stockade restart --kill sh-3    # end the running one first
-  id=$(stockade restart -q sh-3); stockade wait \"$id\"";
+  id=$(stockade restart -q sh-3); stockade wait \"$id\"
+  stockade restart --kill --idempotency-key r-1 sh-3   # a retry with the key starts no second copy";
 
 pub const FORGET: &str = "\
 Examples:

@@ -14,9 +14,15 @@ use crate::error::{from_engine, join_error, rpc_error};
 
 pub(super) async fn handle(ctx: &Ctx, p: RestartParams) -> Result<RunResult, RpcError> {
     let old = ctx.engine().session(&p.id).map_err(from_engine)?;
+    if let Some(key) = &p.idempotency_key {
+        stockade_engine::check_idempotency_key(key).map_err(from_engine)?;
+    }
     // A restart is a new run: the old run's idempotency key would answer with the old session.
+    // The restart's own key makes a retry answer with the session the first call started (the
+    // old one has ended by then, so the retry kills nothing).
+    let key = p.idempotency_key;
     let Some(spec) =
-        old.spec().cloned().map(|s| stockade_engine::RunSpec { idempotency_key: None, ..s })
+        old.spec().cloned().map(|s| stockade_engine::RunSpec { idempotency_key: key, ..s })
     else {
         return Err(rpc_error(
             code::NOT_SUPPORTED,

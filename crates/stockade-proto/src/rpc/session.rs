@@ -531,6 +531,11 @@ pub struct RestartParams {
     /// Terminate it first if it is still running (else a running session is refused).
     #[serde(default)]
     pub kill: bool,
+    /// Idempotency key (1–128 printable ASCII characters) of the new run: a `restart` carrying
+    /// the key of a session the daemon keeps starts nothing and answers with that session (a
+    /// retry after a timeout or a lost connection). Clients make one per call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
 }
 
 /// `forget` parameters.

@@ -469,11 +469,23 @@ pub(crate) fn new_idempotency_key() -> String {
 /// A call that may have started its command (no answer in time, or the connection lost) says
 /// so, with the key that finds it.
 fn name_the_key(e: stockade_client::ClientError, key: &str) -> anyhow::Error {
+    may_have_happened(
+        e,
+        &format!(
+            "the command may have started: see `stockade ps --key {key}`, or run it again with `--idempotency-key {key}` to get that session instead of a second copy"
+        ),
+    )
+}
+
+/// A keyed call's error: one that may have taken effect (no answer in time, or the connection
+/// lost) adds `what_now` — what may have happened and how its key finds out; any other is as
+/// it was.
+pub(crate) fn may_have_happened(e: stockade_client::ClientError, what_now: &str) -> anyhow::Error {
     use stockade_client::ClientError;
     match e {
-        ClientError::Timeout { .. } | ClientError::Disconnected { .. } => anyhow::anyhow!(
-            "{e}; the command may have started: see `stockade ps --key {key}`, or run it again with `--idempotency-key {key}` to get that session instead of a second copy"
-        ),
+        ClientError::Timeout { .. } | ClientError::Disconnected { .. } => {
+            anyhow::anyhow!("{e}; {what_now}")
+        }
         e => e.into(),
     }
 }

@@ -77,13 +77,9 @@ pub fn send(global: &Global, args: SendArgs) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     // The call's deadline covers `yield_ms` (see `Method::wait_ms`).
     let result = global.connect()?.call::<method::Write>(params).map_err(|e| {
-        use stockade_client::ClientError;
-        match e {
-            ClientError::Timeout { .. } | ClientError::Disconnected { .. } => anyhow::anyhow!(
-                "{e}; the input may have been typed: send it again with `--idempotency-key {key}` to get that answer without typing it twice"
-            ),
-            e => e.into(),
-        }
+        super::run::may_have_happened(e, &format!(
+            "the input may have been typed: send it again with `--idempotency-key {key}` to get that answer without typing it twice"
+        ))
     })?;
     if args.json {
         out::print_json(&result)?;

@@ -119,3 +119,30 @@ fn a_send_with_a_bad_key_is_refused_in_a_sentence() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     home.ok(&["kill", &id]);
 }
+
+#[test]
+fn a_restart_retried_with_its_key_starts_one_new_session() {
+    let home = Home::new();
+    let old = home.json_bg(&["echo started; sleep 30"])["id"].as_str().unwrap().to_owned();
+    let restart = ["restart", "--kill", "--json", "--idempotency-key", "r-1", &old];
+    let first = home.json_started(&restart);
+    let again = home.json_started(&restart);
+    assert_eq!(first["id"], again["id"], "{first} / {again}");
+    assert_ne!(first["id"].as_str(), Some(old.as_str()), "{first}");
+    let new = first["id"].as_str().unwrap().to_owned();
+    assert_eq!(ids_with_key(&home, "r-1"), vec![new.clone()]);
+    // Two sessions in all, the old one killed by the first restart, the new one running.
+    let all = home.json(&["ps", "-a"]);
+    let sessions = all["sessions"].as_array().unwrap();
+    assert_eq!(sessions.len(), 2, "{all}");
+    let running = home.json(&["ps", "--state", "running"]);
+    let running: Vec<&str> =
+        running["sessions"].as_array().unwrap().iter().filter_map(|s| s["id"].as_str()).collect();
+    assert_eq!(running, vec![new.as_str()]);
+    // A bad key is refused before anything is killed or started.
+    let out = home.run(&["restart", "--kill", "--idempotency-key", "has space", &new]);
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("idempotency key is 1 to 128 printable"));
+    assert_eq!(home.json(&["ps", "--state", "running"])["sessions"][0]["id"], new.as_str());
+    home.ok(&["kill", &new]);
+}
