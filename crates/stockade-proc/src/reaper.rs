@@ -49,6 +49,24 @@ fn zombie_children() -> Vec<u32> {
         .collect()
 }
 
+/// Whether a live process other than `except` is a child of this process's main thread: where
+/// the kernel puts an orphan that lands on this subreaper (or PID 1) — the main thread is the
+/// first live thread it looks at. A process that left its session's cgroup and was orphaned when
+/// the root ended is found here, in one read of one `children` file. Session roots are spawned
+/// from other threads; one spawned from the main thread makes this say yes when no orphan
+/// exists, never no when one does. Where the kernel has no `children` files, says no.
+pub(crate) fn has_live_child_on_main_thread(except: u32) -> bool {
+    if !crate::scan::children_files() {
+        return false;
+    }
+    let me = std::process::id();
+    let (mut buf, mut children) = (Vec::new(), Vec::new());
+    stockade_procfs::thread_children(me, me, &mut buf, &mut children);
+    children
+        .into_iter()
+        .any(|pid| pid != except && stockade_procfs::read_stat(pid).is_some_and(|s| !s.is_zombie()))
+}
+
 /// Whether this process has a child that has exited and is not reaped yet — looked at, not
 /// reaped (`WNOWAIT`). An error (e.g. `ECHILD`: no child at all) counts as none.
 pub(crate) fn has_zombie_child() -> bool {

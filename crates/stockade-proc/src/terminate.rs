@@ -70,6 +70,10 @@ impl ProcessTree {
             // (so, for a moment, is another session's root): the full routine reaps what is
             // the session's, the orphan reaper the rest (`Engine::reap_orphans`).
             && !crate::reaper::has_zombie_child()
+            // A process that left the cgroup (it could write to another cgroup's `cgroup.procs`)
+            // and was orphaned when the root ended has landed on this subreaper: the full
+            // routine's census finds it by its marker and ends it.
+            && !crate::reaper::has_live_child_on_main_thread(self.root_pid)
         {
             // The empty cgroup is removed once the end is published (`remove_cgroup`).
             return TerminateReport {

@@ -15,6 +15,7 @@ mod binary_deps;
 mod bulk_kill;
 mod bulk_read;
 mod caller_env;
+mod cgroup_escape;
 mod chaos;
 mod cli;
 mod cli_bad_inputs;
