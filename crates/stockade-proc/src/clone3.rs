@@ -438,6 +438,27 @@ extern "C" fn child_main(arg: *mut c_void) -> ! {
         if libc::setsid() < 0 {
             fail(STEP_SETSID);
         }
+        // A signal sent to the spawner's process group before `setsid` (a Ctrl-C meant for a
+        // foreground client) is pending here, blocked until the mask is emptied before `exec`:
+        // it was not meant for the command, which would die of it before it ran. Discard it —
+        // setting a pending signal's action to "ignore" drops it — and put the action back.
+        let mut pending: libc::sigset_t = std::mem::zeroed();
+        if libc::sigpending(&mut pending) == 0 {
+            for sig in 1..=libc::SIGRTMAX() {
+                if sig == libc::SIGKILL
+                    || sig == libc::SIGSTOP
+                    || libc::sigismember(&pending, sig) != 1
+                {
+                    continue;
+                }
+                let mut ignore: libc::sigaction = std::mem::zeroed();
+                ignore.sa_sigaction = libc::SIG_IGN;
+                let mut was: libc::sigaction = std::mem::zeroed();
+                if libc::sigaction(sig, &ignore, &mut was) == 0 {
+                    libc::sigaction(sig, &was, std::ptr::null_mut());
+                }
+            }
+        }
         for (target, &src) in plan.stdio.iter().enumerate() {
             if libc::dup2(src, target as i32) < 0 {
                 fail(STEP_STDIO);

@@ -246,11 +246,14 @@ fn foreground(
         // terminate routine as everything else.
         let mut by_signal = None;
         tokio::select! {
-            _ = session.wait(None) => {}
+            // A signal to this client counts even when the command ended at the same moment:
+            // the client must die of it, so a calling shell's loop stops.
+            biased;
             sig = interrupted => {
                 session.kill(engine.terminate_options(), "interrupted (the client got SIGINT/SIGTERM)").await;
                 by_signal = Some(sig);
             }
+            _ = session.wait(None) => {}
         }
         if let Some(streamed) = streamed {
             // The log is finished once the session ended: the stream drains it and stops.
