@@ -93,16 +93,28 @@ fn a_shell_loop_of_foreground_runs_stops_at_ctrl_c() {
         bin.display()
     );
     // Its own process group, as a terminal's foreground job: Ctrl-C goes to the whole group.
-    let shell = Command::new("bash")
+    let mut shell = Command::new("bash");
+    shell
         .args(["-c", &script])
         .env("STOCKADE_HOME", home.path())
         .env_remove("STOCKADE_NO_AUTOSTART")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
-        .process_group(0)
-        .spawn()
-        .unwrap();
+        .process_group(0);
+    // SAFETY: one async-signal-safe `signal` call between fork and exec. A shell started from
+    // a terminal takes Ctrl-C; one that inherits SIGINT ignored (a test run launched as a
+    // background job of a non-interactive shell) cannot, whatever Stockade does, so the
+    // default is put back.
+    unsafe {
+        shell.pre_exec(|| {
+            if libc::signal(libc::SIGINT, libc::SIG_DFL) == libc::SIG_ERR {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let shell = shell.spawn().unwrap();
     let pgid = shell.id() as i32;
     cleanup.group = Some(pgid);
     cleanup.children.push(shell);
