@@ -215,6 +215,16 @@ impl ClientError {
         ) || matches!(self, ClientError::RemoteRefused { status: 503, .. })
     }
 
+    /// Whether a call that failed this way may still have taken effect: the request went out
+    /// and no answer came back (no answer in time, the connection closed or broke mid-call).
+    /// A keyed call that fails this way names its idempotency key, which finds out.
+    pub fn may_have_taken_effect(&self) -> bool {
+        matches!(
+            self,
+            ClientError::Timeout { .. } | ClientError::Disconnected { .. } | ClientError::Io { .. }
+        )
+    }
+
     /// The JSON-RPC error code, when the daemon answered with an error.
     pub fn rpc_code(&self) -> Option<i64> {
         match self {

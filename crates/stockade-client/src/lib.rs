@@ -89,6 +89,19 @@ pub fn daemon_pid(home: &Path) -> Option<u32> {
 /// liveness check, from `stockade-procfs`.
 pub use stockade_procfs::pid_alive;
 
+/// A fresh idempotency key for one mutating call (`run`, `write`, `restart`): `who` (e.g.
+/// `cli`, `mcp`), this process, the time and a count, so no two calls on this machine share one.
+/// A retry of the same call passes the same key.
+pub fn new_idempotency_key(who: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let n = COUNT.fetch_add(1, Ordering::Relaxed);
+    format!("{who}-{}-{nanos:x}-{n}", std::process::id())
+}
+
 /// Decode the exact bytes of a `raw` read (`bytes_b64`); `None` when the answer has none.
 pub fn raw_bytes(result: &ReadResult) -> Result<Option<Vec<u8>>, ClientError> {
     let Some(b64) = &result.bytes_b64 else { return Ok(None) };

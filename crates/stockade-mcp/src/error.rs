@@ -28,6 +28,18 @@ pub enum ToolError {
     /// The daemon could not be reached or did not answer properly.
     #[error("the Stockade daemon is not available: {0}")]
     Unavailable(String),
+    /// The request went out and no answer came back (none in time, or the connection closed
+    /// or broke): the call may have taken effect.
+    #[error("the Stockade daemon is not available: {0}")]
+    Lost(String),
+    /// A keyed call that may have taken effect, and how its key finds out.
+    #[error("{}. {what_now}", .lost.trim_end_matches('.'))]
+    MayHaveTakenEffect {
+        /// Why no answer came (the [`ToolError::Lost`] sentence).
+        lost: String,
+        /// What may have happened and the call that finds out, naming the key.
+        what_now: String,
+    },
     /// The client cancelled the call (`notifications/cancelled`): the wait stopped, the
     /// session goes on.
     #[error("the call was cancelled; the session keeps running (see it with read_output).")]
@@ -41,12 +53,25 @@ impl From<ClientError> for ToolError {
     fn from(e: ClientError) -> ToolError {
         match e {
             ClientError::Rpc { code, message, .. } => ToolError::Daemon { code, message },
+            other if other.may_have_taken_effect() => ToolError::Lost(other.to_string()),
             other => ToolError::Unavailable(other.to_string()),
         }
     }
 }
 
 impl ToolError {
+    /// A keyed call's error: one that may have taken effect adds `what_now` (what may have
+    /// happened and how its key finds out); any other is as it was.
+    pub fn name_the_key(self, what_now: impl FnOnce() -> String) -> ToolError {
+        match self {
+            ToolError::Lost(why) => ToolError::MayHaveTakenEffect {
+                lost: ToolError::Lost(why).to_string(),
+                what_now: what_now(),
+            },
+            other => other,
+        }
+    }
+
     /// The daemon's JSON-RPC code, when the daemon answered with an error.
     pub fn code(&self) -> Option<i64> {
         match self {

@@ -201,7 +201,7 @@ impl StockadeMcp {
                 StateArg::Finished => StateFilter::Finished,
             }),
             source: a.source,
-            idempotency_key: None,
+            idempotency_key: a.idempotency_key,
         };
         let r = self.backend.call(move |c| c.call::<method::List>(params)).await?;
         ok(text::list(&r), &r)
@@ -220,6 +220,10 @@ impl StockadeMcp {
             (Some(dir), None) => Some(dir.into()),
             (None, base) => base.clone(),
         };
+        // One key per call: a retry naming it (after an answer that never came) gets the
+        // session this call started instead of a second copy.
+        let retried = a.idempotency_key.is_some();
+        let key = a.idempotency_key.unwrap_or_else(|| stockade_client::new_idempotency_key("mcp"));
         let params = RunParams {
             command: a.cmd,
             cwd,
@@ -239,9 +243,12 @@ impl StockadeMcp {
             until: a.until,
             sandbox: self.sandbox_for(a.sandbox)?,
             capture: a.capture.map(Into::into).unwrap_or_default(),
+            idempotency_key: Some(key.clone()),
             ..RunParams::default()
         };
+        // A retry with its key is the daemon's to answer: no twin is guessed at.
         if params.source.is_none()
+            && !retried
             && let Some(twin) = retry::running_twin(&self.backend, &params).await
         {
             let r = retry::follow(&self.backend, &twin, &params, cancel).await?;
@@ -249,7 +256,17 @@ impl StockadeMcp {
             let shown = RunResult { deduplicated: false, ..r.clone() };
             return ok(format!("{}\n{}", retry::note(&twin), text::run(&shown)), &r);
         }
-        let r = self.backend.call_until(cancel, move |c| c.call::<method::Run>(params)).await?;
+        let r = self
+            .backend
+            .call_until(cancel, move |c| c.call::<method::Run>(params))
+            .await
+            .map_err(|e| {
+                e.name_the_key(|| {
+                    format!(
+                        "The command may have started: call exec_command again with the same cmd and idempotency_key \"{key}\" to get that session instead of a second copy (list_sessions with idempotency_key \"{key}\" shows it, or nothing)."
+                    )
+                })
+            })?;
         self.remember(&r.id, None, r.view.next_cursor);
         ok(text::run(&r), &r)
     }
@@ -275,12 +292,15 @@ impl StockadeMcp {
             };
             return self.read_output(read, cancel).await;
         }
+        let typing = !a.chars.is_empty();
+        let key = a.idempotency_key.unwrap_or_else(|| stockade_client::new_idempotency_key("mcp"));
         let params = WriteParams {
             id: a.session_id,
-            chars: (!a.chars.is_empty()).then_some(a.chars),
+            chars: typing.then_some(a.chars),
             yield_ms: Some(yield_ms),
             max_bytes: a.max_output_tokens.map(tokens_to_bytes),
             until: a.until,
+            idempotency_key: typing.then(|| key.clone()),
             ..WriteParams::default()
         };
         let r = self
@@ -288,6 +308,11 @@ impl StockadeMcp {
             .call_until(cancel, move |c| c.call::<method::Write>(params))
             .await
             .map_err(|e| match e {
+                lost @ ToolError::Lost(_) if typing => lost.name_the_key(|| {
+                    format!(
+                        "The input may have been typed: call write_stdin again with the same chars and idempotency_key \"{key}\" to get its answer without typing it twice."
+                    )
+                }),
                 ToolError::Daemon { code: code::NOT_SUPPORTED, message } => ToolError::Daemon {
                     code: code::NOT_SUPPORTED,
                     message: format!(

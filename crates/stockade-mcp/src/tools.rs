@@ -173,6 +173,9 @@ pub struct ExecCommandArgs {
     /// `nofile`, `cpu` (% of one CPU). Default and ceiling: the server's.
     #[serde(default)]
     pub sandbox: Option<stockade_proto::Sandbox>,
+    /// Retry key a failed call named.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
 }
 
 /// How `exec_command` captures stdout and stderr.
@@ -214,6 +217,9 @@ pub struct WriteStdinArgs {
     #[serde(default)]
     #[schemars(range(min = 1, max = 1048576))]
     pub max_output_tokens: Option<u64>,
+    /// Retry key a failed call named.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
 }
 
 /// Which part of the log `read_output` shows.
@@ -330,6 +336,9 @@ pub struct ListSessionsArgs {
     /// Only sessions started with this `source`.
     #[serde(default)]
     pub source: Option<String>,
+    /// Only the session of this retry key.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
 }
 
 /// Every tool, in the order `tools/list` shows them.
@@ -712,8 +721,9 @@ mod search_tests {
     #[test]
     fn tools_list_stays_within_its_bound() {
         // The bound tests/mcp/agents.mjs holds `tools/list` to (JSON of the tools, output
-        // schemas and search hints included).
+        // schemas and search hints included). 25.5 KiB: the retry keys of exec_command,
+        // write_stdin and list_sessions took it past 25.
         let bytes = serde_json::to_string(&all()).unwrap().len();
-        assert!(bytes <= 25_600, "tools/list is {bytes} bytes");
+        assert!(bytes <= 26_112, "tools/list is {bytes} bytes");
     }
 }

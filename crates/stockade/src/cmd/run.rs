@@ -461,12 +461,9 @@ fn params(args: &RunArgs, cwd: Option<PathBuf>) -> RunParams {
     }
 }
 
-/// A fresh idempotency key for one call: this process and the time, unique on this machine.
+/// A fresh idempotency key for one call of this CLI.
 pub(crate) fn new_idempotency_key() -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    format!("cli-{}-{nanos:x}", std::process::id())
+    stockade_client::new_idempotency_key("cli")
 }
 
 /// A call that may have started its command (no answer in time, or the connection lost) says
@@ -484,13 +481,7 @@ fn name_the_key(e: stockade_client::ClientError, key: &str) -> anyhow::Error {
 /// lost) adds `what_now` — what may have happened and how its key finds out; any other is as
 /// it was.
 pub(crate) fn may_have_happened(e: stockade_client::ClientError, what_now: &str) -> anyhow::Error {
-    use stockade_client::ClientError;
-    match e {
-        ClientError::Timeout { .. } | ClientError::Disconnected { .. } => {
-            anyhow::anyhow!("{e}; {what_now}")
-        }
-        e => e.into(),
-    }
+    if e.may_have_taken_effect() { anyhow::anyhow!("{e}; {what_now}") } else { e.into() }
 }
 
 /// Prints a `run` answer; `remote` adds where it ran (the caller cannot see that machine).

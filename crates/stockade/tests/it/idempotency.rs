@@ -146,3 +146,74 @@ fn a_restart_retried_with_its_key_starts_one_new_session() {
     assert_eq!(home.json(&["ps", "--state", "running"])["sessions"][0]["id"], new.as_str());
     home.ok(&["kill", &new]);
 }
+
+/// The key an MCP error names: `idempotency_key "KEY"`.
+fn named_key(text: &str) -> String {
+    let at = text.find("idempotency_key \"").unwrap_or_else(|| panic!("no key named: {text}"));
+    let rest = &text[at + "idempotency_key \"".len()..];
+    rest[..rest.find('"').unwrap_or_else(|| panic!("{text}"))].to_owned()
+}
+
+#[test]
+fn an_mcp_exec_command_whose_answer_was_lost_names_its_key_and_a_retry_with_it_gets_that_session() {
+    use serde_json::json;
+    use std::time::{Duration, Instant};
+
+    let home = Home::new();
+    let mut mcp = crate::order::Mcp::start_with(&home, &["--structured"]);
+    let cmd = "echo started; sleep 60";
+    // The daemon dies while the call waits for its command: the answer never comes.
+    let spool = home.path().join("spool");
+    let killer = std::thread::spawn({
+        let home_dir = home.path().to_owned();
+        move || {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            let started = || {
+                std::fs::read_dir(&spool)
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .any(|dir| dir.path().join("sh-1").join("output.log").exists())
+            };
+            while !started() {
+                assert!(Instant::now() < deadline, "the session never started");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            // Let the daemon answer the spawn and settle into the call's wait.
+            std::thread::sleep(Duration::from_millis(300));
+            let pid = stockade_client::daemon_pid(&home_dir).expect("the daemon's pid");
+            // SAFETY: kill(2) on the daemon this test's MCP server started.
+            assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGKILL) }, 0);
+        }
+    });
+    let lost = mcp.request(
+        "tools/call",
+        json!({"name": "exec_command", "arguments": {"cmd": cmd, "yield_time_ms": 30000}}),
+    );
+    killer.join().expect("the killer thread");
+    assert_eq!(lost["result"]["isError"], true, "{lost}");
+    let said = lost["result"]["content"][0]["text"].as_str().unwrap_or_default().to_owned();
+    assert!(said.contains("may have started"), "{said}");
+    let key = named_key(&said);
+
+    // The key finds the one session the lost call started (the next call starts a daemon).
+    let listed = mcp.request(
+        "tools/call",
+        json!({"name": "list_sessions", "arguments": {"idempotency_key": key}}),
+    );
+    let sessions = listed["result"]["structuredContent"]["sessions"].as_array().cloned();
+    let sessions = sessions.unwrap_or_else(|| panic!("{listed}"));
+    assert_eq!(sessions.len(), 1, "{listed}");
+    assert_eq!(sessions[0]["id"], "sh-1", "{listed}");
+
+    // A retry with it gets that session, recovered after its daemon died, and starts nothing.
+    let retried = mcp.request(
+        "tools/call",
+        json!({"name": "exec_command",
+               "arguments": {"cmd": cmd, "idempotency_key": key, "yield_time_ms": 0}}),
+    );
+    assert_eq!(retried["result"]["structuredContent"]["id"], "sh-1", "{retried}");
+    let all = home.json(&["ps", "-a"]);
+    assert_eq!(all["sessions"].as_array().map_or(0, Vec::len), 1, "one session in all: {all}");
+    assert_ne!(all["sessions"][0]["state"], "running", "recovered as ended: {all}");
+}

@@ -87,7 +87,7 @@ fn a_daemon_stopped_for_2_s_splits_and_reorders_nothing() {
 }
 
 /// `stockade mcp` over stdio, driven line by line.
-struct Mcp {
+pub(crate) struct Mcp {
     child: Child,
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
@@ -96,8 +96,13 @@ struct Mcp {
 
 impl Mcp {
     fn start(home: &Home) -> Mcp {
+        Mcp::start_with(home, &[])
+    }
+
+    /// `stockade mcp ARGS…`, initialized.
+    pub(crate) fn start_with(home: &Home, args: &[&str]) -> Mcp {
         let mut child = home
-            .stockade(&["mcp"])
+            .stockade(&[&["mcp"], args].concat())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -120,7 +125,7 @@ impl Mcp {
         self.stdin.flush().unwrap();
     }
 
-    fn request(&mut self, method: &str, params: Value) -> Value {
+    pub(crate) fn request(&mut self, method: &str, params: Value) -> Value {
         let id = self.next;
         self.next += 1;
         self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
