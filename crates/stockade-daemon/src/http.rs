@@ -218,13 +218,16 @@ async fn healthz() -> Response {
     text(StatusCode::OK, "ok\n")
 }
 
-/// Ready: recovery is done (the Unix socket is served after it) and the daemon is not stopping.
+/// Ready: recovery is done (the Unix socket is served after it), the daemon is not stopping, its
+/// output drain moves and its state directory is still the one it checked at start.
 async fn readyz(State(rules): State<Arc<Rules>>) -> Response {
     if !rules.shared.recovered.is_cancelled() {
         text(StatusCode::SERVICE_UNAVAILABLE, RECOVERING)
     } else if rules.shared.stop.is_cancelled() {
         text(StatusCode::SERVICE_UNAVAILABLE, "not ready: the daemon is stopping\n")
     } else if let Some(why) = crate::janitor::drain_stalled() {
+        text(StatusCode::SERVICE_UNAVAILABLE, &format!("not ready: {why}\n"))
+    } else if let Some(why) = crate::janitor::home_problem(&rules.shared) {
         text(StatusCode::SERVICE_UNAVAILABLE, &format!("not ready: {why}\n"))
     } else {
         text(StatusCode::OK, "ready\n")

@@ -97,6 +97,7 @@ pub(crate) async fn watch_owners(shared: Arc<Shared>, stop: CancellationToken) {
     tokio::spawn(watch_drain(stop.clone()));
     let mut tick = tokio::time::interval(OWNER_WATCH_INTERVAL);
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut home_was_wrong = false;
     loop {
         tokio::select! {
             _ = tick.tick() => {}
@@ -107,7 +108,22 @@ pub(crate) async fn watch_owners(shared: Arc<Shared>, stop: CancellationToken) {
             tracing::warn!("owner watch: {w}");
         }
         shared.engine.retry_records().await;
+        // The home: said once when it stops being the one checked at start, once when back.
+        let problem = home_problem(&shared);
+        if problem.is_some() != home_was_wrong {
+            match &problem {
+                Some(why) => tracing::error!("{why}"),
+                None => tracing::info!("the state directory is the one checked at start again"),
+            }
+            home_was_wrong = problem.is_some();
+        }
     }
+}
+
+/// Why the daemon is not ready because of its state directory: it is not the one checked and
+/// held since start (replaced, or no longer private), so every run is refused.
+pub(crate) fn home_problem(shared: &Shared) -> Option<String> {
+    shared.engine.config().state_dir.check().err().map(|e| e.to_string())
 }
 
 /// How long output may wait with the drain thread making no progress before it is called

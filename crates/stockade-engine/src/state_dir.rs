@@ -91,12 +91,36 @@ pub enum StateDirError {
         /// Its permission bits.
         mode: u32,
     },
+    /// The path no longer leads to the directory this process checked and opened.
+    #[error(
+        "the state directory {path} was replaced since this process opened it (moved, removed or swapped for another directory), so sessions would land where nobody checked; nothing was started: restart the daemon (`stockade daemon stop`, then any command) to check and use what is there now"
+    )]
+    Replaced {
+        /// The directory's path.
+        path: PathBuf,
+    },
+    /// A file of the state directory is not a regular file of this user.
+    #[error(
+        "{path} is not a regular file of this user (uid {euid}), so it may have been planted; remove it (Stockade makes it again) or choose another STOCKADE_HOME"
+    )]
+    ForeignFile {
+        /// The file.
+        path: PathBuf,
+        /// Our effective uid.
+        euid: u32,
+    },
 }
 
-/// A resolved, existing state directory.
+/// A resolved, existing state directory, held open: files of its own (the id counter) are
+/// opened below the directory this process checked, never by a path looked up again, and each
+/// run first checks that the path still leads there ([`StateDir::check`]).
 #[derive(Debug, Clone)]
 pub struct StateDir {
     root: PathBuf,
+    /// `O_PATH` descriptor of `root`, opened right after it was checked.
+    handle: std::sync::Arc<std::os::fd::OwnedFd>,
+    /// Device and inode of `handle`.
+    identity: (u64, u64),
 }
 
 impl StateDir {
@@ -116,10 +140,49 @@ impl StateDir {
 
     /// Open (creating if needed, mode 0700) the state directory at `root`.
     pub fn open(root: impl Into<PathBuf>) -> Result<StateDir, StateDirError> {
+        use rustix::fs::{Mode, OFlags};
         let root = root.into();
         ensure_private_dir(&root, true)?;
-        ensure_private_dir(&root.join(SPOOL_DIR), false)?;
-        Ok(StateDir { root })
+        let unusable =
+            |e: rustix::io::Errno| StateDirError::Unusable { path: root.clone(), source: e.into() };
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let handle = rustix::fs::open(&root, flags, Mode::empty()).map_err(unusable)?;
+        let stat = rustix::fs::fstat(&handle).map_err(unusable)?;
+        let dir = StateDir {
+            identity: (stat.st_dev, stat.st_ino),
+            handle: std::sync::Arc::new(handle),
+            root,
+        };
+        // What was checked is what is held: a swap between the two is refused here.
+        dir.check()?;
+        ensure_private_dir(&dir.root.join(SPOOL_DIR), false)?;
+        Ok(dir)
+    }
+
+    /// Whether the state directory is still the one this process checked: the path leads to
+    /// the directory held open, which is this user's and lets no one else write. Every run
+    /// asks first (an `fstat` and an `lstat`); the daemon's watch asks every second and says
+    /// so in its log and `/readyz`.
+    pub fn check(&self) -> Result<(), StateDirError> {
+        use std::os::unix::fs::MetadataExt as _;
+        let held = rustix::fs::fstat(&*self.handle)
+            .map_err(|e| StateDirError::Unusable { path: self.root.clone(), source: e.into() })?;
+        let euid = rustix::process::geteuid().as_raw();
+        if held.st_uid != euid {
+            return Err(StateDirError::ForeignOwner {
+                path: self.root.clone(),
+                owner: held.st_uid,
+                euid,
+            });
+        }
+        let mode = held.st_mode & 0o7777;
+        if mode & 0o022 != 0 {
+            return Err(StateDirError::LooseMode { path: self.root.clone(), mode });
+        }
+        match fs::symlink_metadata(&self.root) {
+            Ok(now) if (now.dev(), now.ino()) == self.identity => Ok(()),
+            _ => Err(StateDirError::Replaced { path: self.root.clone() }),
+        }
     }
 
     /// The state directory's path.
@@ -150,9 +213,10 @@ impl StateDir {
     /// restarts from the reservation, never below an id handed out before the crash. One flush
     /// per `ID_RESERVATION` (1024) ids, plus one per boot.
     pub(crate) fn allocate_id(&self) -> Result<String, StateDirError> {
+        self.check()?;
         let path = self.root.join(COUNTER_FILE);
         let unusable = |source| StateDirError::Unusable { path: path.clone(), source };
-        let mut file = open_lock_file(&path).map_err(unusable)?;
+        let mut file = self.open_own_file(COUNTER_FILE)?;
         rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
             .map_err(|e| unusable(e.into()))?;
         let mut text = String::new();
@@ -186,6 +250,25 @@ impl StateDir {
         }
         Ok(format!("{SESSION_ID_PREFIX}{next}"))
         // The lock is released when `file` is closed.
+    }
+
+    /// Open (creating it 0600 if needed) the file `name` of the held directory — below the
+    /// handle, never through a symlink — and refuse one that is not a regular file of this
+    /// user.
+    fn open_own_file(&self, name: &str) -> Result<File, StateDirError> {
+        use rustix::fs::{FileType, Mode, OFlags};
+        let path = self.root.join(name);
+        let unusable =
+            |e: rustix::io::Errno| StateDirError::Unusable { path: path.clone(), source: e.into() };
+        let flags = OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(&*self.handle, name, flags, Mode::from_raw_mode(0o600))
+            .map_err(unusable)?;
+        let stat = rustix::fs::fstat(&fd).map_err(unusable)?;
+        let euid = rustix::process::geteuid().as_raw();
+        if stat.st_uid != euid || FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+            return Err(StateDirError::ForeignFile { path, euid });
+        }
+        Ok(File::from(fd))
     }
 
     /// Find the directory of session `id`, whatever instance ran it.

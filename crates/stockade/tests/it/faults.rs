@@ -215,3 +215,59 @@ fn wait_timeout_holds_against_a_stopped_daemon() {
     assert_eq!(out.status.code(), Some(124), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("still running"), "{}", text(&out.stdout));
 }
+
+/// Puts a swapped home back when dropped, so a failing test still stops its daemon.
+struct Swapped {
+    home: std::path::PathBuf,
+    kept: std::path::PathBuf,
+}
+
+impl Drop for Swapped {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.home);
+        let _ = std::fs::rename(&self.kept, &self.home);
+    }
+}
+
+#[test]
+fn a_home_swapped_under_a_running_daemon_receives_nothing_and_is_reported() {
+    let home = Home::nested("swapped");
+    let first = home.json_bg(&["echo before"]);
+    assert!(first["id"].is_string(), "{first}");
+    // The home is moved away and another directory put in its place, with a link to the
+    // daemon's socket so clients still reach it.
+    let kept = home.root().join("swapped.kept");
+    std::fs::rename(home.path(), &kept).unwrap();
+    let swapped = Swapped { home: home.path().to_owned(), kept: kept.clone() };
+    std::fs::create_dir(home.path()).unwrap();
+    std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::os::unix::fs::symlink(kept.join("stockade.sock"), home.path().join("stockade.sock"))
+        .unwrap();
+
+    let out = home.run(&["--no-autostart", "run", "--bg", "echo after"]);
+    let said = text(&out.stderr);
+    assert!(!out.status.success(), "a run started in a replaced home: {}", text(&out.stdout));
+    assert!(said.contains("was replaced since this process opened it"), "{said}");
+    // Nothing reached the directory put in its place: no id counter, no spool.
+    let names: Vec<String> = std::fs::read_dir(home.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["stockade.sock"], "written into the replacement");
+    // The daemon's log says so within its watch's second.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let log = std::fs::read_to_string(kept.join("daemon.log")).unwrap_or_default();
+        if log.contains("was replaced") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the daemon's log does not say it: {log}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // Put back, the home serves again.
+    drop(swapped);
+    let after = home.json_bg(&["echo back"]);
+    assert!(after["id"].is_string(), "{after}");
+}
