@@ -103,13 +103,16 @@ pub(crate) async fn watch_owners(shared: Arc<Shared>, stop: CancellationToken) {
             _ = tick.tick() => {}
             () = stop.cancelled() => return,
         }
-        let report = stockade_engine::sync_others(&shared.engine).await;
-        for w in &report.warnings {
-            tracing::warn!("owner watch: {w}");
-        }
-        shared.engine.retry_records().await;
         // The home: said once when it stops being the one checked at start, once when back.
+        // Meanwhile nothing of it is looked at or written.
         let problem = home_problem(&shared);
+        if problem.is_none() {
+            let report = stockade_engine::sync_others(&shared.engine).await;
+            for w in &report.warnings {
+                tracing::warn!("owner watch: {w}");
+            }
+            shared.engine.retry_records().await;
+        }
         if problem.is_some() != home_was_wrong {
             match &problem {
                 Some(why) => tracing::error!("{why}"),

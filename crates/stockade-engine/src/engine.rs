@@ -527,6 +527,7 @@ impl Engine {
             grace: spec.grace.unwrap_or(self.config.grace),
             input,
             spec: kept,
+            home: self.config.state_dir.clone(),
         });
         let key = crate::registry::id_number(&id);
         self.registry().sessions.insert(key, Arc::clone(&session));

@@ -40,7 +40,7 @@ use crate::registry::{
     self, RECORD_VERSION, RecordEntry, RecordError, RecordTotals, SessionRecord,
 };
 use crate::session::{Session, unix_ms};
-use crate::state_dir::{StateDir, open_lock_file};
+use crate::state_dir::StateDir;
 use stockade_log::OutputLog;
 use stockade_log::SessionDir;
 use stockade_proc::{AdoptSpec, Containment, ProcessTree, SessionMarker, TerminateOptions};
@@ -64,6 +64,10 @@ pub enum RecoveryError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// The state directory is no longer the one checked (see `StateDir::check`), or its lock
+    /// file is not this user's.
+    #[error(transparent)]
+    StateDir(#[from] crate::StateDirError),
     /// A blocking step could not run (the runtime is shutting down).
     #[error("recovery was interrupted: {0}")]
     Interrupted(String),
@@ -105,7 +109,9 @@ impl RecoveryLock {
     pub(crate) fn acquire(state_dir: &StateDir) -> Result<RecoveryLock, RecoveryError> {
         let path = state_dir.root().join(RECOVERY_LOCK_FILE);
         let lock_err = |source| RecoveryError::Lock { path: path.clone(), source };
-        let file = open_lock_file(&path).map_err(lock_err)?;
+        // Below the held directory, and only while the path still leads there.
+        state_dir.check()?;
+        let file = state_dir.open_own_file(RECOVERY_LOCK_FILE)?;
         flock(&file, FlockOperation::LockExclusive).map_err(|e| lock_err(e.into()))?;
         Ok(RecoveryLock { _file: file })
     }

@@ -90,6 +90,9 @@ pub struct Session {
     /// What it was started with (`None` when recovered from a record, which keeps no
     /// environment or options): what `restart` starts again.
     spec: Option<crate::RunSpec>,
+    /// The state directory this engine checked and holds (`None` when recovered from a record):
+    /// its end is written only while the path still leads there.
+    home: Option<crate::StateDir>,
 }
 
 impl std::fmt::Debug for Session {
@@ -115,6 +118,7 @@ pub(crate) struct SessionParts {
     pub grace: Duration,
     pub input: Option<SessionInput>,
     pub spec: crate::RunSpec,
+    pub home: crate::StateDir,
 }
 
 impl Session {
@@ -144,6 +148,7 @@ impl Session {
             settled: watch::Sender::new(false),
             own: true,
             spec: Some(parts.spec),
+            home: Some(parts.home),
         });
         session.write_record(None);
         let supervisor = Supervisor {
@@ -348,6 +353,20 @@ impl Session {
         }
     }
 
+    /// Whether the state directory's path no longer leads to the one this engine checked (see
+    /// `StateDir::check`): its files are then held back (retried while the daemon watches), so
+    /// nothing is written by path into a directory put in its place. Said in the log.
+    fn home_replaced(&self) -> bool {
+        let Some(Err(e)) = self.home.as_ref().map(crate::StateDir::check) else { return false };
+        tracing::error!(id = %self.id, "{e}; its end record is held back");
+        true
+    }
+
+    /// [`Self::home_replaced`] without a word: for the retry every second.
+    fn home_still_replaced(&self) -> bool {
+        self.home.as_ref().is_some_and(|home| home.check().is_err())
+    }
+
     /// Persist the start record atomically and durably (see [`crate::registry`]).
     fn write_record(&self, _end: Option<&SessionEnd>) {
         let record = self.record();
@@ -371,7 +390,9 @@ impl Session {
             None
         });
         *self.end.lock().unwrap_or_else(|p| p.into_inner()) = Some(end);
-        if let Err(e) = registry::store_via(&self.dir, &self.record(), Some(Spare::End)) {
+        if self.home_replaced() {
+            self.record_pending.store(true, Ordering::Relaxed);
+        } else if let Err(e) = registry::store_via(&self.dir, &self.record(), Some(Spare::End)) {
             self.record_pending.store(true, Ordering::Relaxed);
             tracing::warn!(id = %self.id, error = %e, "could not write the final session record; will retry");
         }
@@ -381,7 +402,9 @@ impl Session {
     /// The end after its state is published: `log.json` (when [`Self::write_end`] left it) and
     /// the removal of the session's empty cgroup. Blocking.
     fn after_end(&self, later: Option<LaterMeta>) {
-        if let Some(later) = later
+        if later.is_some() && self.home_replaced() {
+            self.record_pending.store(true, Ordering::Relaxed);
+        } else if let Some(later) = later
             && let Err(e) = later.write(&self.log)
         {
             self.record_pending.store(true, Ordering::Relaxed);
@@ -417,6 +440,9 @@ impl Session {
     /// Writes the record (and, once finished, `log.json`) again; `true` once both are on disk.
     /// Blocking.
     pub(crate) fn retry_record(&self) -> bool {
+        if self.home_still_replaced() {
+            return false;
+        }
         if self.state().is_terminal()
             && let Err(e) = self.log.rewrite_meta()
         {
@@ -521,6 +547,7 @@ impl Session {
             settled: watch::Sender::new(true),
             own: false,
             spec,
+            home: None,
         })
     }
 }

@@ -255,7 +255,7 @@ impl StateDir {
     /// Open (creating it 0600 if needed) the file `name` of the held directory — below the
     /// handle, never through a symlink — and refuse one that is not a regular file of this
     /// user.
-    fn open_own_file(&self, name: &str) -> Result<File, StateDirError> {
+    pub(crate) fn open_own_file(&self, name: &str) -> Result<File, StateDirError> {
         use rustix::fs::{FileType, Mode, OFlags};
         let path = self.root.join(name);
         let unusable =

@@ -234,6 +234,8 @@ fn a_home_swapped_under_a_running_daemon_receives_nothing_and_is_reported() {
     let home = Home::nested("swapped");
     let first = home.json_bg(&["echo before"]);
     assert!(first["id"].is_string(), "{first}");
+    // One that ends while the home is swapped.
+    let ending = home.json_bg(&["sleep 2"])["id"].as_str().unwrap().to_owned();
     // The home is moved away and another directory put in its place, with a link to the
     // daemon's socket so clients still reach it.
     let kept = home.root().join("swapped.kept");
@@ -248,7 +250,12 @@ fn a_home_swapped_under_a_running_daemon_receives_nothing_and_is_reported() {
     let said = text(&out.stderr);
     assert!(!out.status.success(), "a run started in a replaced home: {}", text(&out.stdout));
     assert!(said.contains("was replaced since this process opened it"), "{said}");
-    // Nothing reached the directory put in its place: no id counter, no spool.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while home.session(&ending)["state"] == "running" {
+        assert!(Instant::now() < deadline, "{ending} did not end");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Nothing reached the directory put in its place: no id counter, no spool, no end record.
     let names: Vec<String> = std::fs::read_dir(home.path())
         .unwrap()
         .flatten()
@@ -266,8 +273,22 @@ fn a_home_swapped_under_a_running_daemon_receives_nothing_and_is_reported() {
         std::thread::sleep(Duration::from_millis(100));
     }
 
-    // Put back, the home serves again.
+    // Put back, the home serves again, and the end record held back reaches it.
     drop(swapped);
     let after = home.json_bg(&["echo back"]);
     assert!(after["id"].is_string(), "{after}");
+    let spool = home.path().join("spool");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let record = std::fs::read_dir(&spool)
+            .unwrap()
+            .flatten()
+            .find_map(|d| std::fs::read_to_string(d.path().join(&ending).join("session.json")).ok())
+            .unwrap_or_default();
+        if record.contains("\"exited\"") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the end record of {ending} was not written: {record}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
