@@ -470,6 +470,9 @@ impl Engine {
                 return Err(e.into());
             }
         };
+        if let Some(key) = &spec.idempotency_key {
+            crate::recovery::mark_key(&dir, key);
+        }
         let started = (|| {
             let sandbox = crate::sandbox::resolve(
                 &self.config.sandbox,

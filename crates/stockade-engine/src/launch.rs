@@ -98,6 +98,12 @@ pub(crate) fn start_drain(
     if std::env::var(FAIL_AFTER_SPAWN_ENV).is_ok_and(|v| v == "1") {
         return Err(format!("{FAIL_AFTER_SPAWN_ENV}=1: failing after the spawn"));
     }
+    #[cfg(feature = "test-hooks")]
+    if std::env::var(CRASH_AFTER_SPAWN_ENV).is_ok_and(|v| v == "1") {
+        // The crash window between the spawn and the first record, on demand.
+        let _ =
+            rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
+    }
     let drainer = Drainer::global().map_err(|e| format!("cannot start the output reader: {e}"))?;
     drainer.add(Arc::clone(log), sources).map_err(|e| format!("cannot read the output: {e}"))
 }
@@ -105,6 +111,11 @@ pub(crate) fn start_drain(
 /// The test hook that makes every run fail right after its spawn (feature `test-hooks` only).
 #[cfg(feature = "test-hooks")]
 pub(crate) const FAIL_AFTER_SPAWN_ENV: &str = "STOCKADE_TEST_FAIL_AFTER_SPAWN";
+
+/// The test hook that SIGKILLs this process right after a spawn, before the session's first
+/// record (feature `test-hooks` only).
+#[cfg(feature = "test-hooks")]
+pub(crate) const CRASH_AFTER_SPAWN_ENV: &str = "STOCKADE_TEST_CRASH_AFTER_SPAWN";
 
 /// Deletes the directory of a run that never started (its spool is empty, it has no record).
 pub(crate) fn remove_unstarted(dir: &Path) {

@@ -475,6 +475,8 @@ fn truncate(path: &Path) -> io::Result<()> {
 /// become the spares, the spool and index are truncated, anything else is deleted; what is missing is
 /// made.
 fn reset(slot: &Path) -> io::Result<()> {
+    // The last run's idempotency key must not name the next one's session.
+    crate::recovery::unmark_key(slot)?;
     for spare in Spare::ALL {
         let Some(record) = spare.record() else { continue };
         match rename_noreplace(&slot.join(record), &spare.path_in(slot)) {
@@ -609,6 +611,8 @@ mod tests {
         }
         let ino = |p: &Path| std::fs::metadata(p).unwrap().ino();
         let before = [ino(&used.join("output.log")), ino(&used.join("session.json"))];
+        crate::recovery::mark_key(&used, "k-used");
+        let marked = rustix::fs::getxattr(&used, "user.stockade.idempotency_key", &mut [0u8; 64]);
         assert!(slots.recycle(&used, true));
         assert!(!used.exists());
         assert_eq!(names(tmp.path()), [".slot-0"]);
@@ -624,10 +628,15 @@ mod tests {
         assert_eq!(read(".spare-end"), "{\"start\":1}");
         assert_eq!((read(".spare-spec"), read(".spare-log")), ("{}".into(), "{}".into()));
         assert_eq!(before, [ino(&slot.join("output.log")), ino(&slot.join(".spare-start"))]);
-        // It is handed out like a fresh one.
+        // It is handed out like a fresh one, without the last run's idempotency key (where
+        // the file system kept it at all).
         let dir = tmp.path().join("sh-9");
         drop(slots.claim(&dir).unwrap());
         assert_eq!(names(&dir), FRESH);
+        if marked.is_ok() {
+            let left = rustix::fs::getxattr(&dir, "user.stockade.idempotency_key", &mut [0u8; 64]);
+            assert_eq!(left, Err(rustix::io::Errno::NODATA), "the key was kept");
+        }
         // A directory that cannot be moved is left for the caller.
         assert!(!slots.recycle(&tmp.path().join("sh-404"), true));
     }

@@ -217,3 +217,41 @@ fn an_mcp_exec_command_whose_answer_was_lost_names_its_key_and_a_retry_with_it_g
     assert_eq!(all["sessions"].as_array().map_or(0, Vec::len), 1, "one session in all: {all}");
     assert_ne!(all["sessions"][0]["state"], "running", "recovered as ended: {all}");
 }
+
+#[test]
+fn a_key_outlives_a_daemon_killed_between_the_spawn_and_the_first_record() {
+    use std::time::Duration;
+    use stockade_testkit::daemon::DaemonProc;
+    use stockade_testkit::eventually;
+    use stockade_testkit::procs::marked_processes;
+
+    let home = Home::nested("home");
+    // A test build's daemon that SIGKILLs itself right after spawning, before any record.
+    let mut crashing =
+        DaemonProc::start_env(home.path(), &[], &[("STOCKADE_TEST_CRASH_AFTER_SPAWN", "1")])
+            .unwrap();
+    let prefix = crashing.marker_prefix();
+    let lost =
+        home.run(&["--no-autostart", "run", "--bg", "--idempotency-key", "k-crash", "sleep 300"]);
+    assert!(!lost.status.success(), "{}", text(&lost.stdout));
+    let said = text(&lost.stderr);
+    assert!(said.contains("may have started") && said.contains("k-crash"), "{said}");
+    assert!(crashing.wait_exit(Duration::from_secs(10)).is_some(), "the daemon did not die");
+    assert!(!marked_processes(&prefix).is_empty(), "the command never started: {said}");
+
+    // The next command starts a daemon as users' shells do; its recovery ends the unrecorded
+    // session and keeps the key it was marked with.
+    let found = ids_with_key(&home, "k-crash");
+    assert_eq!(found.len(), 1, "the key names one session: {found:?}");
+    eventually(Duration::from_secs(10), "the unrecorded tree terminated", || {
+        marked_processes(&prefix).is_empty().then_some(())
+    });
+    let session = home.session(&found[0]);
+    let reason = session["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("before recording it"), "{session}");
+    // A retry with the key gets that session: the command does not run a second time.
+    let retried = run_keyed(&home, "k-crash", "sleep 300");
+    assert_eq!(retried["id"].as_str(), Some(found[0].as_str()), "{retried}");
+    let all = home.json(&["ps", "-a"]);
+    assert_eq!(all["sessions"].as_array().map_or(0, Vec::len), 1, "one session in all: {all}");
+}
