@@ -20,7 +20,7 @@ use crate::run_spec::RunSpec;
 use crate::session::{Session, SessionParts};
 use crate::slots::Slots;
 use crate::state_dir::StateDir;
-use stockade_log::{OutputConfig, OutputLog};
+use stockade_log::OutputConfig;
 use stockade_proc::{
     Containment, ContainmentConfig, ContainmentInfo, SessionMarker, SpawnSpec, StdioSpec,
     TerminateBatch, TerminateOptions, spawn, spawn_pty,
@@ -463,16 +463,8 @@ impl Engine {
         // A directory made ahead of time, when one is ready: no inode to wait for.
         let prepared = self.slots.as_ref().and_then(|slots| slots.claim(&dir));
         let file_size_limit = file_size_limit(&output, &spec);
-        let log = match OutputLog::create_in(&dir, output, prepared) {
-            Ok(log) => Arc::new(log),
-            Err(e) => {
-                remove_unstarted(&dir);
-                return Err(e.into());
-            }
-        };
-        if let Some(key) = &spec.idempotency_key {
-            crate::recovery::mark_key(&dir, key);
-        }
+        let log =
+            crate::launch::create_log(&dir, output, prepared, spec.idempotency_key.as_deref())?;
         let started = (|| {
             let sandbox = crate::sandbox::resolve(
                 &self.config.sandbox,

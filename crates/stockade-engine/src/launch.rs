@@ -6,7 +6,7 @@ use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::sync::Arc;
 
-use stockade_log::{DrainHandle, Drainer, OutputLog};
+use stockade_log::{DrainHandle, Drainer, OutputConfig, OutputLog, Prepared};
 use stockade_proc::{SpawnedTree, StdioSpec, try_clone_master};
 use stockade_proto::{Capture, Stream};
 
@@ -116,6 +116,25 @@ pub(crate) const FAIL_AFTER_SPAWN_ENV: &str = "STOCKADE_TEST_FAIL_AFTER_SPAWN";
 /// record (feature `test-hooks` only).
 #[cfg(feature = "test-hooks")]
 pub(crate) const CRASH_AFTER_SPAWN_ENV: &str = "STOCKADE_TEST_CRASH_AFTER_SPAWN";
+
+/// Makes the session's output log in `dir` (from a `prepared` slot when there is one) and marks
+/// the directory with the run's idempotency key, before anything is spawned. A log that cannot
+/// be made leaves no directory.
+pub(crate) fn create_log(
+    dir: &Path,
+    output: OutputConfig,
+    prepared: Option<Prepared>,
+    key: Option<&str>,
+) -> Result<Arc<OutputLog>, EngineError> {
+    let log = OutputLog::create_in(dir, output, prepared).map_err(|e| {
+        remove_unstarted(dir);
+        EngineError::from(e)
+    })?;
+    if let Some(key) = key {
+        crate::key_mark::mark_key(dir, key);
+    }
+    Ok(Arc::new(log))
+}
 
 /// Deletes the directory of a run that never started (its spool is empty, it has no record).
 pub(crate) fn remove_unstarted(dir: &Path) {

@@ -37,6 +37,7 @@ pub mod blocking;
 mod engine;
 mod error;
 mod input;
+mod key_mark;
 mod launch;
 mod others;
 mod others_memo;

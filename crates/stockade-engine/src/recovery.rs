@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use rustix::fs::{FlockOperation, XattrFlags, flock};
+use rustix::fs::{FlockOperation, flock};
 use stockade_procfs::Liveness;
 use stockade_proto::{Gap, SessionState, TerminateReport};
 use tokio::task::JoinSet;
@@ -249,41 +249,9 @@ pub(crate) fn unrecorded(instance: &str, id: &str, dir: &Path) -> Option<Session
         "state": "running",
         "spool_path": SessionDir::new(dir).spool(),
         "started_at_ms": made,
-        "idempotency_key": marked_key(dir),
+        "idempotency_key": crate::key_mark::marked_key(dir),
     });
     serde_json::from_value(record).ok()
-}
-
-/// The extended attribute of a session directory that holds its run's idempotency key, set
-/// before the command is spawned: a daemon that dies before the first record leaves the key
-/// where recovery finds it, so a retry with the key gets that session, not a second copy.
-const KEY_XATTR: &str = "user.stockade.idempotency_key";
-
-/// Marks `dir` with the idempotency key of the run about to start in it. Best effort: a file
-/// system without user extended attributes keeps the window this closes (microseconds between
-/// the spawn and the first record).
-pub(crate) fn mark_key(dir: &Path, key: &str) {
-    if let Err(e) = rustix::fs::setxattr(dir, KEY_XATTR, key.as_bytes(), XattrFlags::empty()) {
-        tracing::debug!(dir = %dir.display(), error = %e, "cannot mark the session directory with its key");
-    }
-}
-
-/// Removes the key [`mark_key`] left on `dir` (a session directory about to be used again).
-/// A file system without user extended attributes has none to remove.
-pub(crate) fn unmark_key(dir: &Path) -> std::io::Result<()> {
-    match rustix::fs::removexattr(dir, KEY_XATTR) {
-        Ok(()) | Err(rustix::io::Errno::NODATA | rustix::io::Errno::NOTSUP) => Ok(()),
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// The idempotency key [`mark_key`] left on `dir`, if any (and a valid key).
-fn marked_key(dir: &Path) -> Option<String> {
-    let mut buf = [0u8; 256];
-    let n = rustix::fs::getxattr(dir, KEY_XATTR, &mut buf[..]).ok()?;
-    let key = std::str::from_utf8(buf.get(..n)?).ok()?;
-    crate::run_spec::check_idempotency_key(key).ok()?;
-    Some(key.to_owned())
 }
 
 /// Terminates what is left of one session whose owner died and rewrites its record as failed.

@@ -476,7 +476,7 @@ fn truncate(path: &Path) -> io::Result<()> {
 /// made.
 fn reset(slot: &Path) -> io::Result<()> {
     // The last run's idempotency key must not name the next one's session.
-    crate::recovery::unmark_key(slot)?;
+    crate::key_mark::unmark_key(slot)?;
     for spare in Spare::ALL {
         let Some(record) = spare.record() else { continue };
         match rename_noreplace(&slot.join(record), &spare.path_in(slot)) {
@@ -611,7 +611,7 @@ mod tests {
         }
         let ino = |p: &Path| std::fs::metadata(p).unwrap().ino();
         let before = [ino(&used.join("output.log")), ino(&used.join("session.json"))];
-        crate::recovery::mark_key(&used, "k-used");
+        crate::key_mark::mark_key(&used, "k-used");
         let marked = rustix::fs::getxattr(&used, "user.stockade.idempotency_key", &mut [0u8; 64]);
         assert!(slots.recycle(&used, true));
         assert!(!used.exists());

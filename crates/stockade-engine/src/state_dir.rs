@@ -5,7 +5,9 @@
 //! ```text
 //! $STOCKADE_HOME/            default $XDG_STATE_HOME/stockade, else ~/.local/state/stockade
 //!   next-id                  the session id counter (ids are never reused within a state dir)
-//!   spool/<instance>/<id>/   one directory per engine instance and per session
+//!   spool/<instance>/<id>/   one directory per engine instance and per session (its run's
+//!                            idempotency key in the attribute `user.stockade.idempotency_key`,
+//!                            owned by `key_mark`)
 //!     output.log             the spool (owned by `output`)
 //!     streams.idx            the stream index (owned by `output`)
 //!     log.json               the finished log's counters (owned by `output`)
