@@ -110,8 +110,7 @@ impl RecoveryLock {
         let path = state_dir.root().join(RECOVERY_LOCK_FILE);
         let lock_err = |source| RecoveryError::Lock { path: path.clone(), source };
         // Below the held directory, and only while the path still leads there.
-        state_dir.check()?;
-        let file = state_dir.open_own_file(RECOVERY_LOCK_FILE)?;
+        let file = state_dir.open_checked(RECOVERY_LOCK_FILE)?;
         flock(&file, FlockOperation::LockExclusive).map_err(|e| lock_err(e.into()))?;
         Ok(RecoveryLock { _file: file })
     }

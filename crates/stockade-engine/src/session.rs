@@ -355,16 +355,14 @@ impl Session {
 
     /// Whether the state directory's path no longer leads to the one this engine checked (see
     /// `StateDir::check`): its files are then held back (retried while the daemon watches), so
-    /// nothing is written by path into a directory put in its place. Said in the log.
-    fn home_replaced(&self) -> bool {
+    /// nothing is written by path into a directory put in its place. Said in the log when
+    /// `say` (the end; the retry every second asks without a word).
+    fn home_replaced(&self, say: bool) -> bool {
         let Some(Err(e)) = self.home.as_ref().map(crate::StateDir::check) else { return false };
-        tracing::error!(id = %self.id, "{e}; its end record is held back");
+        if say {
+            tracing::error!(id = %self.id, "{e}; its end record is held back");
+        }
         true
-    }
-
-    /// [`Self::home_replaced`] without a word: for the retry every second.
-    fn home_still_replaced(&self) -> bool {
-        self.home.as_ref().is_some_and(|home| home.check().is_err())
     }
 
     /// Persist the start record atomically and durably (see [`crate::registry`]).
@@ -390,7 +388,7 @@ impl Session {
             None
         });
         *self.end.lock().unwrap_or_else(|p| p.into_inner()) = Some(end);
-        if self.home_replaced() {
+        if self.home_replaced(true) {
             self.record_pending.store(true, Ordering::Relaxed);
         } else if let Err(e) = registry::store_via(&self.dir, &self.record(), Some(Spare::End)) {
             self.record_pending.store(true, Ordering::Relaxed);
@@ -402,7 +400,7 @@ impl Session {
     /// The end after its state is published: `log.json` (when [`Self::write_end`] left it) and
     /// the removal of the session's empty cgroup. Blocking.
     fn after_end(&self, later: Option<LaterMeta>) {
-        if later.is_some() && self.home_replaced() {
+        if later.is_some() && self.home_replaced(true) {
             self.record_pending.store(true, Ordering::Relaxed);
         } else if let Some(later) = later
             && let Err(e) = later.write(&self.log)
@@ -440,7 +438,7 @@ impl Session {
     /// Writes the record (and, once finished, `log.json`) again; `true` once both are on disk.
     /// Blocking.
     pub(crate) fn retry_record(&self) -> bool {
-        if self.home_still_replaced() {
+        if self.home_replaced(false) {
             return false;
         }
         if self.state().is_terminal()

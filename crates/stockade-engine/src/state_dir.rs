@@ -19,7 +19,7 @@
 
 use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io::Read;
-use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// The environment variable that overrides the state directory.
@@ -166,21 +166,9 @@ impl StateDir {
     /// asks first (an `fstat` and an `lstat`); the daemon's watch asks every second and says
     /// so in its log and `/readyz`.
     pub fn check(&self) -> Result<(), StateDirError> {
-        use std::os::unix::fs::MetadataExt as _;
         let held = rustix::fs::fstat(&*self.handle)
             .map_err(|e| StateDirError::Unusable { path: self.root.clone(), source: e.into() })?;
-        let euid = rustix::process::geteuid().as_raw();
-        if held.st_uid != euid {
-            return Err(StateDirError::ForeignOwner {
-                path: self.root.clone(),
-                owner: held.st_uid,
-                euid,
-            });
-        }
-        let mode = held.st_mode & 0o7777;
-        if mode & 0o022 != 0 {
-            return Err(StateDirError::LooseMode { path: self.root.clone(), mode });
-        }
+        ensure_ours(&self.root, held.st_uid, held.st_mode)?;
         match fs::symlink_metadata(&self.root) {
             Ok(now) if (now.dev(), now.ino()) == self.identity => Ok(()),
             _ => Err(StateDirError::Replaced { path: self.root.clone() }),
@@ -215,10 +203,9 @@ impl StateDir {
     /// restarts from the reservation, never below an id handed out before the crash. One flush
     /// per `ID_RESERVATION` (1024) ids, plus one per boot.
     pub(crate) fn allocate_id(&self) -> Result<String, StateDirError> {
-        self.check()?;
         let path = self.root.join(COUNTER_FILE);
         let unusable = |source| StateDirError::Unusable { path: path.clone(), source };
-        let mut file = self.open_own_file(COUNTER_FILE)?;
+        let mut file = self.open_checked(COUNTER_FILE)?;
         rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
             .map_err(|e| unusable(e.into()))?;
         let mut text = String::new();
@@ -254,11 +241,12 @@ impl StateDir {
         // The lock is released when `file` is closed.
     }
 
-    /// Open (creating it 0600 if needed) the file `name` of the held directory — below the
-    /// handle, never through a symlink — and refuse one that is not a regular file of this
-    /// user.
-    pub(crate) fn open_own_file(&self, name: &str) -> Result<File, StateDirError> {
+    /// Open (creating it 0600 if needed) the file `name` of the held directory — only while
+    /// the path still leads there ([`Self::check`]), below the handle, never through a
+    /// symlink — and refuse one that is not a regular file of this user.
+    pub(crate) fn open_checked(&self, name: &str) -> Result<File, StateDirError> {
         use rustix::fs::{FileType, Mode, OFlags};
+        self.check()?;
         let path = self.root.join(name);
         let unusable =
             |e: rustix::io::Errno| StateDirError::Unusable { path: path.clone(), source: e.into() };
@@ -367,19 +355,16 @@ fn ensure_private_dir(dir: &Path, recursive: bool) -> Result<(), StateDirError> 
     if !meta.is_dir() {
         return Err(StateDirError::NotADirectory { path: dir.to_path_buf() });
     }
-    ensure_owned(dir, &meta)?;
-    let mode = meta.permissions().mode() & 0o7777;
-    if existed {
-        // Never change the mode of a directory someone else made (it may be `/tmp`, shared on
-        // purpose). One others may write to is refused (they could swap the socket or plant
-        // records); one they may only list is used as it is (what it holds is made 0700/0600).
-        if mode & 0o022 != 0 {
-            return Err(StateDirError::LooseMode { path: dir.to_path_buf(), mode });
-        }
-    } else if mode & 0o077 != 0 {
-        // One we just made: only a umask or ACL default could have loosened it.
+    let mut mode = meta.permissions().mode();
+    // Never change the mode of a directory someone else made (it may be `/tmp`, shared on
+    // purpose): one others may write to is refused by `ensure_ours` (they could swap the socket
+    // or plant records); one they may only list is used as it is (what it holds is made
+    // 0700/0600). One we just made is loosened only by a umask or an ACL default: tightened.
+    if !existed && mode & 0o077 != 0 && meta.uid() == rustix::process::geteuid().as_raw() {
         fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(unusable)?;
+        mode = 0o700;
     }
+    ensure_ours(dir, meta.uid(), mode)?;
     // Probe that we can write here, so an unwritable state dir is reported up front.
     let probe = dir.join(format!(".probe-{}", std::process::id()));
     File::create(&probe).map_err(unusable)?;
@@ -387,17 +372,17 @@ fn ensure_private_dir(dir: &Path, recursive: bool) -> Result<(), StateDirError> 
     Ok(())
 }
 
-/// Refuse a directory (`meta` is its `symlink_metadata`) that the effective user does not own:
-/// whoever owns it can swap the socket, read spools and forge records.
-pub(crate) fn ensure_owned(dir: &Path, meta: &fs::Metadata) -> Result<(), StateDirError> {
-    use std::os::unix::fs::MetadataExt as _;
+/// The one rule for a directory of the state directory, given its owner and mode: the
+/// effective user owns it (whoever owns it can swap the socket, read spools and forge records)
+/// and no one else may write to it.
+fn ensure_ours(dir: &Path, owner: u32, mode: u32) -> Result<(), StateDirError> {
     let euid = rustix::process::geteuid().as_raw();
-    if meta.uid() != euid {
-        return Err(StateDirError::ForeignOwner {
-            path: dir.to_path_buf(),
-            owner: meta.uid(),
-            euid,
-        });
+    if owner != euid {
+        return Err(StateDirError::ForeignOwner { path: dir.to_path_buf(), owner, euid });
+    }
+    let mode = mode & 0o7777;
+    if mode & 0o022 != 0 {
+        return Err(StateDirError::LooseMode { path: dir.to_path_buf(), mode });
     }
     Ok(())
 }
@@ -511,7 +496,7 @@ mod tests {
         let root = tmp.path().join("home");
         StateDir::open(&root).unwrap();
         let meta = fs::symlink_metadata(&root).unwrap();
-        assert!(ensure_owned(&root, &meta).is_ok());
+        assert!(ensure_ours(&root, meta.uid(), meta.mode()).is_ok());
         // Root gives the directory away; anyone else finds `/` foreign (it is root's).
         let (foreign, owner) = if rustix::process::geteuid().is_root() {
             std::os::unix::fs::chown(&root, Some(65534), Some(65534)).unwrap();
@@ -520,7 +505,7 @@ mod tests {
             (PathBuf::from("/"), 0)
         };
         let meta = fs::symlink_metadata(&foreign).unwrap();
-        let err = ensure_owned(&foreign, &meta).unwrap_err();
+        let err = ensure_ours(&foreign, meta.uid(), 0o700).unwrap_err();
         assert!(matches!(err, StateDirError::ForeignOwner { owner: o, .. } if o == owner), "{err}");
         assert!(err.to_string().contains(&format!("uid {owner}")), "{err}");
         if owner == 65534 {
