@@ -60,6 +60,10 @@ pub struct SpeedSummary {
     /// sandboxed / unsandboxed `run true` (spawn only).
     #[serde(default)]
     pub sandbox_ratio: f64,
+    /// Read rules a sandboxed run of that daemon carries to hide its home: one per entry beside
+    /// each directory on the way to it (`stockade_proc::sandbox::hiding_rules`; spawn only).
+    #[serde(default)]
+    pub read_rules: u64,
 }
 
 impl SpeedSummary {
@@ -78,7 +82,7 @@ impl SpeedSummary {
                 self.daemon_peak_rss_mib
             ),
             _ => format!(
-                "spawn: `run true` round trip p50 {:.2} ms (p90 {:.2}) vs fork+exec+wait of /bin/sh -c true p50 {:.2} ms (p90 {:.2}) over {} rounds → {:.2}× ({verdict} the ≤ {:.0}× goal); sandboxed (workspace-write, network none) p50 {:.2} ms → {:.2}× unsandboxed ({} the ≤ {:.1}× goal)",
+                "spawn: `run true` round trip p50 {:.2} ms (p90 {:.2}) vs fork+exec+wait of /bin/sh -c true p50 {:.2} ms (p90 {:.2}) over {} rounds → {:.2}× ({verdict} the ≤ {:.0}× goal); sandboxed (workspace-write, network none) p50 {:.2} ms → {:.2}× unsandboxed ({} the ≤ {:.1}× goal), hiding the daemon's home with {} read rules",
                 self.stockade_s * 1000.0,
                 self.stockade_p90_s * 1000.0,
                 self.direct_s * 1000.0,
@@ -89,7 +93,8 @@ impl SpeedSummary {
                 self.sandboxed_s * 1000.0,
                 self.sandbox_ratio,
                 if self.sandbox_ratio <= SANDBOX_GOAL { "meets" } else { "misses" },
-                SANDBOX_GOAL
+                SANDBOX_GOAL,
+                self.read_rules
             ),
         }
     }
@@ -205,7 +210,10 @@ pub fn drain(
 pub fn spawn(exe: &Path, out: &Path, work: &Path, rounds: usize) -> Result<SpeedSummary> {
     std::fs::create_dir_all(out).map_err(|e| BenchError::path("create", out, e))?;
     let tmp = tmpdir(work)?;
-    let mut daemon = Daemon::start(exe, &tmp.path().join("home"))?;
+    let home = tmp.path().join("home");
+    let mut daemon = Daemon::start(exe, &home)?;
+    let read_rules =
+        stockade_proc::sandbox::hiding_rules(std::slice::from_ref(&home)).map_or(0, |n| n as u64);
     let mut client = daemon.client()?;
     // Warm up both sides once.
     let _ = Command::new("/bin/sh").args(["-c", "true"]).status();
@@ -281,6 +289,7 @@ pub fn spawn(exe: &Path, out: &Path, work: &Path, rounds: usize) -> Result<Speed
         direct_p90_s: pct(|r| r.direct_s, 90),
         sandboxed_s: pct(|r| r.sandboxed_s, 50),
         sandbox_ratio: if s > 0.0 { pct(|r| r.sandboxed_s, 50) / s } else { 0.0 },
+        read_rules,
     };
     write_jsonl(&out.join("spawn.jsonl"), &rows)?;
     append_summary(out, &summary)?;
@@ -296,6 +305,20 @@ fn append_summary(out: &Path, s: &SpeedSummary) -> Result<()> {
         .open(&path)
         .map_err(|e| BenchError::path("open", &path, e))?;
     writeln!(f, "{}", serde_json::to_string(s)?).map_err(|e| BenchError::path("write", &path, e))
+}
+
+/// Where `bench spawn` puts its daemon's home unless `--home` says: beside the state directory
+/// a daemon uses by default (`$XDG_STATE_HOME`, else `~/.local/state`, made if missing), so a
+/// sandboxed run hides it with as many read rules as a user's daemon does;
+/// the system temporary directory when neither can be used.
+pub fn default_spawn_dir() -> PathBuf {
+    let non_empty = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let state =
+        non_empty("XDG_STATE_HOME").or_else(|| Some(non_empty("HOME")?.join(".local/state")));
+    match state {
+        Some(dir) if std::fs::create_dir_all(&dir).is_ok() => dir,
+        _ => std::env::temp_dir(),
+    }
 }
 
 /// Default work directory for temporary state: the system temp dir.

@@ -497,6 +497,15 @@ fn readable(hidden: &[PathBuf]) -> Result<std::sync::Arc<Listing>, SandboxError>
     Ok(listing)
 }
 
+/// How many read rules hide `hidden` from a sandboxed command: one per entry beside each
+/// directory on the way from `/` to them (Landlock only grants). Every sandboxed spawn copies
+/// them, so a home in a busy directory (a `/tmp` of hundreds of entries) costs more than one
+/// under `~/.local/state`.
+pub fn hiding_rules(hidden: &[PathBuf]) -> Result<usize, SandboxError> {
+    let hidden = hidden.iter().map(|h| std::fs::canonicalize(h).unwrap_or_else(|_| h.clone()));
+    Ok(list_readable(hidden.filter(|h| h.parent().is_some()).collect())?.entries.len())
+}
+
 /// Lists and opens what [`readable`] grants, afresh. Entries are opened without following a
 /// last symlink, and symlinks are left out: a rule on a link's target would grant whatever it
 /// points to (its target, when readable, is covered by the rules on where it lives).

@@ -143,6 +143,32 @@ fn doctor_names_the_containment() {
     assert!(method == "cgroup" || method == "process-group", "{method}");
 }
 
+/// A home beside many entries costs every sandboxed spawn a read rule per entry: `doctor` counts
+/// them and, past a hundred, says so.
+#[test]
+fn doctor_counts_the_read_rules_that_hide_the_home() {
+    let crowded = tempfile::tempdir().unwrap();
+    for n in 0..150 {
+        std::fs::write(crowded.path().join(format!("entry-{n}")), "").unwrap();
+    }
+    std::os::unix::fs::symlink("entry-0", crowded.path().join("a-link")).unwrap();
+    let home = crowded.path().join("home");
+    let out = stockade(&home, &["doctor", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rules = v["sandbox_hiding_rules"].as_u64().unwrap();
+    // The 150 entries beside it (not the symlink, which gets no rule), and the ones beside each
+    // directory above.
+    assert!(rules >= 150, "{v}");
+    let out = stockade(&home, &["doctor"]);
+    let text = text(&out.stdout);
+    let line = text.lines().find(|l| l.contains("hiding the state directory")).unwrap();
+    assert!(line.contains("read rules") && line.contains("less crowded directory"), "{line}");
+    let quiet = tempfile::tempdir().unwrap();
+    let out = stockade(&quiet.path().join("home"), &["doctor", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["sandbox_hiding_rules"].as_u64().unwrap() < rules, "{v}");
+}
+
 #[test]
 fn broken_pipe_is_success() {
     let home = tempfile::tempdir().unwrap();

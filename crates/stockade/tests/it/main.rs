@@ -11,6 +11,7 @@ mod agents_order;
 mod architecture;
 mod bench_edges;
 mod bench_growth;
+mod bench_spawn;
 mod binary_deps;
 mod bulk_kill;
 mod bulk_read;

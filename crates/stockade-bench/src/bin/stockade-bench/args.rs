@@ -14,7 +14,8 @@ use crate::examples as ex;
 #[derive(Debug, Parser)]
 #[command(name = "stockade-bench", version, max_term_width = 100, after_help = ex::BENCH)]
 pub struct Cli {
-    /// Where temporary daemon homes and spools go (default: the system temporary directory);
+    /// Where temporary daemon homes and spools go (default: the system temporary directory;
+    /// for `spawn`, `$XDG_STATE_HOME` or `~/.local/state`, beside a daemon's default home);
     /// each run's are deleted when it ends.
     #[arg(long, global = true, env = "STOCKADE_HOME", value_name = "DIR")]
     pub home: Option<PathBuf>,
@@ -68,6 +69,12 @@ pub enum BenchCommand {
     #[command(after_help = ex::BENCH_READ)]
     Read(ReadBenchArgs),
     /// `run true` round trips through the daemon against a bare fork+exec+wait.
+    ///
+    /// Rounds alternate three sides: `/bin/sh -c true`, `run true`, and `run true` under
+    /// `sandbox: workspace-write, network: none` (its ratio to unsandboxed goal: ≤ 1.2×). The
+    /// daemon's home goes beside a daemon's default home (`~/.local/state`) unless `--home`
+    /// says: a sandboxed spawn grows with the read rules that hide the home (one per entry
+    /// beside each directory on the way to it), and the line says how many there were.
     #[command(after_help = ex::BENCH_SPAWN)]
     Spawn(SpawnArgs),
     /// The daemon's memory as figures: idle, output nobody reads, live sessions, growth slope.

@@ -33,7 +33,8 @@ Examples:
 pub const BENCH_SPAWN: &str = "\
 Examples:
   stockade bench spawn
-  stockade bench spawn --rounds 1000";
+  stockade bench spawn --rounds 1000
+  stockade bench spawn --home /tmp       # the home in a busy directory: more read rules";
 
 pub const BENCH_MEMORY: &str = "\
 Examples:

@@ -49,14 +49,21 @@ fn stockade_exe(named: Option<PathBuf>) -> Result<PathBuf> {
 }
 
 /// Run a bench. `--home` is where temporary daemon homes and spools go (default: the system
-/// temporary directory); each run's are deleted when it ends.
+/// temporary directory; for `spawn`, beside a daemon's default home); each run's are deleted
+/// when it ends.
 fn bench(cli: Cli) -> Result<ExitCode> {
     // Redrawing reads files only: it needs no `stockade` binary.
     if let BenchCommand::Plot(a) = &cli.command {
         return plot(a);
     }
     let exe = stockade_exe(cli.stockade_bin)?;
-    let work = cli.home.unwrap_or_else(std::env::temp_dir);
+    // `spawn` measures a sandboxed run, whose cost depends on where the daemon's home is: by
+    // default it is where a user's daemon has its home.
+    let default_work = match &cli.command {
+        BenchCommand::Spawn(_) => speed::default_spawn_dir,
+        _ => std::env::temp_dir,
+    };
+    let work = cli.home.unwrap_or_else(default_work);
     match cli.command {
         BenchCommand::Growth(a) => growth(exe, work, a),
         BenchCommand::Edges(a) => {
