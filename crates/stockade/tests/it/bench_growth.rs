@@ -6,13 +6,30 @@ use std::path::Path;
 use std::process::Command;
 
 /// `stockade`, whose `bench` runs the `stockade-bench` binary beside it (which must be built).
-fn stockade() -> Command {
+pub(crate) fn stockade() -> Command {
     stockade_testkit::stockade_bench_bin();
     Command::new(env!("CARGO_BIN_EXE_stockade"))
 }
 
+/// `stockade --home HOME bench ARGS… --out OUT`, which must succeed: its standard output.
+pub(crate) fn bench_ok(home: &Path, out: &Path, args: &[&str]) -> String {
+    let run = stockade()
+        .arg("--home")
+        .arg(home)
+        .arg("bench")
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "bench failed: {stdout}\n{stderr}");
+    stdout
+}
+
 /// Processes whose command line mentions `dir` (the daemons and every session's command do).
-fn processes_mentioning(dir: &Path) -> Vec<String> {
+pub(crate) fn processes_mentioning(dir: &Path) -> Vec<String> {
     let needle = dir.display().to_string();
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
@@ -29,7 +46,7 @@ fn processes_mentioning(dir: &Path) -> Vec<String> {
     found
 }
 
-fn jsonl(path: &Path) -> Vec<serde_json::Value> {
+pub(crate) fn jsonl(path: &Path) -> Vec<serde_json::Value> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     text.lines().map(|l| serde_json::from_str(l).expect("a JSONL row")).collect()
 }
@@ -38,17 +55,8 @@ fn jsonl(path: &Path) -> Vec<serde_json::Value> {
 fn growth_quick_writes_raw_samples_summary_and_plots_and_leaves_nothing_running() {
     let home = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
-    let run = stockade()
-        .arg("--home")
-        .arg(home.path())
-        .args(["bench", "growth", "--quick", "--variants", "pipe,file", "--concurrency", "1,2"])
-        .args(["--bytes", "1MiB", "--sleep", "0", "--out"])
-        .arg(out.path())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(run.status.success(), "bench failed: {stdout}\n{stderr}");
+    let args = ["growth", "--quick", "--variants", "pipe,file", "--concurrency", "1,2"];
+    bench_ok(home.path(), out.path(), &[&args[..], &["--bytes", "1MiB", "--sleep", "0"]].concat());
 
     let rows = jsonl(&out.path().join("summary.jsonl"));
     assert_eq!(rows.len(), 4, "one row per variant × N: {rows:?}");
@@ -127,17 +135,8 @@ fn a_peer_is_measured_through_the_peer_contract() {
     let out = tempfile::tempdir().unwrap();
     // A minimal peer in shell: start BENCH_N commands, say ready, wait for them, count nothing.
     let peer = "shell-peer=/bin/sh -c 'i=0; while [ $i -lt $BENCH_N ]; do /bin/sh -c \"$BENCH_COMMAND\" >/dev/null & i=$((i+1)); done; echo ready; wait'";
-    let run = stockade()
-        .arg("--home")
-        .arg(home.path())
-        .args(["bench", "growth", "--variants", "", "--peer", peer, "--concurrency", "2"])
-        .args(["--bytes", "1MiB", "--sleep", "0", "--out"])
-        .arg(out.path())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(run.status.success(), "bench failed: {stdout}\n{stderr}");
+    let args = ["growth", "--variants", "", "--peer", peer, "--concurrency", "2"];
+    bench_ok(home.path(), out.path(), &[&args[..], &["--bytes", "1MiB", "--sleep", "0"]].concat());
     let rows = jsonl(&out.path().join("summary.jsonl"));
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0]["variant"], "shell-peer");
