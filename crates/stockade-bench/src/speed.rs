@@ -308,17 +308,15 @@ fn append_summary(out: &Path, s: &SpeedSummary) -> Result<()> {
 }
 
 /// Where `bench spawn` puts its daemon's home unless `--home` says: beside the state directory
-/// a daemon uses by default (`$XDG_STATE_HOME`, else `~/.local/state`, made if missing), so a
-/// sandboxed run hides it with as many read rules as a user's daemon does;
-/// the system temporary directory when neither can be used.
+/// a daemon uses by default (`StateDir::locate`'s parent: `$XDG_STATE_HOME`, else
+/// `~/.local/state`, made if missing), so a sandboxed run hides it with as many read rules as a
+/// user's daemon does; the system temporary directory when that cannot be used.
 pub fn default_spawn_dir() -> PathBuf {
-    let non_empty = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
-    let state =
-        non_empty("XDG_STATE_HOME").or_else(|| Some(non_empty("HOME")?.join(".local/state")));
-    match state {
-        Some(dir) if std::fs::create_dir_all(&dir).is_ok() => dir,
-        _ => std::env::temp_dir(),
-    }
+    stockade_engine::StateDir::locate()
+        .ok()
+        .and_then(|home| Some(home.parent()?.to_path_buf()))
+        .filter(|dir| std::fs::create_dir_all(dir).is_ok())
+        .unwrap_or_else(std::env::temp_dir)
 }
 
 /// Default work directory for temporary state: the system temp dir.
