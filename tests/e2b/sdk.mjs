@@ -27,7 +27,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 // then builds the sandbox as here (its `create` does the same with the API's answer).
 async function sandbox() {
   const token = process.env.STOCKADE_E2B_TOKEN
-  if (!token) return Sandbox.create()
+  if (!token) throw new Error('no STOCKADE_E2B_TOKEN: the door always has a token')
   return new Sandbox({ sandboxId: 'debug_sandbox_id', envdVersion: '99.99.99', envdAccessToken: token })
 }
 function assert(cond, ...what) {
@@ -265,6 +265,10 @@ function startDaemon(bin, home) {
       err += b
       if (err.includes('listening on')) {
         clearTimeout(timer)
+        // The door always has a token: without --token-file, the one it made in its home.
+        if (!door.includes('--token-file')) {
+          process.env.STOCKADE_E2B_TOKEN = fs.readFileSync(path.join(home, 'e2b-token'), 'utf8').trim()
+        }
         resolve(d)
       }
     })

@@ -28,9 +28,7 @@ MIB = 1024 * 1024
 
 
 def sandbox():
-    token = os.environ.get("STOCKADE_E2B_TOKEN")
-    if not token:
-        return Sandbox.create()
+    token = os.environ["STOCKADE_E2B_TOKEN"]
     # Debug mode sends no access token; a platform hands the SDK one with the sandbox, and the
     # SDK then builds the sandbox as here (its `create` does the same with the API's answer).
     from e2b.connection_config import ConnectionConfig
@@ -296,7 +294,7 @@ def memory(bin_path):
                     def one(i):
                         def on_stdout(s):
                             got[i] += len(s)
-                        Sandbox.create().commands.run(cmd, on_stdout=on_stdout, timeout=600)
+                        sandbox().commands.run(cmd, on_stdout=on_stdout, timeout=600)
                 threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
                 for t in threads:
                     t.start()
@@ -342,6 +340,10 @@ def start_daemon(bin_path, home):
     deadline = time.time() + 30
     for line in d.stderr:
         if "listening on" in line:
+            if "--token-file" not in door:
+                # The door always has a token: without --token-file, the one it made in its home.
+                with open(os.path.join(home, "e2b-token")) as f:
+                    os.environ["STOCKADE_E2B_TOKEN"] = f.read().strip()
             return d
         assert time.time() < deadline, "the daemon did not start"
     raise AssertionError(f"the daemon exited: {d.wait()}")

@@ -45,7 +45,7 @@ pub(crate) fn audited(method: &str) -> bool {
 /// Who is on the other end of a connection, for its audit lines.
 #[derive(Debug, Clone)]
 pub(crate) struct Peer {
-    /// `unix` or `ws`.
+    /// `unix`, `ws` or `e2b`.
     pub(crate) door: &'static str,
     /// `uid:N` on the Unix socket, the address on the door.
     pub(crate) peer: String,
@@ -120,6 +120,17 @@ impl Audit {
             .or_else(|| serde_json::from_slice::<Answered>(answer?).ok()?.id);
         let command = params.get("command").and_then(serde_json::Value::as_str);
         self.record(peer, method, session.as_deref(), command);
+    }
+
+    /// Record a request a door outside the JSON-RPC pipeline handled (see `crate::hall::Hall`).
+    pub(crate) fn started(
+        &self,
+        peer: &Peer,
+        method: &str,
+        session: Option<&str>,
+        command: Option<&str>,
+    ) {
+        self.record(peer, method, session, command);
     }
 
     fn record(&self, peer: &Peer, method: &str, session: Option<&str>, command: Option<&str>) {

@@ -58,6 +58,8 @@ pub struct DaemonConfig {
     pub audit_log_max_bytes: u64,
     /// The sandbox of runs that name none, and the most any run may ask for.
     pub sandbox: stockade_engine::SandboxConfig,
+    /// The E2B door (off by default), served outside this crate through the daemon's hall.
+    pub e2b: Option<crate::outer_door::E2bConfig>,
 }
 
 /// A listener of its own for `GET /metrics`, `/healthz` and `/readyz` (no WebSocket), for a
@@ -118,12 +120,42 @@ impl DaemonConfig {
             audit_log: None,
             audit_log_max_bytes: DEFAULT_AUDIT_LOG_MAX_BYTES,
             sandbox: stockade_engine::SandboxConfig::default(),
+            e2b: None,
         }
     }
 
     /// The socket path in use.
     pub fn socket_path(&self) -> PathBuf {
         self.socket.clone().unwrap_or_else(|| self.home.join(SOCKET_FILE))
+    }
+
+    /// Every file of the daemon's doors no sandboxed command may read: the token files, the
+    /// TLS private keys and the audit log (its home is hidden besides).
+    pub fn secrets(&self) -> Vec<PathBuf> {
+        let mut files: Vec<PathBuf> = Vec::new();
+        if let Some(ws) = &self.ws {
+            files.push(ws.token_file.clone());
+            files.extend(ws.tls.iter().map(|t| t.key.clone()));
+        }
+        if let Some(m) = &self.metrics {
+            files.extend(m.token_file.clone());
+            files.extend(m.tls.iter().map(|t| t.key.clone()));
+        }
+        if let Some(e) = &self.e2b {
+            files.push(e.token_file.clone());
+            files.extend(e.tls.iter().map(|t| t.key.clone()));
+        }
+        files.extend(self.metrics_token_file.clone());
+        if let Some(audit) = &self.audit_log {
+            // The log and the file it is rotated to.
+            let mut rotated = audit.clone().into_os_string();
+            rotated.push(".1");
+            files.push(audit.clone());
+            files.push(rotated.into());
+        }
+        files.sort();
+        files.dedup();
+        files
     }
 
     /// The lock file path.

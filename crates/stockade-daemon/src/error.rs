@@ -97,6 +97,23 @@ pub enum WsSetupError {
         /// The address asked for.
         addr: SocketAddr,
     },
+    /// The E2B door's listener could not be bound.
+    #[error("cannot listen for the E2B door on {addr}: {source}; choose another address or port with --e2b")]
+    E2bBind {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A clear-text E2B door other machines can reach.
+    #[error(
+        "refusing to serve the E2B door on {addr} without TLS: the token and all output would cross the network in clear; pass --tls-cert and --tls-key, listen on 127.0.0.1, or accept the risk with --insecure-plaintext"
+    )]
+    E2bPlaintext {
+        /// The address asked for.
+        addr: SocketAddr,
+    },
     /// The metrics listener could not be bound.
     #[error(
         "cannot listen for metrics on {addr}: {source}; choose another address or port with --metrics"

@@ -34,6 +34,7 @@ mod config;
 mod error;
 mod frame_clock;
 mod framing;
+mod hall;
 mod handlers;
 mod http;
 mod janitor;
@@ -41,6 +42,7 @@ mod lockfile;
 mod memory;
 mod metrics;
 mod metrics_door;
+mod outer_door;
 mod payload;
 mod reload;
 mod requests;
@@ -60,7 +62,9 @@ pub use config::{
     MAX_IN_FLIGHT_PER_CONNECTION, MIN_SWEEP_INTERVAL, MetricsConfig, WsConfig,
 };
 pub use error::{DaemonError, WsSetupError};
+pub use hall::{Hall, StartError, Visitor};
 pub use memory::ALLOCATOR;
+pub use outer_door::{DoorKey, E2bConfig, Gated, Incoming, OuterDoor};
 pub use reload::Reloader;
 pub use schedule::{CRASH_AFTER_CLAIM_ENV, MIN_INTERVAL_ENV};
 pub use server::Daemon;

@@ -54,7 +54,7 @@ pub(crate) async fn read_requests(
     source: &mut impl FrameSource,
     tx: &mpsc::Sender<Outgoing>,
     conn: &CancellationToken,
-    (caller, peer): (Arc<handlers::Caller>, Arc<crate::audit::Peer>),
+    (caller, peer): (Arc<crate::hall::Caller>, Arc<crate::audit::Peer>),
 ) -> JoinSet<()> {
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT_PER_CONNECTION));
     let binary = Arc::new(Binary::new());

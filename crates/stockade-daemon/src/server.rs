@@ -25,6 +25,7 @@ use crate::admission::{Admission, Pending};
 use crate::config::{DaemonConfig, MAX_CONNECTIONS};
 use crate::error::DaemonError;
 use crate::framing::LineReader;
+use crate::hall::Hall;
 use crate::http::Doorway;
 use crate::lockfile::DaemonLock;
 use crate::requests::{Outgoing, WRITE_QUEUE, encode, read_requests};
@@ -62,6 +63,8 @@ pub struct Daemon {
     reloader: crate::reload::Reloader,
     /// Retention period and sweep interval of the janitor.
     janitor: (Duration, Duration),
+    /// The E2B door's listener, until the binary takes it.
+    e2b: Option<crate::outer_door::OuterDoor>,
 }
 
 impl std::fmt::Debug for Daemon {
@@ -88,6 +91,8 @@ impl Daemon {
                 crate::metrics_door::MetricsListener::bind(m, scrape.as_ref(), &mut credentials)
             })
             .transpose()?;
+        let e2b = config.e2b.as_ref();
+        let e2b = e2b.map(|c| crate::outer_door::bind(c, &mut credentials)).transpose()?;
         let socket = config.socket_path();
         let mut engine_config =
             EngineConfig::new(state_dir, config.instance.clone().unwrap_or_else(instance_name));
@@ -97,11 +102,9 @@ impl Daemon {
         engine_config.disk_cap = config.disk_cap;
         engine_config.limits = config.limits;
         engine_config.sandbox = config.sandbox.clone();
-        // The doors' tokens are kept from sandboxed commands wherever they are.
-        let tokens = config.ws.iter().map(|w| w.token_file.clone());
-        let tokens = tokens.chain(config.metrics.iter().filter_map(|m| m.token_file.clone()));
-        let tokens = tokens.chain(config.metrics_token_file.clone());
-        engine_config.sandbox.hidden.extend(tokens);
+        // The doors' tokens and keys and the audit log are kept from sandboxed commands
+        // wherever they are.
+        engine_config.sandbox.hidden.extend(config.secrets());
         // A run takes a session directory made ahead of time (see stockade-engine's `slots.rs`).
         engine_config.prepared_dirs = PREPARED_DIRS;
         let engine = Engine::new(engine_config)?;
@@ -131,6 +134,7 @@ impl Daemon {
             audit,
             door_token: ws.as_ref().map(WsListener::token),
         });
+        let e2b = e2b.map(|bound| crate::outer_door::OuterDoor::new(bound, Hall(Arc::clone(&shared))));
         let janitor = (config.retention, config.sweep_interval);
         let reloader = crate::reload::Reloader::default();
         Ok(Daemon {
@@ -144,7 +148,14 @@ impl Daemon {
             credentials,
             reloader,
             janitor,
+            e2b,
         })
+    }
+
+    /// The E2B door's listener, once (the binary serves it with `stockade-e2b`); `None` when
+    /// the daemon has no E2B door or it was taken already.
+    pub fn take_e2b(&mut self) -> Option<crate::outer_door::OuterDoor> {
+        self.e2b.take()
     }
 
     /// The socket path.
@@ -210,6 +221,7 @@ impl Daemon {
             credentials,
             reloader,
             janitor,
+            e2b: _,
         } = self;
         // Work of this daemon may outlive `serve` in this process: so must the lock.
         lock.hold_until_exit();
@@ -430,7 +442,7 @@ async fn connection(shared: Arc<Shared>, stream: UnixStream, conn: CancellationT
     let _open = shared.metrics.connection();
     let cred = stream.peer_cred().ok();
     let pid = cred.and_then(|c| c.pid()).and_then(|p| u32::try_from(p).ok());
-    let caller = Arc::new(crate::handlers::Caller::of_pid(&shared.engine, pid));
+    let caller = Arc::new(crate::hall::Caller::of_pid(&shared.engine, pid));
     let uid = cred.map_or_else(|| "unknown".to_owned(), |c| c.uid().to_string());
     let who =
         Arc::new(crate::audit::Peer { door: "unix", peer: format!("uid:{uid}"), token_id: None });

@@ -34,6 +34,11 @@ impl WsToken {
         bool::from(self.0.as_slice().ct_eq(presented))
     }
 
+    /// Whether `presented` (a header's raw value) is the token, in constant time.
+    pub(crate) fn presented(&self, presented: &[u8]) -> bool {
+        self.matches(presented)
+    }
+
     /// A non-secret fingerprint of the token (see `audit::token_id`).
     pub(crate) fn id(&self) -> String {
         crate::audit::token_id(&self.0)

@@ -169,7 +169,7 @@ pub(crate) async fn connection(
         frame_base: crate::frame_clock::frame_base(),
     };
     // A network client holds the door's token, which no sandboxed command can read.
-    let caller = Arc::new(crate::handlers::Caller::Free);
+    let caller = Arc::new(crate::hall::Caller::Free);
     // The token in use as the connection starts: the one its upgrade was checked against,
     // unless a reload came in between.
     let token_id = shared.door_token.as_ref().map(|token| token.get().id());

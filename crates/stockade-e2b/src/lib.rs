@@ -7,8 +7,11 @@
 //! Stockade's promise wins: a signal ends the command's whole tree, and `Connect` replays the
 //! output from its first byte (kept on disk), so a client that reconnects misses nothing.
 //!
-//! Auth: with a token, every request but `/health` must carry it in `X-Access-Token` (envd's
-//! header), compared in constant time.
+//! The daemon binds the door and hands it over (`stockade_daemon::OuterDoor`): its token (always
+//! one: `daemon run --e2b` makes one when none is given), reloaded with the daemon's other
+//! credentials, must be in `X-Access-Token` (envd's header) on every request but `/health`; its
+//! TLS is the daemon's; every command it starts passes the daemon's hall (`stockade_daemon::Hall`):
+//! the spawn metric and the audit log count it like any other.
 
 mod connect;
 mod files;
@@ -16,121 +19,85 @@ mod filesystem;
 mod messages;
 mod output;
 mod process;
-mod tls;
 mod user;
 mod watch;
-
-pub use tls::TlsPaths;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
+use stockade_daemon::{CancellationToken, DoorKey, Hall, OuterDoor, Visitor};
 use stockade_engine::Engine;
-use subtle::ConstantTimeEq as _;
-use tokio::net::TcpListener;
-use tokio_util::sync::CancellationToken;
 
 /// envd's port, which the SDKs' debug mode connects to on localhost.
 pub const DEFAULT_PORT: u16 = 49983;
 
-/// Why the door could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum E2bError {
-    /// The address could not be bound.
-    #[error("cannot listen on {addr} for the E2B door: {source}")]
-    Bind {
-        /// The address.
-        addr: SocketAddr,
-        /// The cause.
-        source: std::io::Error,
-    },
-    /// The certificate or key could not be used.
-    #[error("cannot use {path} for the E2B door's TLS: {problem}")]
-    Tls {
-        /// The file.
-        path: std::path::PathBuf,
-        /// What is wrong with it.
-        problem: String,
-    },
-}
-
 /// The state every request shares.
 pub(crate) struct Door {
     pub(crate) engine: Arc<Engine>,
+    /// The daemon's hall: every command started here passes it.
+    pub(crate) hall: Hall,
     pub(crate) table: process::Table,
     pub(crate) stop: CancellationToken,
     pub(crate) watchers: watch::Watchers,
-    token: Option<Vec<u8>>,
+    key: DoorKey,
 }
 
-/// A bound E2B door, ready to [`serve`](E2bDoor::serve).
-pub struct E2bDoor {
-    listener: TcpListener,
-    addr: SocketAddr,
-    tls: Option<tokio_rustls::TlsAcceptor>,
+/// Serves the E2B door the daemon bound (`stockade_daemon::Daemon::take_e2b`) until `stop` is
+/// cancelled: every request but `/health` must carry the door's token in `X-Access-Token`.
+pub async fn serve(door: OuterDoor, stop: CancellationToken) {
+    let hall = door.hall();
+    let state = Arc::new(Door {
+        engine: Arc::clone(hall.engine()),
+        hall,
+        table: process::Table::default(),
+        stop: stop.clone(),
+        watchers: watch::Watchers::default(),
+        key: door.key(),
+    });
+    let app = Router::new().fallback(route).with_state(state);
+    let app = app.into_make_service_with_connect_info::<PeerAddr>();
+    let served = tokio::select! {
+        r = axum::serve(door.incoming(), app) => r,
+        () = stop.cancelled() => Ok(()),
+    };
+    if let Err(e) = served {
+        tracing::warn!("the E2B door stopped: {e}");
+    }
 }
 
-impl E2bDoor {
-    /// Binds `addr`, with TLS when `tls` names a certificate and key. Must be called inside a
-    /// tokio runtime.
-    pub async fn bind(addr: SocketAddr, tls: Option<&TlsPaths>) -> Result<E2bDoor, E2bError> {
-        let tls = tls.map(|t| tls::acceptor(&t.cert, &t.key)).transpose()?;
-        let listener =
-            TcpListener::bind(addr).await.map_err(|source| E2bError::Bind { addr, source })?;
-        let addr = listener.local_addr().map_err(|source| E2bError::Bind { addr, source })?;
-        Ok(E2bDoor { listener, addr, tls })
-    }
+/// The address of a request's client (for the audit log).
+#[derive(Debug, Clone, Copy)]
+struct PeerAddr(SocketAddr);
 
-    /// The address bound (the port actually taken).
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    /// Serves `engine` until `stop` is cancelled; `token`, when given, is required in
-    /// `X-Access-Token` on every request but `/health`.
-    pub async fn serve(self, engine: Arc<Engine>, token: Option<Vec<u8>>, stop: CancellationToken) {
-        let door = Arc::new(Door {
-            engine,
-            table: process::Table::default(),
-            stop: stop.clone(),
-            watchers: watch::Watchers::default(),
-            token,
-        });
-        let app = Router::new().fallback(route).with_state(door);
-        let served = match self.tls {
-            None => tokio::select! {
-                r = axum::serve(self.listener, app) => r,
-                () = stop.cancelled() => Ok(()),
-            },
-            Some(acceptor) => {
-                let listener = tls::TlsListener::new(self.listener, self.addr, acceptor);
-                tokio::select! {
-                    r = axum::serve(listener, app) => r,
-                    () = stop.cancelled() => Ok(()),
-                }
-            }
-        };
-        if let Err(e) = served {
-            tracing::warn!("the E2B door stopped: {e}");
-        }
+impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, stockade_daemon::Incoming>>
+    for PeerAddr
+{
+    fn connect_info(stream: axum::serve::IncomingStream<'_, stockade_daemon::Incoming>) -> PeerAddr {
+        PeerAddr(*stream.remote_addr())
     }
 }
 
 /// One request: auth, then by path.
-async fn route(State(door): State<Arc<Door>>, req: Request) -> Response {
+async fn route(
+    State(door): State<Arc<Door>>,
+    ConnectInfo(PeerAddr(addr)): ConnectInfo<PeerAddr>,
+    req: Request,
+) -> Response {
     let path = req.uri().path().to_owned();
     if path == "/health" {
         return StatusCode::NO_CONTENT.into_response();
     }
-    if !door.authorized(req.headers()) {
+    let presented = req.headers().get("x-access-token").map(|v| v.as_bytes());
+    let Some(token_id) = presented.and_then(|t| door.key.check(t)) else {
         let e = connect::RpcError::new("unauthenticated", "a missing or wrong X-Access-Token");
         return e.unary_response();
-    }
+    };
+    let visitor = Visitor::network("e2b", addr, Some(token_id));
     let method = req.method().clone();
     match (method, path.as_str()) {
         (Method::GET | Method::POST, "/files") => match files::requester(&req) {
@@ -145,7 +112,7 @@ async fn route(State(door): State<Arc<Door>>, req: Request) -> Response {
             let (parts, body) = req.into_parts();
             match p.strip_prefix('/').and_then(|p| p.split_once('/')) {
                 Some(("process.Process", m)) => {
-                    process::call(Arc::clone(&door), m, &parts.headers, body).await
+                    process::call(Arc::clone(&door), &visitor, m, &parts.headers, body).await
                 }
                 Some(("filesystem.Filesystem", m)) => {
                     match watch::call(&door, m, &parts.headers, body).await {
@@ -165,15 +132,6 @@ fn not_served(path: &str) -> Response {
     let mut r = e.unary_response();
     *r.status_mut() = StatusCode::NOT_FOUND;
     r
-}
-
-impl Door {
-    fn authorized(&self, headers: &axum::http::HeaderMap) -> bool {
-        let Some(token) = &self.token else { return true };
-        headers
-            .get("x-access-token")
-            .is_some_and(|v| bool::from(v.as_bytes().ct_eq(token.as_slice())))
-    }
 }
 
 /// A body for an error of the plain HTTP endpoints, as envd words them.

@@ -10,6 +10,7 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::http::HeaderMap;
 use axum::response::Response;
+use stockade_daemon::{StartError, Visitor};
 use stockade_engine::{RunSpec, Session};
 use stockade_proto::rpc::{PtySize as EnginePty, StdinMode};
 
@@ -52,13 +53,19 @@ impl Table {
 }
 
 /// Serves one call of `process.Process`.
-pub async fn call(door: Arc<Door>, method: &str, headers: &HeaderMap, body: Body) -> Response {
+pub async fn call(
+    door: Arc<Door>,
+    visitor: &Visitor,
+    method: &str,
+    headers: &HeaderMap,
+    body: Body,
+) -> Response {
     let streaming = connect::is_streaming(content_type(headers));
     match method {
-        "Start" => start(door, headers, body, streaming).await,
+        "Start" => start(door, visitor, headers, body, streaming).await,
         "Connect" => reconnect(door, headers, body, streaming).await,
         "StreamInput" => stream_input(door, body).await,
-        _ => connect::unary(unary(&door, method, body, streaming).await),
+        _ => connect::unary(unary(&door, visitor, method, body, streaming).await),
     }
 }
 
@@ -68,6 +75,7 @@ fn content_type(headers: &HeaderMap) -> &str {
 
 async fn unary(
     door: &Door,
+    visitor: &Visitor,
     method: &str,
     body: Body,
     streaming: bool,
@@ -82,12 +90,13 @@ async fn unary(
         "SendInput" => {
             let r: SendInputRequest = connect::request_message(body, streaming).await?;
             let session = door.select(r.process.as_ref())?;
+            door.hall.audit(visitor, "write", Some(session.id()));
             let bytes = r.input.map(|i| i.into_bytes()).unwrap_or_default();
             json(write(&session, bytes).await)
         }
         "SendSignal" => {
             let r: SendSignalRequest = connect::request_message(body, streaming).await?;
-            json(signal(door, r).await)
+            json(signal(door, visitor, r).await)
         }
         "CloseStdin" => {
             let r: SelectRequest = connect::request_message(body, streaming).await?;
@@ -128,8 +137,9 @@ async fn write(session: &Session, bytes: Vec<u8>) -> Result<Empty, RpcError> {
 /// Any signal ends the command's whole tree through the engine's one terminate routine (`TERM`,
 /// then `KILL` after the grace), verified gone: Stockade's promise, stronger than envd's signal
 /// to one process.
-async fn signal(door: &Door, r: SendSignalRequest) -> Result<Empty, RpcError> {
+async fn signal(door: &Door, visitor: &Visitor, r: SendSignalRequest) -> Result<Empty, RpcError> {
     let session = door.select(r.process.as_ref())?;
+    door.hall.audit(visitor, "kill", Some(session.id()));
     if session.state().is_terminal() {
         return Err(RpcError::not_found(format!("process {} has already ended", session.pid())));
     }
@@ -207,7 +217,13 @@ fn keepalive(headers: &HeaderMap) -> Option<Duration> {
     v.trim().parse::<u64>().ok().map(Duration::from_secs)
 }
 
-async fn start(door: Arc<Door>, headers: &HeaderMap, body: Body, streaming: bool) -> Response {
+async fn start(
+    door: Arc<Door>,
+    visitor: &Visitor,
+    headers: &HeaderMap,
+    body: Body,
+    streaming: bool,
+) -> Response {
     let request: StartRequest = match connect::request_message(body, streaming).await {
         Ok(r) => r,
         Err(e) => return connect::stream_error(e),
@@ -221,15 +237,13 @@ async fn start(door: Arc<Door>, headers: &HeaderMap, body: Body, streaming: bool
         Ok(s) => s,
         Err(e) => return connect::stream_error(e),
     };
-    // Spawning forks and touches the disk: blocking work.
-    let engine = Arc::clone(&door.engine);
-    let started = stockade_engine::blocking::run(move || engine.run(spec)).await;
-    let session = match started {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => return connect::stream_error(RpcError::invalid(e.to_string())),
-        Err(e) => {
-            return connect::stream_error(RpcError::internal(format!("the start failed: {e}")));
+    // Through the daemon's hall: the caller's rights, the spawn metric, the audit line.
+    let session = match door.hall.start(visitor, spec).await {
+        Ok(s) => s,
+        Err(e @ StartError::Internal(_)) => {
+            return connect::stream_error(RpcError::internal(e.to_string()));
         }
+        Err(e) => return connect::stream_error(RpcError::invalid(e.to_string())),
     };
     let config = request.process.unwrap_or_default();
     door.table.insert(session.id(), Started { config, tag: request.tag });

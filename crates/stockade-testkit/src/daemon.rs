@@ -51,6 +51,18 @@ impl DaemonProc {
             .unwrap()
     }
 
+    /// The E2B door's address, from its line (`E2B door on http(s)://ADDR (…)`).
+    pub fn e2b_addr(&self) -> std::net::SocketAddr {
+        let said = self.stderr.lock().unwrap().clone();
+        said.split("E2B door on ")
+            .nth(1)
+            .and_then(|rest| rest.split("://").nth(1))
+            .and_then(|rest| rest.split_whitespace().next())
+            .expect("the daemon names the E2B door's address")
+            .parse()
+            .unwrap()
+    }
+
     /// Starts a daemon on a fresh temporary home.
     pub fn start(extra: &[&str]) -> DaemonProc {
         let tmp = tempfile::tempdir().unwrap();

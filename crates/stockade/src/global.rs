@@ -111,6 +111,22 @@ pub fn state_dir(home: Option<PathBuf>) -> anyhow::Result<StateDir> {
         .with_context(|| format!("cannot use the state directory {}", root.display()))
 }
 
+/// The token file `name` of the state directory (`mcp-token`, `e2b-token`), generated (0600)
+/// the first time, for a network door started without `--token-file`: every network door has
+/// a token. The file is inside the home, so no sandboxed command can read it.
+pub fn home_token_file(home: Option<PathBuf>, name: &str) -> anyhow::Result<PathBuf> {
+    let home = state_dir(home)?;
+    let path = home.root().join(name);
+    match stockade_proto::token::generate_token_file(&path) {
+        Ok(_) => Ok(path),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(path),
+        Err(e) => Err(anyhow::anyhow!(
+            "cannot write a token to {}: {e}; pass --token-file PATH instead",
+            path.display()
+        )),
+    }
+}
+
 /// A tokio runtime for one command.
 pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()

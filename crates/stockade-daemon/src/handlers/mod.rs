@@ -32,7 +32,7 @@ use stockade_proto::rpc::{RpcError, code};
 
 use crate::error::rpc_error;
 
-pub(crate) use ctx::{Caller, Ctx};
+pub(crate) use ctx::Ctx;
 
 /// The start of every success line; the server appends `,"id":…}` and the newline.
 pub(crate) const RESULT_PREFIX: &[u8] = br#"{"jsonrpc":"2.0","result":"#;

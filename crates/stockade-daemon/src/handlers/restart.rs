@@ -3,14 +3,13 @@
 //! A session of an earlier daemon is restarted from the `spec.json` its daemon wrote at start
 //! (see `stockade_engine`'s `spec_file`).
 
-use std::sync::Arc;
 
 use stockade_log::ReadRequest;
 use stockade_proto::RunResult;
 use stockade_proto::rpc::{RestartParams, RpcError, RunParams, code};
 
 use super::ctx::Ctx;
-use crate::error::{from_engine, join_error, rpc_error};
+use crate::error::{from_engine, rpc_error};
 
 pub(super) async fn handle(ctx: &Ctx, p: RestartParams) -> Result<RunResult, RpcError> {
     let old = ctx.engine().session(&p.id).map_err(from_engine)?;
@@ -42,11 +41,7 @@ pub(super) async fn handle(ctx: &Ctx, p: RestartParams) -> Result<RunResult, Rpc
         let opts = ctx.engine().terminate_options();
         old.kill(opts, "restarted").await;
     }
-    let shared = Arc::clone(&ctx.shared);
-    let started = tokio::task::spawn_blocking(move || shared.engine.start(spec))
-        .await
-        .map_err(join_error)?
-        .map_err(from_engine)?;
+    let started = crate::hall::spawn(&ctx.shared, spec).await.map_err(crate::hall::rpc_error_of)?;
     let request = ReadRequest::for_run(&RunParams { background: true, ..RunParams::default() });
     super::run::answer(started.session, request, started.deduplicated, None).await
 }

@@ -17,32 +17,8 @@ pub(super) async fn handle(ctx: &Ctx, p: RunParams) -> Result<RunResult, RpcErro
     let until = p.until.as_deref().map(Until::new).transpose().map_err(from_engine)?;
     let (background, yield_ms) = (p.background, p.yield_ms);
     let mut spec = RunSpec::from(p);
-    if let super::ctx::Caller::Sandboxed(parent, ceiling) = &*ctx.caller {
-        // A `source` names a session across the daemon: answering with one outside the
-        // sandbox would show its output.
-        if spec.source.is_some() {
-            return Err(rpc_error(
-                code::INVALID_PARAMS,
-                "a command inside a sandboxed session cannot use `source` (it would find sessions outside the sandbox); leave it out",
-            ));
-        }
-        // A nested run inherits its session's sandbox (with its own working directory and
-        // temporary directory) and may ask for no more.
-        if spec.sandbox.is_none() {
-            spec.sandbox =
-                Some(stockade_proto::Sandbox { writable_roots: Vec::new(), ..ceiling.clone() });
-        }
-        spec.sandbox_ceiling = Some(ceiling.clone());
-        spec.parent = Some(parent.clone());
-    }
-    // Spawning forks and touches the disk: blocking work, kept from stalling other tasks.
-    let shared = Arc::clone(&ctx.shared);
-    let asked = std::time::Instant::now();
-    let started = stockade_engine::blocking::run(move || shared.engine.start(spec))
-        .await
-        .map_err(|e| rpc_error(code::INTERNAL_ERROR, format!("the start failed: {e}")))?;
-    ctx.shared.metrics.spawned(asked.elapsed(), started.is_ok());
-    let started = started.map_err(from_engine)?;
+    crate::hall::admit(&ctx.caller, &mut spec).map_err(|why| rpc_error(code::INVALID_PARAMS, why))?;
+    let started = crate::hall::spawn(&ctx.shared, spec).await.map_err(crate::hall::rpc_error_of)?;
     let session = started.session;
     let mut report = None;
     if !started.deduplicated {

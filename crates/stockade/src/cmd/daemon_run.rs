@@ -127,9 +127,10 @@ pub struct DaemonRunArgs {
     pub audit_log_max_bytes: Option<u64>,
     /// Also serve E2B's in-sandbox API on ADDR (envd's process and filesystem services, /files,
     /// /health), so the unmodified `e2b` SDKs drive this daemon; given without ADDR, envd's own
-    /// 127.0.0.1:49983. With --token-file, every request must carry the token in
-    /// X-Access-Token; a non-loopback ADDR needs --token-file, and --tls-cert/--tls-key
-    /// (https://) or --insecure-plaintext. See docs/e2b.md.
+    /// 127.0.0.1:49983. Every request but /health must carry a token in X-Access-Token: the one
+    /// in --token-file, or one made in the state directory's `e2b-token` file (0600, its path
+    /// printed at start), since every local user can reach loopback. A non-loopback ADDR needs
+    /// --tls-cert/--tls-key (https://) or --insecure-plaintext. See docs/e2b.md.
     #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:49983")]
     pub e2b: Option<std::net::SocketAddr>,
     /// Delete finished sessions (record and spool) this long after they ended: a number with a
@@ -155,9 +156,6 @@ pub fn run(home: Option<PathBuf>, args: DaemonRunArgs) -> anyhow::Result<ExitCod
             "--ws needs --token-file FILE: every WebSocket connection must present the token in that file (make one with `openssl rand -hex 32 > FILE; chmod 600 FILE`)"
         );
     }
-    if let Some(addr) = args.e2b.filter(|a| !a.ip().is_loopback()) {
-        e2b_exposed(addr, &args)?;
-    }
     if args.ws.is_none() && args.metrics.is_none() && args.e2b.is_none() {
         let flag = [
             (args.token_file.is_some(), "--token-file"),
@@ -177,11 +175,23 @@ pub fn run(home: Option<PathBuf>, args: DaemonRunArgs) -> anyhow::Result<ExitCod
     // hard limit cannot be reached the old soft one stays, and the fd budget refuses runs with a
     // sentence naming it.
     let _ = stockade_proc::fd_budget::raise_nofile_limit();
-    let config = config(home, &args);
+    // Every door has a token: the E2B door's is the --token-file, or one made in the home.
+    let e2b_token = match (&args.e2b, &args.token_file) {
+        (Some(_), Some(file)) => Some(file.clone()),
+        (Some(_), None) => Some(crate::global::home_token_file(Some(home.clone()), E2B_TOKEN_FILE)?),
+        (None, _) => None,
+    };
+    let mut config = config(home, &args);
+    config.e2b = args.e2b.zip(e2b_token).map(|(addr, token_file)| stockade_daemon::E2bConfig {
+        addr,
+        token_file,
+        tls: args.tls_cert.clone().zip(args.tls_key.clone()).map(|(cert, key)| TlsFiles { cert, key }),
+        insecure_plaintext: args.insecure_plaintext,
+    });
     let rt = crate::global::runtime()?;
     let served = rt.block_on(async {
-        let daemon = Daemon::bind(config)?;
-        let e2b = start_e2b(&daemon, &args).await?;
+        let mut daemon = Daemon::bind(config)?;
+        let e2b = start_e2b(&mut daemon, args.token_file.is_none());
         // One readiness line (tests and supervisors wait for "listening on").
         let metrics = match daemon.metrics_addr() {
             None => String::new(),
@@ -233,50 +243,32 @@ pub fn run(home: Option<PathBuf>, args: DaemonRunArgs) -> anyhow::Result<ExitCod
     Ok(ExitCode::SUCCESS)
 }
 
-/// A non-loopback E2B door runs commands for whoever reaches it: as the WebSocket door, it needs
-/// a token, and TLS unless plaintext is asked for.
-fn e2b_exposed(addr: std::net::SocketAddr, args: &DaemonRunArgs) -> anyhow::Result<()> {
-    if args.token_file.is_none() {
-        anyhow::bail!(
-            "--e2b {addr} is not loopback and needs --token-file FILE: every request must then carry the token in X-Access-Token (make one with `openssl rand -hex 32 > FILE; chmod 600 FILE`), or listen on 127.0.0.1"
-        );
-    }
-    if args.tls_cert.is_none() && !args.insecure_plaintext {
-        anyhow::bail!(
-            "--e2b {addr} is not loopback: add --tls-cert FILE --tls-key FILE (https://), or --insecure-plaintext if this network is private to you"
-        );
-    }
-    Ok(())
-}
+/// The name of the E2B door's token file in the home, made when `--e2b` has no `--token-file`.
+const E2B_TOKEN_FILE: &str = "e2b-token";
 
-/// Binds and serves the E2B door beside the daemon, when asked; the token cancels it.
-async fn start_e2b(
-    daemon: &Daemon,
-    args: &DaemonRunArgs,
-) -> anyhow::Result<Option<CancellationToken>> {
-    let Some(addr) = args.e2b else { return Ok(None) };
-    let token = match &args.token_file {
-        Some(path) => Some(stockade_proto::token::read_token_file(path)?),
-        None => None,
+/// Serves the E2B door the daemon bound, when asked; the token cancels it. `made` says the
+/// token is one made in the home (its path is printed, for the clients).
+fn start_e2b(daemon: &mut Daemon, made: bool) -> Option<CancellationToken> {
+    let door = daemon.take_e2b()?;
+    let scheme = if door.has_tls() { "https" } else { "http" };
+    let addr = door.addr();
+    let token = if made {
+        format!(
+            "X-Access-Token required: the token is in {}",
+            daemon.home().join(E2B_TOKEN_FILE).display()
+        )
+    } else {
+        "X-Access-Token required".to_owned()
     };
-    let tls = args
-        .tls_cert
-        .clone()
-        .zip(args.tls_key.clone())
-        .map(|(cert, key)| stockade_e2b::TlsPaths { cert, key });
-    let door = stockade_e2b::E2bDoor::bind(addr, tls.as_ref()).await?;
-    let auth = if token.is_some() { "X-Access-Token required" } else { "no token" };
-    let scheme = if tls.is_some() { "https" } else { "http" };
-    eprintln!("stockade daemon: E2B door on {scheme}://{} ({auth})", door.addr());
-    if !door.addr().ip().is_loopback() && tls.is_none() {
+    eprintln!("stockade daemon: E2B door on {scheme}://{addr} ({token})");
+    if !addr.ip().is_loopback() && !door.has_tls() {
         eprintln!(
-            "stockade daemon: warning: http://{} is not loopback and has no TLS (--insecure-plaintext): the token and all traffic cross the network in clear; use --tls-cert/--tls-key unless this network is private to you",
-            door.addr()
+            "stockade daemon: warning: http://{addr} is not loopback and has no TLS (--insecure-plaintext): the token and all traffic cross the network in clear; use --tls-cert/--tls-key unless this network is private to you"
         );
     }
     let stop = CancellationToken::new();
-    tokio::spawn(door.serve(daemon.engine(), token, stop.clone()));
-    Ok(Some(stop))
+    tokio::spawn(stockade_e2b::serve(door, stop.clone()));
+    Some(stop)
 }
 
 fn config(home: PathBuf, args: &DaemonRunArgs) -> DaemonConfig {

@@ -194,18 +194,8 @@ fn read_token(path: &Path) -> anyhow::Result<String> {
 /// The token of the state directory's `mcp-token` file, generated (0600) the first time; its
 /// path is printed so clients can be given it.
 fn default_token(global: &Global) -> anyhow::Result<String> {
-    let home = crate::global::state_dir(global.home.clone())?;
-    let path = home.root().join(TOKEN_FILE);
-    let token = match stockade_proto::token::generate_token_file(&path) {
-        Ok(token) => token,
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => read_token(&path)?,
-        Err(e) => {
-            return Err(anyhow::anyhow!(
-                "cannot write a token to {}: {e}; pass --token-file PATH instead",
-                path.display()
-            ));
-        }
-    };
+    let path = crate::global::home_token_file(global.home.clone(), TOKEN_FILE)?;
+    let token = read_token(&path)?;
     let _ = writeln!(
         std::io::stderr(),
         "stockade mcp: clients must send `Authorization: Bearer <token>` with the token in {}",

@@ -41,6 +41,7 @@ mod faults;
 mod faults_door;
 mod faults_drain;
 mod file_cap;
+mod front_hall;
 mod grep_bounds;
 mod hardening;
 mod idempotency;
