@@ -61,6 +61,9 @@ struct Line<'a> {
     token_id: Option<&'a str>,
     method: &'a str,
     session: Option<&'a str>,
+    /// Every session a request ended together (`kill_many`, `kill --all`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    sessions: Vec<String>,
     command: Option<&'a str>,
 }
 
@@ -108,18 +111,26 @@ impl Audit {
         params: &serde_json::Value,
         answer: Option<&[u8]>,
     ) {
-        // Only the id is kept of the answer (a run's may carry its output).
+        // Only the ids are kept of the answer (a run's may carry its output).
         #[derive(serde::Deserialize)]
         struct Answered {
             id: Option<String>,
+            #[serde(default)]
+            results: Vec<Ended>,
         }
+        #[derive(serde::Deserialize)]
+        struct Ended {
+            id: String,
+        }
+        let answered = answer.and_then(|a| serde_json::from_slice::<Answered>(a).ok());
         let session = params
             .get("id")
             .and_then(serde_json::Value::as_str)
             .map(str::to_owned)
-            .or_else(|| serde_json::from_slice::<Answered>(answer?).ok()?.id);
+            .or_else(|| answered.as_ref()?.id.clone());
+        let sessions = answered.map(|a| a.results.into_iter().map(|e| e.id).collect());
         let command = params.get("command").and_then(serde_json::Value::as_str);
-        self.record(peer, method, session.as_deref(), command);
+        self.write(peer, method, session.as_deref(), sessions.unwrap_or_default(), command);
     }
 
     /// Record a request a door outside the JSON-RPC pipeline handled (see `crate::hall::Hall`).
@@ -134,6 +145,17 @@ impl Audit {
     }
 
     fn record(&self, peer: &Peer, method: &str, session: Option<&str>, command: Option<&str>) {
+        self.write(peer, method, session, Vec::new(), command);
+    }
+
+    fn write(
+        &self,
+        peer: &Peer,
+        method: &str,
+        session: Option<&str>,
+        sessions: Vec<String>,
+        command: Option<&str>,
+    ) {
         let line = Line {
             time: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             peer: &peer.peer,
@@ -141,6 +163,7 @@ impl Audit {
             token_id: peer.token_id.as_deref(),
             method,
             session,
+            sessions,
             command,
         };
         let Ok(mut bytes) = serde_json::to_vec(&line) else { return };

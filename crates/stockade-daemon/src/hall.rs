@@ -130,7 +130,7 @@ pub(crate) fn admit(caller: &Caller, spec: &mut RunSpec) -> Result<(), String> {
                 spec.sandbox =
                     Some(stockade_proto::Sandbox { writable_roots: Vec::new(), ..ceiling.clone() });
             }
-            spec.sandbox_ceiling = Some(ceiling.clone());
+            spec.sandbox_ceilings.push(ceiling.clone());
             spec.parent = Some(parent.clone());
             Ok(())
         }

@@ -60,9 +60,10 @@ pub struct RunSpec {
     /// Once started: the sandbox in force, every writable root listed (the working directory
     /// and the private temporary directory too). Not on the wire, not stored.
     pub sandbox_in_force: Option<Sandbox>,
-    /// The most this run may ask for besides the engine's own ceiling: the policy of the
-    /// sandboxed session the request comes from. Not on the wire.
-    pub sandbox_ceiling: Option<Sandbox>,
+    /// The most this run may ask for besides the engine's own ceiling: the policy of the door
+    /// that sent it (`RunParams::ceiling`) and of the sandboxed session the request comes from.
+    /// Not stored.
+    pub sandbox_ceilings: Vec<Sandbox>,
     /// The sandboxed session whose command asked for this run (it may reach this one, and
     /// what this one starts). Not on the wire.
     pub parent: Option<String>,
@@ -90,9 +91,15 @@ impl From<RunParams> for RunSpec {
             pty: p.pty,
             stdin: p.stdin,
             stdin_from: None,
-            sandbox: p.sandbox,
+            // A door's ceiling is the default of a run that names no sandbox, and fills in the
+            // limits one that does leaves unset.
+            sandbox: match (p.sandbox, &p.ceiling) {
+                (Some(asked), Some(ceiling)) => Some(asked.with_limits_from(ceiling)),
+                (None, Some(ceiling)) => Some(ceiling.clone()),
+                (asked, None) => asked,
+            },
             sandbox_in_force: None,
-            sandbox_ceiling: None,
+            sandbox_ceilings: p.ceiling.into_iter().collect(),
             parent: None,
         }
     }

@@ -75,7 +75,7 @@ pub(crate) fn resolve(
         Some(c) => std::fs::canonicalize(c).unwrap_or_else(|_| c.clone()),
         None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
     };
-    for ceiling in [Some(&config.ceiling), spec.sandbox_ceiling.as_ref()].into_iter().flatten() {
+    for ceiling in std::iter::once(&config.ceiling).chain(&spec.sandbox_ceilings) {
         // A ceiling that lists roots bounds the working directory too; one that lists none
         // allows only the defaults (working directory, private temporary directory).
         let mut asked = policy.clone();

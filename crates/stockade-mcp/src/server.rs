@@ -126,22 +126,19 @@ impl StockadeMcp {
         self
     }
 
-    /// The sandbox of an `exec_command`: the one asked for, never looser than this server's
-    /// (which is the default).
+    /// The sandbox an `exec_command` asks for, and this server's policy as the run's ceiling:
+    /// the daemon holds the run to it with its one rule (a run naming none runs under it). A
+    /// `sandbox` that does not name the network keeps this server's.
     fn sandbox_for(
         &self,
-        asked: Option<stockade_proto::Sandbox>,
-    ) -> Result<Option<stockade_proto::Sandbox>, ToolError> {
-        let Some(ceiling) = &self.answers.sandbox else { return Ok(asked) };
-        let Some(asked) = asked else { return Ok(Some(ceiling.clone())) };
-        let asked = asked.with_limits_from(ceiling);
-        match asked.exceeds(ceiling) {
-            None => Ok(Some(asked)),
-            Some(why) => Err(ToolError::BadArguments {
-                tool: tools::EXEC_COMMAND.into(),
-                detail: format!("{why} (this server runs commands under {ceiling})"),
-            }),
-        }
+        asked: Option<tools::AskedSandbox>,
+    ) -> (Option<stockade_proto::Sandbox>, Option<stockade_proto::Sandbox>) {
+        let ceiling = self.answers.sandbox.clone();
+        let asked = asked.map(|a| match &ceiling {
+            Some(c) if !a.names_network => stockade_proto::Sandbox { network: c.network, ..a.policy },
+            _ => a.policy,
+        });
+        (asked, ceiling)
     }
 
     fn remember(&self, id: &str, stream: Option<Stream>, cursor: u64) {
@@ -224,6 +221,7 @@ impl StockadeMcp {
         // session this call started instead of a second copy.
         let retried = a.idempotency_key.is_some();
         let key = a.idempotency_key.unwrap_or_else(|| stockade_client::new_idempotency_key("mcp"));
+        let (sandbox, ceiling) = self.sandbox_for(a.sandbox);
         let params = RunParams {
             command: a.cmd,
             cwd,
@@ -241,7 +239,8 @@ impl StockadeMcp {
             max_bytes: a.max_output_tokens.map(tokens_to_bytes),
             max_lines: a.max_lines,
             until: a.until,
-            sandbox: self.sandbox_for(a.sandbox)?,
+            sandbox,
+            ceiling,
             capture: a.capture.map(Into::into).unwrap_or_default(),
             idempotency_key: Some(key.clone()),
             ..RunParams::default()

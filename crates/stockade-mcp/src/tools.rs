@@ -171,11 +171,30 @@ pub struct ExecCommandArgs {
     /// Confine the command: `mode` `read-only`|`workspace-write` (writes only in `workdir`,
     /// TMPDIR, `writable_roots`), `network` `none`|`allow`, limits `memory` (bytes), `pids`,
     /// `nofile`, `cpu` (% of one CPU). Default and ceiling: the server's.
-    #[serde(default)]
-    pub sandbox: Option<stockade_proto::Sandbox>,
+    #[serde(default, deserialize_with = "asked_sandbox")]
+    #[schemars(with = "Option<stockade_proto::Sandbox>")]
+    pub sandbox: Option<AskedSandbox>,
     /// Retry key a failed call named.
     #[serde(default)]
     pub idempotency_key: Option<String>,
+}
+
+/// The `sandbox` an `exec_command` asked for, and whether it named the network (one that does
+/// not keeps the server's: `{mode: "workspace-write"}` under a `network none` server asks for
+/// no network).
+#[derive(Debug, Clone)]
+pub struct AskedSandbox {
+    /// The policy as given (serde's defaults for what it left out).
+    pub policy: stockade_proto::Sandbox,
+    /// Whether `network` was given.
+    pub names_network: bool,
+}
+
+fn asked_sandbox<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<AskedSandbox>, D::Error> {
+    let Some(value) = Option::<serde_json::Value>::deserialize(d)? else { return Ok(None) };
+    let names_network = value.get("network").is_some_and(|n| !n.is_null());
+    let policy = serde_json::from_value(value).map_err(serde::de::Error::custom)?;
+    Ok(Some(AskedSandbox { policy, names_network }))
 }
 
 /// How `exec_command` captures stdout and stderr.

@@ -131,6 +131,12 @@ pub struct RunParams {
     /// The sandbox to run under (absent: the daemon's default; never looser than its ceiling).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<crate::Sandbox>,
+    /// The most this run may ask for besides the daemon's own ceiling: the policy of the door
+    /// that sends it (`stockade mcp --sandbox …`). The daemon holds the run to it with the same
+    /// rule as its own ceiling; a run naming no sandbox runs under it, and limits the run leaves
+    /// unset are taken from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ceiling: Option<crate::Sandbox>,
 }
 
 /// `read` parameters.

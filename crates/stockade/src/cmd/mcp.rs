@@ -164,7 +164,18 @@ pub fn mcp(global: &Global, mut args: McpArgs) -> anyhow::Result<ExitCode> {
             }
             on_signal.cancel();
         });
-        let answers = Answers { structured: args.structured, sandbox: args.sandbox.policy() };
+        // Under `workspace-write` without --writable-root, the project this server was started
+        // in is where commands may write: a `workdir` elsewhere is refused, as the tool's
+        // description says.
+        let sandbox = args.sandbox.policy().map(|mut policy| {
+            if policy.mode == stockade_proto::SandboxMode::WorkspaceWrite
+                && policy.writable_roots.is_empty()
+            {
+                policy.writable_roots.extend(defaults.cwd.clone());
+            }
+            policy
+        });
+        let answers = Answers { structured: args.structured, sandbox };
         stockade_mcp::serve(daemon, transport, answers, defaults, cancel, |addr| {
             if let Some(addr) = addr {
                 let _ = writeln!(

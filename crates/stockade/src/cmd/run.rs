@@ -457,6 +457,7 @@ fn params(args: &RunArgs, cwd: Option<PathBuf>) -> RunParams {
         },
         until: None,
         sandbox: args.sandbox.policy(),
+        ceiling: None,
         idempotency_key: args.idempotency_key.clone(),
     }
 }

@@ -264,3 +264,113 @@ fn no_doors_secret_is_readable_from_a_sandbox() {
         }
     }
 }
+
+/// `stockade mcp` over stdio with `args`, initialized; `call(id, name, arguments)` answers one
+/// tool call. The server ends when the returned guard drops its input.
+struct Mcp {
+    child: std::process::Child,
+    input: Option<std::process::ChildStdin>,
+    output: std::io::BufReader<std::process::ChildStdout>,
+    next: u64,
+}
+
+impl Mcp {
+    fn start(s: &Sbx, args: &[&str]) -> Mcp {
+        let mut child = s
+            .cli(&[&["mcp"][..], args].concat())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let input = child.stdin.take();
+        let output = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut mcp = Mcp { child, input, output, next: 1 };
+        let init = serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}});
+        mcp.request("initialize", init);
+        mcp.send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        mcp
+    }
+
+    fn send(&mut self, msg: serde_json::Value) {
+        writeln!(self.input.as_ref().unwrap(), "{msg}").unwrap();
+    }
+
+    fn request(&mut self, method: &str, params: serde_json::Value) -> serde_json::Value {
+        let id = self.next;
+        self.next += 1;
+        self.send(serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        loop {
+            let mut line = String::new();
+            use std::io::BufRead as _;
+            assert!(self.output.read_line(&mut line).unwrap() > 0, "the MCP server closed");
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if v["id"] == id {
+                return v;
+            }
+        }
+    }
+
+    /// An `exec_command`: whether it was an error, and its text.
+    fn exec(&mut self, arguments: serde_json::Value) -> (bool, String) {
+        let answer = self.request(
+            "tools/call",
+            serde_json::json!({"name": "exec_command", "arguments": arguments}),
+        );
+        let text = answer["result"]["content"][0]["text"].as_str().unwrap_or_default().to_owned();
+        (answer["result"]["isError"] == true, text)
+    }
+}
+
+impl Drop for Mcp {
+    fn drop(&mut self) {
+        drop(self.input.take());
+        let stopped = stockade_testkit::child::wait_bounded(
+            &mut self.child,
+            stockade_testkit::child::STOP_TIMEOUT,
+        );
+        if stopped.is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// `stockade mcp --sandbox workspace-write` sends its policy to the daemon as the run's ceiling,
+/// held by the daemon's one rule: a `workdir` outside `--writable-root` (or, without one, outside
+/// the project the server was started in) is refused and writes nothing, while the exact
+/// `{mode: "workspace-write"}` — which names no network — is the server's own policy and runs.
+#[test]
+fn mcp_holds_every_workdir_to_its_ceiling_through_the_daemon() {
+    let s = Sbx::new(User::Root);
+    let work = s.work.to_str().unwrap().to_owned();
+    let outside = s.outside.to_str().unwrap().to_owned();
+    for roots in [&["--writable-root", work.as_str()][..], &[]] {
+        let mut args = vec!["--sandbox", "workspace-write", "--network", "none"];
+        args.extend(roots);
+        let mut mcp = Mcp::start(&s, &args);
+        let escaped = s.outside.join("escaped");
+        let (error, said) = mcp.exec(serde_json::json!({"cmd": "touch escaped", "workdir": outside}));
+        assert!(error, "{roots:?}: a workdir outside the roots runs: {said}");
+        assert!(said.contains("refused") && said.contains("outside the roots"), "{said}");
+        assert!(!exists(&escaped), "{roots:?}: nothing written outside");
+        let (error, said) = mcp.exec(serde_json::json!({"cmd": "touch escaped", "workdir": "/etc"}));
+        assert!(error && said.contains("refused"), "{roots:?}: /etc as workdir: {said}");
+        assert!(!exists(Path::new("/etc/escaped")));
+        // The exact mode of the server's policy (network not named: the server's `none`).
+        let inside = s.work.join("inside");
+        let (error, said) = mcp.exec(serde_json::json!({
+            "cmd": format!("touch {}", inside.display()),
+            "sandbox": {"mode": "workspace-write"},
+        }));
+        assert!(!error, "{roots:?}: the server's own mode is refused: {said}");
+        assert!(exists(&inside), "{roots:?}: {said}");
+        std::fs::remove_file(&inside).unwrap();
+        // Asking for the network the server does not give is refused by the daemon.
+        let (error, said) = mcp.exec(serde_json::json!({
+            "cmd": "true",
+            "sandbox": {"mode": "workspace-write", "network": "allow"},
+        }));
+        assert!(error && said.contains("network"), "{roots:?}: {said}");
+    }
+}
