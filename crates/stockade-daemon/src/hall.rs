@@ -233,3 +233,112 @@ pub(crate) fn rpc_error_of(e: StartError) -> RpcError {
         StartError::Internal(why) => rpc_error(code::INTERNAL_ERROR, why),
     }
 }
+
+/// What a door's file request does to a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileAccess {
+    /// Read it (or list it, stat it, watch it).
+    Read,
+    /// Create, write, move or remove it.
+    Write,
+}
+
+impl Hall {
+    /// The path a door's file request may use for `path` (absolute), under the same rules as a
+    /// command: Stockade's home and every door's secret are never reachable (nor, for a write,
+    /// a directory that holds one), and the operator's ceiling bounds writes — none under
+    /// `read-only`, only beneath its writable roots under `workspace-write`. What exists of the
+    /// path is resolved (symlinks followed), so a link cannot lead around the rule; the answer
+    /// is that resolved path. `Err` is one sentence for the client.
+    pub fn reach(&self, path: &std::path::Path, access: FileAccess) -> Result<std::path::PathBuf, String> {
+        let real = resolved(path);
+        let config = self.0.engine.config();
+        if let Some(secret) = self.hidden().into_iter().find(|h| {
+            real.starts_with(h) || (access == FileAccess::Write && h.starts_with(&real))
+        }) {
+            return Err(format!(
+                "{} is not reachable through this door: it is (or holds) {}, which Stockade keeps from every client and command",
+                path.display(),
+                secret.display()
+            ));
+        }
+        let ceiling = &config.sandbox.ceiling;
+        if access == FileAccess::Write {
+            match ceiling.mode {
+                stockade_proto::SandboxMode::Off => {}
+                stockade_proto::SandboxMode::ReadOnly => {
+                    return Err(format!(
+                        "{} cannot be written: this daemon runs everything under `sandbox read-only`, which this door obeys too",
+                        path.display()
+                    ));
+                }
+                stockade_proto::SandboxMode::WorkspaceWrite => {
+                    let roots: Vec<_> = ceiling.writable_roots.iter().map(|r| resolved(r)).collect();
+                    if !roots.iter().any(|r| real.starts_with(r)) {
+                        return Err(format!(
+                            "{} cannot be written: this daemon's sandbox allows writes only beneath {}",
+                            path.display(),
+                            if roots.is_empty() {
+                                "its --writable-root directories, and none is given".to_owned()
+                            } else {
+                                roots.iter().map(|r| r.display().to_string()).collect::<Vec<_>>().join(", ")
+                            }
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(real)
+    }
+
+    /// Whether `path` (resolved) is, or is inside, something no client may reach.
+    pub fn hides(&self, path: &std::path::Path) -> bool {
+        let real = resolved(path);
+        self.hidden().iter().any(|h| real.starts_with(h))
+    }
+
+    /// Stockade's home and every door's secret, resolved.
+    fn hidden(&self) -> Vec<std::path::PathBuf> {
+        let config = self.0.engine.config();
+        std::iter::once(config.state_dir.root())
+            .chain(config.sandbox.hidden.iter().map(std::path::PathBuf::as_path))
+            .map(resolved)
+            .collect()
+    }
+}
+
+/// `path` with what exists of it resolved (symlinks followed), the rest appended; `.` and `..`
+/// are taken lexically first, so the answer has neither and a `..` below a directory that does
+/// not exist yet cannot climb out of where the check looked.
+fn resolved(path: &std::path::Path) -> std::path::PathBuf {
+    use std::path::Component;
+    let mut lexical = std::path::PathBuf::from("/");
+    for part in path.components() {
+        match part {
+            Component::Normal(p) => lexical.push(p),
+            Component::ParentDir => {
+                lexical.pop();
+            }
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    let path = lexical.as_path();
+    let mut rest = Vec::new();
+    let mut at = path;
+    loop {
+        if let Ok(real) = std::fs::canonicalize(at) {
+            let mut real = real;
+            for part in rest.iter().rev() {
+                real.push(part);
+            }
+            return real;
+        }
+        match (at.parent(), at.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_owned());
+                at = parent;
+            }
+            _ => return path.to_path_buf(),
+        }
+    }
+}

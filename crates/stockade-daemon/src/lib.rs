@@ -62,7 +62,7 @@ pub use config::{
     MAX_IN_FLIGHT_PER_CONNECTION, MIN_SWEEP_INTERVAL, MetricsConfig, WsConfig,
 };
 pub use error::{DaemonError, WsSetupError};
-pub use hall::{Hall, StartError, Visitor};
+pub use hall::{FileAccess, Hall, StartError, Visitor};
 pub use memory::ALLOCATOR;
 pub use outer_door::{DoorKey, E2bConfig, Gated, Incoming, OuterDoor};
 pub use reload::Reloader;

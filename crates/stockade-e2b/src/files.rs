@@ -14,6 +14,7 @@ use tokio::io::AsyncWriteExt as _;
 
 use crate::connect::read_body;
 use crate::filesystem::{entry, make_dirs, resolve_in};
+use stockade_daemon::{FileAccess, Hall};
 use crate::http_error;
 use crate::user::{self, RunAs};
 
@@ -66,13 +67,13 @@ pub fn requester(req: &Request) -> Result<Option<RunAs>, (StatusCode, String)> {
     })
 }
 
-pub async fn download(path: Option<String>, user: Option<RunAs>) -> Response {
+pub async fn download(hall: &Hall, path: Option<String>, user: Option<RunAs>) -> Response {
     let Some(path) = path else {
         return http_error(StatusCode::BAD_REQUEST, "the path parameter is missing");
     };
-    let path = match resolve_in(&path, user::home(user.as_ref())) {
+    let path = match resolve_in(&path, user::home(user.as_ref()), hall, FileAccess::Read) {
         Ok(p) => p,
-        Err(e) => return http_error(StatusCode::BAD_REQUEST, e.message),
+        Err(e) => return http_error(refused_status(&e), e.message),
     };
     let file = match tokio::fs::File::open(&path).await {
         Ok(f) => f,
@@ -98,7 +99,7 @@ pub async fn download(path: Option<String>, user: Option<RunAs>) -> Response {
     r
 }
 
-pub async fn upload(req: Request, user: Option<RunAs>) -> Response {
+pub async fn upload(hall: &Hall, req: Request, user: Option<RunAs>) -> Response {
     let path = query(&req, "path");
     let user = user.as_ref();
     let ct = req
@@ -112,12 +113,12 @@ pub async fn upload(req: Request, user: Option<RunAs>) -> Response {
             return http_error(StatusCode::BAD_REQUEST, "a multipart body without a boundary");
         };
         let boundary = boundary.split(';').next().unwrap_or("").trim_matches('"').to_owned();
-        multipart(req.into_body(), &boundary, path, user).await
+        multipart(hall, req.into_body(), &boundary, path, user).await
     } else {
         let Some(path) = path else {
             return http_error(StatusCode::BAD_REQUEST, "the path parameter is missing");
         };
-        octet_stream(req.into_body(), &path, user).await.map(|e| vec![e])
+        octet_stream(hall, req.into_body(), &path, user).await.map(|e| vec![e])
     };
     match written {
         Ok(entries) => {
@@ -132,13 +133,20 @@ pub async fn upload(req: Request, user: Option<RunAs>) -> Response {
 
 type Failed = (StatusCode, String);
 
+/// The HTTP status of a path the door refused: 403 when the daemon's hall kept it, 400 for a
+/// malformed one.
+fn refused_status(e: &crate::connect::RpcError) -> StatusCode {
+    if e.code == "permission_denied" { StatusCode::FORBIDDEN } else { StatusCode::BAD_REQUEST }
+}
+
 async fn octet_stream(
+    hall: &Hall,
     body: Body,
     path: &str,
     user: Option<&RunAs>,
 ) -> Result<serde_json::Value, Failed> {
-    let path =
-        resolve_in(path, user::home(user)).map_err(|e| (StatusCode::BAD_REQUEST, e.message))?;
+    let path = resolve_in(path, user::home(user), hall, FileAccess::Write)
+        .map_err(|e| (refused_status(&e), e.message))?;
     let mut file = create(&path, user).await?;
     let mut stream = body.into_data_stream();
     while let Some(chunk) = stream.next().await {
@@ -182,6 +190,7 @@ fn written(path: &Path) -> Result<serde_json::Value, Failed> {
 }
 
 async fn multipart(
+    hall: &Hall,
     body: Body,
     boundary: &str,
     path: Option<String>,
@@ -206,8 +215,8 @@ async fn multipart(
         let Some(target) = path.clone().or(name) else {
             return Err((StatusCode::BAD_REQUEST, "a part names no file".into()));
         };
-        let target = resolve_in(&target, user::home(user))
-            .map_err(|e| (StatusCode::BAD_REQUEST, e.message))?;
+        let target = resolve_in(&target, user::home(user), hall, FileAccess::Write)
+            .map_err(|e| (refused_status(&e), e.message))?;
         let mut file = create(&target, user).await?;
         file.write_all(data).await.map_err(|e| write_failed(&target, &e))?;
         file.flush().await.map_err(|e| write_failed(&target, &e))?;

@@ -4,10 +4,12 @@
 //! user's. Watches are served by the `watch` module.
 
 use std::fs::Metadata;
+
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
+use stockade_daemon::{FileAccess, Hall};
 use axum::body::Body;
 use axum::http::HeaderMap;
 use axum::response::Response;
@@ -21,7 +23,7 @@ use crate::user::{self, RunAs};
 const MAX_ENTRIES: usize = 100_000;
 
 /// Serves one call of `filesystem.Filesystem`.
-pub async fn call(method: &str, headers: &HeaderMap, body: Body) -> Response {
+pub async fn call(hall: &Hall, method: &str, headers: &HeaderMap, body: Body) -> Response {
     let ct = headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("");
     let streaming = connect::is_streaming(ct);
     if streaming {
@@ -31,16 +33,17 @@ pub async fn call(method: &str, headers: &HeaderMap, body: Body) -> Response {
         ));
     }
     let method = method.to_owned();
+    let hall = hall.clone();
     let result = async move {
         let user = user::from_headers(headers)?;
         match method.as_str() {
             "Move" => {
                 let r: MoveRequest = connect::request_message(body, false).await?;
-                blocking(move || rename(&r, user.as_ref())).await
+                blocking(move || rename(&hall, &r, user.as_ref())).await
             }
             "Stat" | "MakeDir" | "ListDir" | "Remove" => {
                 let r: PathRequest = connect::request_message(body, false).await?;
-                blocking(move || path_call(&method, &r, user.as_ref())).await
+                blocking(move || path_call(&hall, &method, &r, user.as_ref())).await
             }
             other => Err(RpcError::new(
                 "unimplemented",
@@ -64,11 +67,16 @@ fn value<T: Serialize>(m: T) -> Result<serde_json::Value, RpcError> {
 }
 
 fn path_call(
+    hall: &Hall,
     method: &str,
     r: &PathRequest,
     user: Option<&RunAs>,
 ) -> Result<serde_json::Value, RpcError> {
-    let path = resolve_in(&r.path, user::home(user))?;
+    let access = match method {
+        "MakeDir" | "Remove" => FileAccess::Write,
+        _ => FileAccess::Read,
+    };
+    let path = resolve_in(&r.path, user::home(user), hall, access)?;
     match method {
         "Stat" => value(EntryResponse { entry: entry(&path)? }),
         "MakeDir" => {
@@ -97,13 +105,13 @@ fn path_call(
                 return Err(RpcError::invalid(format!("{} is not a directory", path.display())));
             }
             let mut entries = Vec::new();
-            list(&path, r.depth.unwrap_or(1).max(1), &mut entries)?;
+            list(hall, &path, r.depth.unwrap_or(1).max(1), &mut entries)?;
             value(ListDirResponse { entries })
         }
     }
 }
 
-fn list(dir: &Path, depth: u32, out: &mut Vec<EntryInfo>) -> Result<(), RpcError> {
+fn list(hall: &Hall, dir: &Path, depth: u32, out: &mut Vec<EntryInfo>) -> Result<(), RpcError> {
     let read = std::fs::read_dir(dir).map_err(|e| io_error(dir, &e))?;
     for item in read {
         let item = item.map_err(|e| io_error(dir, &e))?;
@@ -111,19 +119,23 @@ fn list(dir: &Path, depth: u32, out: &mut Vec<EntryInfo>) -> Result<(), RpcError
             return Err(RpcError::new("resource_exhausted", format!("over {MAX_ENTRIES} entries")));
         }
         let path = item.path();
+        if hall.hides(&path) {
+            continue; // Stockade's home or a door's secret: not shown, not entered
+        }
         let Ok(info) = entry(&path) else { continue }; // gone since the listing
         let recurse = depth > 1 && info.kind == "FILE_TYPE_DIRECTORY" && !info.is_symlink;
         out.push(info);
         if recurse {
-            list(&path, depth - 1, out)?;
+            list(hall, &path, depth - 1, out)?;
         }
     }
     Ok(())
 }
 
-fn rename(r: &MoveRequest, user: Option<&RunAs>) -> Result<serde_json::Value, RpcError> {
+fn rename(hall: &Hall, r: &MoveRequest, user: Option<&RunAs>) -> Result<serde_json::Value, RpcError> {
     let home = user::home(user);
-    let (from, to) = (resolve_in(&r.source, home)?, resolve_in(&r.destination, home)?);
+    let from = resolve_in(&r.source, home, hall, FileAccess::Write)?;
+    let to = resolve_in(&r.destination, home, hall, FileAccess::Write)?;
     if let Some(parent) = to.parent() {
         make_dirs(parent, user).map_err(|e| io_error(parent, &e))?;
     }
@@ -143,13 +155,28 @@ pub(crate) fn make_dirs(path: &Path, user: Option<&RunAs>) -> std::io::Result<()
     Ok(())
 }
 
-/// An absolute path for a client's path: relative ones from the home directory.
-pub(crate) fn resolve(path: &str) -> Result<PathBuf, RpcError> {
-    resolve_in(path, None)
+/// The path a client's `path` comes to (relative ones from the daemon's user's home), checked
+/// by the daemon's hall for `access` (see [`resolve_in`]).
+pub(crate) fn resolve(path: &str, hall: &Hall, access: FileAccess) -> Result<PathBuf, RpcError> {
+    resolve_in(path, None, hall, access)
+}
+
+/// The path a client's `path` comes to — relative ones from `home`, else the daemon's user's
+/// home — as the daemon's hall allows it for `access` (Stockade's home and the doors' secrets
+/// never, writes only where the operator's sandbox allows): the resolved path the request
+/// then uses, or `permission_denied` in one sentence.
+pub(crate) fn resolve_in(
+    path: &str,
+    home: Option<&Path>,
+    hall: &Hall,
+    access: FileAccess,
+) -> Result<PathBuf, RpcError> {
+    let asked = given_in(path, home)?;
+    hall.reach(&asked, access).map_err(|why| RpcError::new("permission_denied", why))
 }
 
 /// An absolute path for a client's path: relative ones from `home`, else the daemon's home.
-pub(crate) fn resolve_in(path: &str, home: Option<&Path>) -> Result<PathBuf, RpcError> {
+fn given_in(path: &str, home: Option<&Path>) -> Result<PathBuf, RpcError> {
     if path.is_empty() {
         return Err(RpcError::invalid("an empty path"));
     }

@@ -103,9 +103,9 @@ async fn route(
         (Method::GET | Method::POST, "/files") => match files::requester(&req) {
             Err((status, message)) => http_error(status, message),
             Ok(user) if req.method() == Method::GET => {
-                files::download(files::query(&req, "path"), user).await
+                files::download(&door.hall, files::query(&req, "path"), user).await
             }
-            Ok(user) => files::upload(req, user).await,
+            Ok(user) => files::upload(&door.hall, req, user).await,
         },
         (Method::POST, "/init") => StatusCode::NO_CONTENT.into_response(),
         (Method::POST, p) => {
@@ -117,7 +117,7 @@ async fn route(
                 Some(("filesystem.Filesystem", m)) => {
                     match watch::call(&door, m, &parts.headers, body).await {
                         Ok(served) => served,
-                        Err(body) => filesystem::call(m, &parts.headers, body).await,
+                        Err(body) => filesystem::call(&door.hall, m, &parts.headers, body).await,
                     }
                 }
                 _ => not_served(&path),

@@ -94,9 +94,9 @@ const FLAGS: WatchFlags = WatchFlags::CREATE
 impl Watch {
     /// Opens a watch of `r.path`: `not_found` when it does not exist, `invalid_argument` when
     /// it is not a directory, `resource_exhausted` past the door's [`MAX_WATCHERS`].
-    async fn open(watchers: &Watchers, r: WatchRequest) -> Result<Watch, RpcError> {
-        let slot = watchers.take_slot()?;
-        let root = resolve(&r.path)?;
+    async fn open(door: &Door, r: WatchRequest) -> Result<Watch, RpcError> {
+        let slot = door.watchers.take_slot()?;
+        let root = resolve(&r.path, &door.hall, stockade_daemon::FileAccess::Read)?;
         let recursive = r.recursive;
         let walk_root = root.clone();
         let (fd, dirs) = tokio::task::spawn_blocking(move || add_watches(&walk_root, recursive))
@@ -295,7 +295,7 @@ pub async fn call(
 
 async fn watch_dir(door: Arc<Door>, headers: &HeaderMap, body: Body) -> Response {
     let opened = match connect::request_message::<WatchRequest>(body, true).await {
-        Ok(r) => Watch::open(&door.watchers, r).await,
+        Ok(r) => Watch::open(&door, r).await,
         Err(e) => Err(e),
     };
     let mut watch = match opened {
@@ -346,7 +346,7 @@ async fn watch_dir(door: Arc<Door>, headers: &HeaderMap, body: Body) -> Response
 
 async fn create(door: &Arc<Door>, body: Body) -> Result<CreateWatcherResponse, RpcError> {
     let r: WatchRequest = connect::request_message(body, false).await?;
-    let mut watch = Watch::open(&door.watchers, r).await?;
+    let mut watch = Watch::open(&door, r).await?;
     let n = door.watchers.next_id.fetch_add(1, Ordering::Relaxed);
     let id = format!("watcher-{n}");
     let polled = Arc::new(Polled {

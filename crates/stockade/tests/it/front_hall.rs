@@ -374,3 +374,108 @@ fn mcp_holds_every_workdir_to_its_ceiling_through_the_daemon() {
         assert!(error && said.contains("network"), "{roots:?}: {said}");
     }
 }
+
+/// One HTTP/1.1 GET with the door's token: the status and the raw answer.
+fn get(addr: SocketAddr, token: &str, path_and_query: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        s,
+        "GET {path_and_query} HTTP/1.1\r\nHost: {addr}\r\nX-Access-Token: {token}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = Vec::new();
+    let _ = s.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    (answer.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0), answer)
+}
+
+/// `/files` upload of `body` to `path` (octet-stream).
+fn upload(addr: SocketAddr, token: &str, path: &Path) -> (u16, String) {
+    let headers = [("X-Access-Token", token), ("Content-Type", "application/octet-stream")];
+    http(addr, &format!("/files?path={}", path.display()), &headers, b"written")
+}
+
+/// A unary `filesystem.Filesystem/METHOD` of `path`.
+fn fs_call(addr: SocketAddr, token: &str, method: &str, path: &Path) -> (u16, String) {
+    let body = serde_json::to_vec(&serde_json::json!({ "path": path })).unwrap();
+    let headers = [("X-Access-Token", token), ("Content-Type", "application/json")];
+    http(addr, &format!("/filesystem.Filesystem/{method}"), &headers, &body)
+}
+
+/// The E2B file API is held to the daemon's hall like a command: Stockade's home (its token,
+/// spools) is never reachable, not through a symlink or `..` either, and is left out of
+/// listings; under `--sandbox read-only` nothing is written, under `workspace-write` only
+/// beneath the writable roots — while reads elsewhere work.
+#[test]
+fn the_e2b_file_api_is_held_to_the_ceiling_and_never_reaches_the_home() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (work, outside) = (tmp.path().join("work"), tmp.path().join("outside"));
+    for d in [&work, &outside] {
+        std::fs::create_dir(d).unwrap();
+    }
+    let w = work.to_str().unwrap();
+    for ceiling in [
+        &[][..],
+        &["--sandbox", "read-only"],
+        &["--sandbox", "workspace-write", "--writable-root", w],
+    ] {
+        let d = DaemonProc::start(&[&["--e2b", "127.0.0.1:0"][..], ceiling].concat());
+        let (addr, token) = (d.e2b_addr(), read_token(&d.home.join("e2b-token")));
+        let home = std::fs::canonicalize(&d.home).unwrap();
+        // The home, its token, through a link and through `..`: refused, whatever the ceiling.
+        let link = outside.join("to-home");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&home, &link).unwrap();
+        // `outside/none/..` × (outside's depth + 1) is `/`: the home named from there.
+        let up = "/..".repeat(outside.components().count());
+        let climb = format!("{}/none{up}{}", outside.display(), home.display());
+        for path in [
+            home.join("e2b-token").display().to_string(),
+            link.join("e2b-token").display().to_string(),
+            format!("{climb}/e2b-token"),
+        ] {
+            let (status, answer) = get(addr, &token, &format!("/files?path={path}"));
+            assert_eq!(status, 403, "{ceiling:?}: {path}: {answer}");
+            assert!(!answer.contains(&token), "the token never leaves");
+        }
+        let (status, answer) = fs_call(addr, &token, "Stat", &home);
+        assert_eq!(status, 403, "{ceiling:?}: {answer}");
+        let (status, answer) = fs_call(addr, &token, "ListDir", home.parent().unwrap());
+        assert_eq!(status, 200, "{answer}");
+        let name = home.file_name().unwrap().to_str().unwrap();
+        assert!(!answer.contains(&format!("\"{name}\"")), "the home is not listed: {answer}");
+        let (status, answer) = fs_call(addr, &token, "Remove", home.parent().unwrap());
+        assert_eq!(status, 403, "{ceiling:?}: removing what holds the home: {answer}");
+        assert!(home.exists());
+        // Reads outside the home work under every ceiling.
+        std::fs::write(outside.join("readable"), "public").unwrap();
+        let (status, answer) = get(addr, &token, &format!("/files?path={}/readable", outside.display()));
+        assert_eq!(status, 200, "{answer}");
+        assert!(answer.contains("public"), "{answer}");
+        // Writes: where the ceiling allows, and only there.
+        let (out_file, in_file) = (outside.join("up"), work.join("up"));
+        let (out_status, answer_out) = upload(addr, &token, &out_file);
+        let (in_status, answer_in) = upload(addr, &token, &in_file);
+        let (mk_status, _) = fs_call(addr, &token, "MakeDir", &outside.join("made"));
+        match ceiling.get(1).copied() {
+            None => {
+                assert_eq!((out_status, in_status, mk_status), (200, 200, 200), "{answer_out}");
+            }
+            Some("read-only") => {
+                assert_eq!((out_status, in_status, mk_status), (403, 403, 403), "{answer_in}");
+                assert!(answer_out.contains("read-only"), "{answer_out}");
+            }
+            Some(_) => {
+                assert_eq!((out_status, in_status, mk_status), (403, 200, 403), "{answer_in}");
+                assert!(answer_out.contains("allows writes only beneath"), "{answer_out}");
+            }
+        }
+        assert_eq!(exists(&out_file), out_status == 200);
+        assert_eq!(exists(&in_file), in_status == 200);
+        for p in [out_file, in_file] {
+            let _ = std::fs::remove_file(p);
+        }
+        let _ = std::fs::remove_dir(outside.join("made"));
+    }
+}
