@@ -59,7 +59,7 @@ pub struct DaemonConfig {
     /// The sandbox of runs that name none, and the most any run may ask for.
     pub sandbox: stockade_engine::SandboxConfig,
     /// The E2B door (off by default), served outside this crate through the daemon's hall.
-    pub e2b: Option<crate::outer_door::E2bConfig>,
+    pub e2b: Option<E2bConfig>,
 }
 
 /// A listener of its own for `GET /metrics`, `/healthz` and `/readyz` (no WebSocket), for a
@@ -74,6 +74,19 @@ pub struct MetricsConfig {
     /// token (`DaemonConfig::metrics_token_file`).
     pub token_file: Option<PathBuf>,
     /// Serve HTTPS with this certificate and key (the door's).
+    pub tls: Option<crate::tls::TlsFiles>,
+    /// Serve clear text on a non-loopback address (refused otherwise).
+    pub insecure_plaintext: bool,
+}
+
+/// The E2B door of `daemon run --e2b` (served by `stockade-e2b` through the daemon's hall).
+#[derive(Debug, Clone)]
+pub struct E2bConfig {
+    /// Where to listen.
+    pub addr: SocketAddr,
+    /// The token every request but `/health` must carry in `X-Access-Token`.
+    pub token_file: PathBuf,
+    /// Serve HTTPS with this certificate and key.
     pub tls: Option<crate::tls::TlsFiles>,
     /// Serve clear text on a non-loopback address (refused otherwise).
     pub insecure_plaintext: bool,

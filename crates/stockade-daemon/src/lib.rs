@@ -59,12 +59,12 @@ mod ws;
 pub use admission::{PENDING_CAP, UNIX_RESERVE};
 pub use config::{
     DEFAULT_AUDIT_LOG_MAX_BYTES, DEFAULT_SWEEP_INTERVAL, DaemonConfig, MAX_CONNECTIONS,
-    MAX_IN_FLIGHT_PER_CONNECTION, MIN_SWEEP_INTERVAL, MetricsConfig, WsConfig,
+    E2bConfig, MAX_IN_FLIGHT_PER_CONNECTION, MIN_SWEEP_INTERVAL, MetricsConfig, WsConfig,
 };
 pub use error::{DaemonError, WsSetupError};
 pub use hall::{FileAccess, Hall, StartError, Visitor};
 pub use memory::ALLOCATOR;
-pub use outer_door::{DoorKey, E2bConfig, Gated, Incoming, OuterDoor};
+pub use outer_door::{DoorKey, Gated, Incoming, OuterDoor};
 pub use reload::Reloader;
 pub use schedule::{CRASH_AFTER_CLAIM_ENV, MIN_INTERVAL_ENV};
 pub use server::Daemon;

@@ -8,7 +8,6 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -18,11 +17,11 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
-use crate::config::MAX_CONNECTIONS;
+use crate::config::{E2bConfig, MAX_CONNECTIONS};
 use crate::error::WsSetupError;
 use crate::hall::Hall;
 use crate::reload::{Credentials, LiveTls, LiveToken};
-use crate::tls::{DoorStream, TlsFiles};
+use crate::tls::DoorStream;
 
 /// Longest a connection's TLS handshake may take.
 const HANDSHAKE: Duration = Duration::from_secs(10);
@@ -30,19 +29,6 @@ const HANDSHAKE: Duration = Duration::from_secs(10);
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 /// Connections handshaken and waiting for the server to take them.
 const READY_QUEUE: usize = 64;
-
-/// How the E2B door is served.
-#[derive(Debug, Clone)]
-pub struct E2bConfig {
-    /// Where to listen.
-    pub addr: SocketAddr,
-    /// The token every request but `/health` must carry in `X-Access-Token`.
-    pub token_file: PathBuf,
-    /// Serve HTTPS with this certificate and key.
-    pub tls: Option<TlsFiles>,
-    /// Serve clear text on a non-loopback address (refused otherwise).
-    pub insecure_plaintext: bool,
-}
 
 /// The E2B door's listener, bound by the daemon, served by the door's own router.
 pub struct OuterDoor {

@@ -164,17 +164,7 @@ pub fn mcp(global: &Global, mut args: McpArgs) -> anyhow::Result<ExitCode> {
             }
             on_signal.cancel();
         });
-        // Under `workspace-write` without --writable-root, the project this server was started
-        // in is where commands may write: a `workdir` elsewhere is refused, as the tool's
-        // description says.
-        let sandbox = args.sandbox.policy().map(|mut policy| {
-            if policy.mode == stockade_proto::SandboxMode::WorkspaceWrite
-                && policy.writable_roots.is_empty()
-            {
-                policy.writable_roots.extend(defaults.cwd.clone());
-            }
-            policy
-        });
+        let sandbox = ceiling(args.sandbox.policy(), &defaults);
         let answers = Answers { structured: args.structured, sandbox };
         stockade_mcp::serve(daemon, transport, answers, defaults, cancel, |addr| {
             if let Some(addr) = addr {
@@ -192,6 +182,23 @@ pub fn mcp(global: &Global, mut args: McpArgs) -> anyhow::Result<ExitCode> {
     rt.shutdown_timeout(SHUTDOWN_GRACE);
     result?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// This server's policy, the ceiling it sends with every run. Under `workspace-write` without
+/// --writable-root, the project this server was started in is where commands may write: a
+/// `workdir` elsewhere is refused, as the tool's description says.
+fn ceiling(
+    policy: Option<stockade_proto::Sandbox>,
+    defaults: &RunDefaults,
+) -> Option<stockade_proto::Sandbox> {
+    policy.map(|mut policy| {
+        if policy.mode == stockade_proto::SandboxMode::WorkspaceWrite
+            && policy.writable_roots.is_empty()
+        {
+            policy.writable_roots.extend(defaults.cwd.clone());
+        }
+        policy
+    })
 }
 
 /// The token in `path`, under the same rules as the daemon's WebSocket door.

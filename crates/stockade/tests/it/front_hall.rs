@@ -479,3 +479,58 @@ fn the_e2b_file_api_is_held_to_the_ceiling_and_never_reaches_the_home() {
         let _ = std::fs::remove_dir(outside.join("made"));
     }
 }
+
+/// A sandboxed session with the network reaches the E2B door on loopback and gets nothing: the
+/// door's token is hidden from it, and without the token neither `process.Process/Start` nor
+/// `/files` does anything — so a command cannot start an unsandboxed twin through the door.
+#[test]
+fn a_sandboxed_session_gets_nothing_at_the_loopback_e2b_door() {
+    let s = Sbx::new(User::Root);
+    let _daemon = Reaped(
+        s.cli(&["daemon", "run", "--e2b", "127.0.0.1:0"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let token_file = s.home.path().join("e2b-token");
+    eventually(Duration::from_secs(20), "the daemon's E2B token", || token_file.exists().then_some(()));
+    // The door's address, from the socket table: the daemon's one listener besides its socket.
+    let pid = s.daemon_pid();
+    let port = eventually(Duration::from_secs(10), "the E2B door's port", || {
+        let out = Command::new("ss").args(["-Htlnp"]).output().ok()?;
+        text(&out.stdout)
+            .lines()
+            .find(|l| l.contains(&format!("pid={pid},")))
+            .and_then(|l| l.split_whitespace().nth(3))
+            .and_then(|a| a.rsplit(':').next())
+            .map(str::to_owned)
+    });
+    let escaped = s.outside.join("escaped-through-e2b");
+    let script = format!(
+        r#"
+import urllib.request, urllib.error
+try:
+    open({file:?}).read(); print("token=allowed")
+except OSError:
+    print("token=denied")
+def call(path, body, ctype):
+    req = urllib.request.Request("http://127.0.0.1:{port}" + path, data=body, headers={{"Content-Type": ctype}})
+    try:
+        urllib.request.urlopen(req, timeout=20).read(); return "allowed"
+    except urllib.error.HTTPError as e:
+        return "denied" if e.code == 401 else "code%d" % e.code
+body = b'{{"process":{{"cmd":"/bin/bash","args":["-c","touch {escaped}"]}}}}'
+print("start=" + call("/process.Process/Start", bytes([0, 0, 0, 0, len(body)]) + body, "application/connect+json"))
+print("files=" + call("/files?path={escaped}", b"x", "application/octet-stream"))
+"#,
+        file = token_file.display().to_string(),
+        escaped = escaped.display(),
+    );
+    std::fs::write(s.work.join("knock.py"), script).unwrap();
+    let policy = ["--sandbox", "workspace-write", "--network", "allow"];
+    let (v, answer) = s.verdicts(&policy, "python3 knock.py");
+    assert!(answer["sandbox"].as_str().is_some(), "{answer}");
+    v.expect("denied", &["token", "start", "files"], User::Root);
+    assert!(!exists(&escaped), "nothing ran or was written through the door: {answer}");
+}
