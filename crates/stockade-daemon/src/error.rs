@@ -98,7 +98,9 @@ pub enum WsSetupError {
         addr: SocketAddr,
     },
     /// The E2B door's listener could not be bound.
-    #[error("cannot listen for the E2B door on {addr}: {source}; choose another address or port with --e2b")]
+    #[error(
+        "cannot listen for the E2B door on {addr}: {source}; choose another address or port with --e2b"
+    )]
     E2bBind {
         /// The address asked for.
         addr: SocketAddr,

@@ -198,7 +198,11 @@ impl Hall {
 
     /// Starts a command for `visitor`: admitted, spawned and counted as on the daemon's own
     /// doors, with one audit line (`method` `run`, the session and the command).
-    pub async fn start(&self, visitor: &Visitor, mut spec: RunSpec) -> Result<Arc<Session>, StartError> {
+    pub async fn start(
+        &self,
+        visitor: &Visitor,
+        mut spec: RunSpec,
+    ) -> Result<Arc<Session>, StartError> {
         admit(&visitor.caller, &mut spec).map_err(StartError::Refused)?;
         let command = spec.command.clone();
         let started = spawn(&self.0, spec).await;
@@ -250,12 +254,18 @@ impl Hall {
     /// `read-only`, only beneath its writable roots under `workspace-write`. What exists of the
     /// path is resolved (symlinks followed), so a link cannot lead around the rule; the answer
     /// is that resolved path. `Err` is one sentence for the client.
-    pub fn reach(&self, path: &std::path::Path, access: FileAccess) -> Result<std::path::PathBuf, String> {
+    pub fn reach(
+        &self,
+        path: &std::path::Path,
+        access: FileAccess,
+    ) -> Result<std::path::PathBuf, String> {
         let real = resolved(path);
         let config = self.0.engine.config();
-        if let Some(secret) = self.hidden().into_iter().find(|h| {
-            real.starts_with(h) || (access == FileAccess::Write && h.starts_with(&real))
-        }) {
+        if let Some(secret) = self
+            .hidden()
+            .into_iter()
+            .find(|h| real.starts_with(h) || (access == FileAccess::Write && h.starts_with(&real)))
+        {
             return Err(format!(
                 "{} is not reachable through this door: it is (or holds) {}, which Stockade keeps from every client and command",
                 path.display(),
@@ -273,7 +283,8 @@ impl Hall {
                     ));
                 }
                 stockade_proto::SandboxMode::WorkspaceWrite => {
-                    let roots: Vec<_> = ceiling.writable_roots.iter().map(|r| resolved(r)).collect();
+                    let roots: Vec<_> =
+                        ceiling.writable_roots.iter().map(|r| resolved(r)).collect();
                     if !roots.iter().any(|r| real.starts_with(r)) {
                         return Err(format!(
                             "{} cannot be written: this daemon's sandbox allows writes only beneath {}",
@@ -281,7 +292,11 @@ impl Hall {
                             if roots.is_empty() {
                                 "its --writable-root directories, and none is given".to_owned()
                             } else {
-                                roots.iter().map(|r| r.display().to_string()).collect::<Vec<_>>().join(", ")
+                                roots
+                                    .iter()
+                                    .map(|r| r.display().to_string())
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
                             }
                         ));
                     }

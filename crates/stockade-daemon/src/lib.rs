@@ -58,8 +58,8 @@ mod ws;
 
 pub use admission::{PENDING_CAP, UNIX_RESERVE};
 pub use config::{
-    DEFAULT_AUDIT_LOG_MAX_BYTES, DEFAULT_SWEEP_INTERVAL, DaemonConfig, MAX_CONNECTIONS,
-    E2bConfig, MAX_IN_FLIGHT_PER_CONNECTION, MIN_SWEEP_INTERVAL, MetricsConfig, WsConfig,
+    DEFAULT_AUDIT_LOG_MAX_BYTES, DEFAULT_SWEEP_INTERVAL, DaemonConfig, E2bConfig, MAX_CONNECTIONS,
+    MAX_IN_FLIGHT_PER_CONNECTION, MIN_SWEEP_INTERVAL, MetricsConfig, WsConfig,
 };
 pub use error::{DaemonError, WsSetupError};
 pub use hall::{FileAccess, Hall, StartError, Visitor};

@@ -134,7 +134,8 @@ impl Daemon {
             audit,
             door_token: ws.as_ref().map(WsListener::token),
         });
-        let e2b = e2b.map(|bound| crate::outer_door::OuterDoor::new(bound, Hall(Arc::clone(&shared))));
+        let e2b =
+            e2b.map(|bound| crate::outer_door::OuterDoor::new(bound, Hall(Arc::clone(&shared))));
         let janitor = (config.retention, config.sweep_interval);
         let reloader = crate::reload::Reloader::default();
         Ok(Daemon {

@@ -14,9 +14,9 @@ use tokio::io::AsyncWriteExt as _;
 
 use crate::connect::read_body;
 use crate::filesystem::{entry, make_dirs, resolve_in};
-use stockade_daemon::{FileAccess, Hall};
 use crate::http_error;
 use crate::user::{self, RunAs};
+use stockade_daemon::{FileAccess, Hall};
 
 /// Largest multipart upload (it is read whole to be split; octet-stream uploads are streamed
 /// and have no such bound).

@@ -9,11 +9,11 @@ use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
-use stockade_daemon::{FileAccess, Hall};
 use axum::body::Body;
 use axum::http::HeaderMap;
 use axum::response::Response;
 use serde::Serialize;
+use stockade_daemon::{FileAccess, Hall};
 
 use crate::connect::{self, RpcError};
 use crate::messages::{Empty, EntryInfo, EntryResponse, ListDirResponse, MoveRequest, PathRequest};
@@ -132,7 +132,11 @@ fn list(hall: &Hall, dir: &Path, depth: u32, out: &mut Vec<EntryInfo>) -> Result
     Ok(())
 }
 
-fn rename(hall: &Hall, r: &MoveRequest, user: Option<&RunAs>) -> Result<serde_json::Value, RpcError> {
+fn rename(
+    hall: &Hall,
+    r: &MoveRequest,
+    user: Option<&RunAs>,
+) -> Result<serde_json::Value, RpcError> {
     let home = user::home(user);
     let from = resolve_in(&r.source, home, hall, FileAccess::Write)?;
     let to = resolve_in(&r.destination, home, hall, FileAccess::Write)?;

@@ -74,10 +74,14 @@ pub async fn serve(door: OuterDoor, stop: CancellationToken) {
 #[derive(Debug, Clone, Copy)]
 struct PeerAddr(SocketAddr);
 
-impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, stockade_daemon::Incoming>>
-    for PeerAddr
+impl
+    axum::extract::connect_info::Connected<
+        axum::serve::IncomingStream<'_, stockade_daemon::Incoming>,
+    > for PeerAddr
 {
-    fn connect_info(stream: axum::serve::IncomingStream<'_, stockade_daemon::Incoming>) -> PeerAddr {
+    fn connect_info(
+        stream: axum::serve::IncomingStream<'_, stockade_daemon::Incoming>,
+    ) -> PeerAddr {
         PeerAddr(*stream.remote_addr())
     }
 }

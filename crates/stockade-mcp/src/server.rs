@@ -135,7 +135,9 @@ impl StockadeMcp {
     ) -> (Option<stockade_proto::Sandbox>, Option<stockade_proto::Sandbox>) {
         let ceiling = self.answers.sandbox.clone();
         let asked = asked.map(|a| match &ceiling {
-            Some(c) if !a.names_network => stockade_proto::Sandbox { network: c.network, ..a.policy },
+            Some(c) if !a.names_network => {
+                stockade_proto::Sandbox { network: c.network, ..a.policy }
+            }
             _ => a.policy,
         });
         (asked, ceiling)

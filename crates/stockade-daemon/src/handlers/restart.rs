@@ -3,7 +3,6 @@
 //! A session of an earlier daemon is restarted from the `spec.json` its daemon wrote at start
 //! (see `stockade_engine`'s `spec_file`).
 
-
 use stockade_log::ReadRequest;
 use stockade_proto::RunResult;
 use stockade_proto::rpc::{RestartParams, RpcError, RunParams, code};

@@ -17,7 +17,8 @@ pub(super) async fn handle(ctx: &Ctx, p: RunParams) -> Result<RunResult, RpcErro
     let until = p.until.as_deref().map(Until::new).transpose().map_err(from_engine)?;
     let (background, yield_ms) = (p.background, p.yield_ms);
     let mut spec = RunSpec::from(p);
-    crate::hall::admit(&ctx.caller, &mut spec).map_err(|why| rpc_error(code::INVALID_PARAMS, why))?;
+    crate::hall::admit(&ctx.caller, &mut spec)
+        .map_err(|why| rpc_error(code::INVALID_PARAMS, why))?;
     let started = crate::hall::spawn(&ctx.shared, spec).await.map_err(crate::hall::rpc_error_of)?;
     let session = started.session;
     let mut report = None;

@@ -178,14 +178,20 @@ pub fn run(home: Option<PathBuf>, args: DaemonRunArgs) -> anyhow::Result<ExitCod
     // Every door has a token: the E2B door's is the --token-file, or one made in the home.
     let e2b_token = match (&args.e2b, &args.token_file) {
         (Some(_), Some(file)) => Some(file.clone()),
-        (Some(_), None) => Some(crate::global::home_token_file(Some(home.clone()), E2B_TOKEN_FILE)?),
+        (Some(_), None) => {
+            Some(crate::global::home_token_file(Some(home.clone()), E2B_TOKEN_FILE)?)
+        }
         (None, _) => None,
     };
     let mut config = config(home, &args);
     config.e2b = args.e2b.zip(e2b_token).map(|(addr, token_file)| stockade_daemon::E2bConfig {
         addr,
         token_file,
-        tls: args.tls_cert.clone().zip(args.tls_key.clone()).map(|(cert, key)| TlsFiles { cert, key }),
+        tls: args
+            .tls_cert
+            .clone()
+            .zip(args.tls_key.clone())
+            .map(|(cert, key)| TlsFiles { cert, key }),
         insecure_plaintext: args.insecure_plaintext,
     });
     let rt = crate::global::runtime()?;

@@ -184,9 +184,6 @@ fn refused(extra: &[&str]) -> String {
 #[test]
 fn a_non_loopback_e2b_door_without_tls_is_refused_with_a_sentence() {
     let stderr = refused(&["--e2b", "0.0.0.0:0"]);
-    assert!(
-        stderr.contains("refusing to serve the E2B door on 0.0.0.0:0 without TLS"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("refusing to serve the E2B door on 0.0.0.0:0 without TLS"), "{stderr}");
     assert!(stderr.contains("--tls-cert") && stderr.contains("--insecure-plaintext"), "{stderr}");
 }

@@ -235,12 +235,26 @@ fn no_doors_secret_is_readable_from_a_sandbox() {
         }
         std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
         let arg = |p: &Path| p.to_str().unwrap().to_owned();
-        let (tok, scr, aud, crt, k) = (arg(&token), arg(&scrape), arg(&audit), arg(&cert), arg(&key));
+        let (tok, scr, aud, crt, k) =
+            (arg(&token), arg(&scrape), arg(&audit), arg(&cert), arg(&key));
         let _daemon = Reaped(
             s.cli(&[
-                "daemon", "run", "--ws", "127.0.0.1:0", "--e2b", "127.0.0.1:0", "--token-file",
-                &tok, "--metrics-token-file", &scr, "--audit-log", &aud, "--tls-cert", &crt,
-                "--tls-key", &k,
+                "daemon",
+                "run",
+                "--ws",
+                "127.0.0.1:0",
+                "--e2b",
+                "127.0.0.1:0",
+                "--token-file",
+                &tok,
+                "--metrics-token-file",
+                &scr,
+                "--audit-log",
+                &aud,
+                "--tls-cert",
+                &crt,
+                "--tls-key",
+                &k,
             ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -299,7 +313,9 @@ impl Mcp {
     fn request(&mut self, method: &str, params: serde_json::Value) -> serde_json::Value {
         let id = self.next;
         self.next += 1;
-        self.send(serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        self.send(
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+        );
         loop {
             let mut line = String::new();
             use std::io::BufRead as _;
@@ -350,11 +366,13 @@ fn mcp_holds_every_workdir_to_its_ceiling_through_the_daemon() {
         args.extend(roots);
         let mut mcp = Mcp::start(&s, &args);
         let escaped = s.outside.join("escaped");
-        let (error, said) = mcp.exec(serde_json::json!({"cmd": "touch escaped", "workdir": outside}));
+        let (error, said) =
+            mcp.exec(serde_json::json!({"cmd": "touch escaped", "workdir": outside}));
         assert!(error, "{roots:?}: a workdir outside the roots runs: {said}");
         assert!(said.contains("refused") && said.contains("outside the roots"), "{said}");
         assert!(!exists(&escaped), "{roots:?}: nothing written outside");
-        let (error, said) = mcp.exec(serde_json::json!({"cmd": "touch escaped", "workdir": "/etc"}));
+        let (error, said) =
+            mcp.exec(serde_json::json!({"cmd": "touch escaped", "workdir": "/etc"}));
         assert!(error && said.contains("refused"), "{roots:?}: /etc as workdir: {said}");
         assert!(!exists(Path::new("/etc/escaped")));
         // The exact mode of the server's policy (network not named: the server's `none`).
@@ -450,7 +468,8 @@ fn the_e2b_file_api_is_held_to_the_ceiling_and_never_reaches_the_home() {
         assert!(home.exists());
         // Reads outside the home work under every ceiling.
         std::fs::write(outside.join("readable"), "public").unwrap();
-        let (status, answer) = get(addr, &token, &format!("/files?path={}/readable", outside.display()));
+        let (status, answer) =
+            get(addr, &token, &format!("/files?path={}/readable", outside.display()));
         assert_eq!(status, 200, "{answer}");
         assert!(answer.contains("public"), "{answer}");
         // Writes: where the ceiling allows, and only there.
@@ -494,7 +513,9 @@ fn a_sandboxed_session_gets_nothing_at_the_loopback_e2b_door() {
             .unwrap(),
     );
     let token_file = s.home.path().join("e2b-token");
-    eventually(Duration::from_secs(20), "the daemon's E2B token", || token_file.exists().then_some(()));
+    eventually(Duration::from_secs(20), "the daemon's E2B token", || {
+        token_file.exists().then_some(())
+    });
     // The door's address, from the socket table: the daemon's one listener besides its socket.
     let pid = s.daemon_pid();
     let port = eventually(Duration::from_secs(10), "the E2B door's port", || {
@@ -533,4 +554,35 @@ print("files=" + call("/files?path={escaped}", b"x", "application/octet-stream")
     assert!(answer["sandbox"].as_str().is_some(), "{answer}");
     v.expect("denied", &["token", "start", "files"], User::Root);
     assert!(!exists(&escaped), "nothing ran or was written through the door: {answer}");
+}
+
+/// `kill --all` is one audit line that names every session it ended.
+#[test]
+fn kill_all_is_audited_with_the_ids_it_ended() {
+    let tmp = tempfile::tempdir().unwrap();
+    let audit = tmp.path().join("audit.log");
+    let d = DaemonProc::start(&["--audit-log", audit.to_str().unwrap()]);
+    let cli = |args: &[&str]| {
+        let out = Command::new(stockade_testkit::stockade_bin())
+            .arg("--home")
+            .arg(&d.home)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        text(&out.stdout).trim().to_owned()
+    };
+    let ids = [cli(&["run", "--bg", "-q", "sleep 100"]), cli(&["run", "--bg", "-q", "sleep 100"])];
+    cli(&["kill", "--all"]);
+    let line = eventually(Duration::from_secs(10), "the audit line of kill --all", || {
+        let log = std::fs::read_to_string(&audit).ok()?;
+        log.lines().find(|l| l.contains("\"kill_many\"")).map(str::to_owned)
+    });
+    let line: serde_json::Value = serde_json::from_str(&line).unwrap();
+    let named: Vec<&str> =
+        line["sessions"].as_array().unwrap().iter().filter_map(|v| v.as_str()).collect();
+    for id in &ids {
+        assert!(named.contains(&id.as_str()), "{id} is named: {line}");
+    }
 }
