@@ -346,7 +346,7 @@ async fn watch_dir(door: Arc<Door>, headers: &HeaderMap, body: Body) -> Response
 
 async fn create(door: &Arc<Door>, body: Body) -> Result<CreateWatcherResponse, RpcError> {
     let r: WatchRequest = connect::request_message(body, false).await?;
-    let mut watch = Watch::open(&door, r).await?;
+    let mut watch = Watch::open(door, r).await?;
     let n = door.watchers.next_id.fetch_add(1, Ordering::Relaxed);
     let id = format!("watcher-{n}");
     let polled = Arc::new(Polled {
