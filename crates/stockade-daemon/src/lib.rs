@@ -29,6 +29,7 @@
 #![deny(missing_docs)]
 
 mod admission;
+mod answer_budget;
 mod audit;
 mod config;
 mod error;

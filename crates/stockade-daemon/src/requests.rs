@@ -24,11 +24,14 @@ pub(crate) const WRITE_QUEUE: usize = 32;
 pub(crate) struct Outgoing {
     pub(crate) line: Vec<u8>,
     pub(crate) payload: Option<Payload>,
+    /// The bytes of the connection's answer budget this answer holds until it is written (see
+    /// `answer_budget`).
+    pub(crate) budget: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 impl From<Vec<u8>> for Outgoing {
     fn from(line: Vec<u8>) -> Outgoing {
-        Outgoing { line, payload: None }
+        Outgoing { line, payload: None, budget: None }
     }
 }
 
@@ -58,6 +61,7 @@ pub(crate) async fn read_requests(
 ) -> JoinSet<()> {
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT_PER_CONNECTION));
     let binary = Arc::new(Binary::new());
+    let answers = crate::answer_budget::new();
     let mut tasks = JoinSet::new();
     loop {
         let permit = tokio::select! {
@@ -77,6 +81,7 @@ pub(crate) async fn read_requests(
                     caller: Arc::clone(&caller),
                     peer: Arc::clone(&peer),
                     binary: Arc::clone(&binary),
+                    answers: Arc::clone(&answers),
                 };
                 let tx = tx.clone();
                 tasks.spawn(async move {
@@ -113,8 +118,9 @@ pub(crate) fn encode(resp: &Response) -> Vec<u8> {
 
 /// Turn one frame into an answer line (`None` for a notification, or a blank line).
 async fn handle_frame(ctx: &Ctx, frame: Frame) -> Option<Outgoing> {
-    match respond(ctx, frame).await? {
-        Answer::Error(resp) => Some(encode(&resp).into()),
+    let (answer, budget) = respond(ctx, frame).await?;
+    match answer {
+        Answer::Error(resp) => Some(Outgoing { budget, ..encode(&resp).into() }),
         Answer::Result { id, line: (mut line, payload) } => {
             line.extend_from_slice(b",\"id\":");
             if serde_json::to_writer(&mut line, &id).is_err() {
@@ -122,7 +128,7 @@ async fn handle_frame(ctx: &Ctx, frame: Frame) -> Option<Outgoing> {
                 return Some(encode(&bad).into());
             }
             line.extend_from_slice(b"}\n");
-            Some(Outgoing { line, payload })
+            Some(Outgoing { line, payload, budget })
         }
     }
 }
@@ -136,7 +142,21 @@ enum Answer {
     Result { id: Value, line: handlers::Reply },
 }
 
-async fn respond(ctx: &Ctx, frame: Frame) -> Option<Answer> {
+/// The answer to `frame`, with the bytes of the connection's answer budget it holds.
+async fn respond(
+    ctx: &Ctx,
+    frame: Frame,
+) -> Option<(Answer, Option<tokio::sync::OwnedSemaphorePermit>)> {
+    let mut budget = None;
+    let answer = answer(ctx, frame, &mut budget).await?;
+    Some((answer, budget))
+}
+
+async fn answer(
+    ctx: &Ctx,
+    frame: Frame,
+    budget: &mut Option<tokio::sync::OwnedSemaphorePermit>,
+) -> Option<Answer> {
     let line = match frame {
         Frame::TooLong { len } => {
             return Some(Answer::Error(Response::err(
@@ -219,6 +239,8 @@ async fn respond(ctx: &Ctx, frame: Frame) -> Option<Answer> {
         }
     };
     let params = object.remove("params").unwrap_or(Value::Null);
+    // Before the answer is made: the connection's answers in the daemon stay within its budget.
+    *budget = crate::answer_budget::take(&ctx.answers, &method, &params).await;
     let audit = ctx.shared.audit.as_ref().filter(|_| crate::audit::audited(&method));
     let audited = audit.map(|a| (a, params.clone()));
     let result = handlers::dispatch(ctx, &method, params).await;

@@ -283,7 +283,7 @@ async fn write_loop(
     mut rx: mpsc::Receiver<Outgoing>,
     conn: CancellationToken,
 ) -> Option<Sink> {
-    while let Some(Outgoing { mut line, payload }) = rx.recv().await {
+    while let Some(Outgoing { mut line, payload, budget: _held_until_sent }) = rx.recv().await {
         if line.last() == Some(&b'\n') {
             line.pop();
         }

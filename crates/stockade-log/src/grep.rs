@@ -54,7 +54,7 @@ pub(crate) const GREP_REGEX_SIZE_LIMIT: usize = 10 * 1024 * 1024;
 pub(crate) const GREP_DFA_SIZE_LIMIT: usize = 8 * 1024 * 1024;
 /// Most bytes of line text (matches and context) one grep returns; past it the answer is
 /// `truncated`.
-pub(crate) const GREP_RESULT_MAX_BYTES: usize = 8 * 1024 * 1024;
+pub const GREP_RESULT_MAX_BYTES: usize = 8 * 1024 * 1024;
 /// Most spool bytes handed to the searcher per read: the deadline and the cancel flag are checked
 /// at least this often.
 pub(crate) const GREP_CHUNK_BYTES: usize = 64 * 1024;

@@ -87,7 +87,7 @@ pub use dir::{SessionDir, Spare};
 pub use drain::{DrainCancel, DrainSummary, drain};
 pub use drainer::{DrainHandle, DrainHealth, Drainer};
 pub use error::OutputError;
-pub use grep::{DEFAULT_GREP_MATCHES, DEFAULT_GREP_TIMEOUT, GrepBounds};
+pub use grep::{DEFAULT_GREP_MATCHES, DEFAULT_GREP_TIMEOUT, GREP_RESULT_MAX_BYTES, GrepBounds};
 pub use open::Prepared;
 pub use screen::{render_screen, strip_ansi};
 pub use write::LaterMeta;

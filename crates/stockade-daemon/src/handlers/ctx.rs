@@ -20,6 +20,8 @@ pub(crate) struct Ctx {
     pub(crate) peer: Arc<crate::audit::Peer>,
     /// The connection's places for binary read answers (see `crate::payload::Payload`).
     pub(crate) binary: Arc<crate::payload::Binary>,
+    /// The connection's answer budget (see `crate::answer_budget`).
+    pub(crate) answers: Arc<tokio::sync::Semaphore>,
 }
 
 impl Ctx {

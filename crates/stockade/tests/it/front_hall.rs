@@ -586,3 +586,80 @@ fn kill_all_is_audited_with_the_ids_it_ended() {
         assert!(named.contains(&id.as_str()), "{id} is named: {line}");
     }
 }
+
+/// The daemon's resident memory (`VmRSS`), in bytes.
+fn rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|n| n.parse::<u64>().ok())
+        .unwrap();
+    kib * 1024
+}
+
+/// Three clients each pipeline 400 raw reads of 4 MiB (base64 in JSON) and read no answer: the
+/// daemon holds at most each connection's answer budget, so its memory stays under 300 MiB
+/// (it grew past 700 MiB from one such client before), comes back near idle once they go, and
+/// its owner is served meanwhile.
+#[test]
+fn pipelined_large_reads_that_are_never_read_stay_within_the_budget() {
+    use std::os::unix::net::UnixStream;
+    let d = DaemonProc::start(&[]);
+    let cli = |args: &[&str]| {
+        let out = Command::new(stockade_testkit::stockade_bin())
+            .arg("--home")
+            .arg(&d.home)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        text(&out.stdout).trim().to_owned()
+    };
+    // 8 MiB of output to read from.
+    let id = cli(&["run", "--bg", "-q", "head -c 6291456 /dev/zero | base64 -w 0"]);
+    cli(&["wait", &id]);
+    let idle = rss(d.pid);
+    let request = |i: u64| {
+        format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{i},\"method\":\"read\",\"params\":{{\"id\":\"{id}\",\"raw\":true,\"after\":0,\"max_bytes\":4194304}}}}\n"
+        )
+    };
+    let mut conns = Vec::new();
+    let mut writers = Vec::new();
+    for _ in 0..3 {
+        let s = UnixStream::connect(&d.socket).unwrap();
+        let w = s.try_clone().unwrap();
+        let body: String = (0..400).map(request).collect();
+        writers.push(std::thread::spawn(move || {
+            let mut w = w;
+            // Blocks once the daemon stops reading; ends with an error when the test closes it.
+            let _ = w.write_all(body.as_bytes());
+        }));
+        conns.push(s);
+    }
+    // Sample while the three are stalled: the daemon's memory with every budget full.
+    let mut peak = 0;
+    for _ in 0..40 {
+        peak = peak.max(rss(d.pid));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The owner is served meanwhile.
+    assert!(!cli(&["run", "-q", "--bg", "true"]).is_empty(), "a run answered");
+    for s in &conns {
+        let _ = s.shutdown(std::net::Shutdown::Both);
+    }
+    drop(conns);
+    for w in writers {
+        w.join().unwrap();
+    }
+    eprintln!("daemon RSS: idle {} MiB, peak {} MiB", idle >> 20, peak >> 20);
+    assert!(peak < 300 << 20, "peak {} MiB", peak >> 20);
+    let settled = eventually(Duration::from_secs(20), "the daemon's memory back near idle", || {
+        let now = rss(d.pid);
+        (now < idle + (32 << 20)).then_some(now)
+    });
+    eprintln!("after: {} MiB", settled >> 20);
+}
