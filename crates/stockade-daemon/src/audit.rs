@@ -67,8 +67,8 @@ struct Line<'a> {
     command: Option<&'a str>,
 }
 
-/// The audit log of a daemon.
-#[derive(Debug)]
+/// The audit log of a daemon (a clone writes to the same log).
+#[derive(Debug, Clone)]
 pub(crate) struct Audit {
     tx: SyncSender<Vec<u8>>,
     /// Lines lost: no room in the queue, or the write failed.

@@ -15,7 +15,9 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use stockade_engine::{EngineError, RunSpec, Session, Started};
+use stockade_engine::{RunSpec, Session, Started};
+
+pub use crate::spawn::StartError;
 use stockade_proto::rpc::{RpcError, code};
 
 use crate::audit::Peer;
@@ -137,30 +139,9 @@ pub(crate) fn admit(caller: &Caller, spec: &mut RunSpec) -> Result<(), String> {
     }
 }
 
-/// Why a door's start failed: refused by the hall or the engine (the caller's mistake, in one
-/// sentence), or the start itself broke.
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    /// What the caller may not ask.
-    #[error("{0}")]
-    Refused(String),
-    /// The engine refused or failed the run.
-    #[error(transparent)]
-    Engine(#[from] EngineError),
-    /// The blocking task of the start did not finish.
-    #[error("the start failed: {0}")]
-    Internal(String),
-}
-
 /// Starts `spec` (already [`admit`]ted) off the async workers, counted in the spawn metric.
 pub(crate) async fn spawn(shared: &Arc<Shared>, spec: RunSpec) -> Result<Started, StartError> {
-    let engine = Arc::clone(&shared.engine);
-    let asked = std::time::Instant::now();
-    let started = stockade_engine::blocking::run(move || engine.start(spec))
-        .await
-        .map_err(|e| StartError::Internal(e.to_string()))?;
-    shared.metrics.spawned(asked.elapsed(), started.is_ok());
-    Ok(started?)
+    crate::spawn::spawn(&shared.engine, &shared.metrics, spec).await
 }
 
 /// The hall for a door served outside this crate (the E2B door): its requests pass the same

@@ -50,6 +50,7 @@ mod requests;
 mod schedule;
 mod server;
 mod socket;
+mod spawn;
 mod state;
 mod tls;
 mod token;

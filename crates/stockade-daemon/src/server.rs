@@ -118,7 +118,9 @@ impl Daemon {
         let socket_ino = std::fs::symlink_metadata(&socket)
             .map(|m| (m.dev(), m.ino()))
             .map_err(|e| DaemonError::io(format!("cannot inspect {}", socket.display()), e))?;
-        let schedules = Arc::new(crate::schedule::Scheduler::load(&home));
+        let counters = crate::metrics::Metrics::default();
+        let schedules =
+            Arc::new(crate::schedule::Scheduler::load(&home, counters.clone(), audit.clone()));
         let shared = Arc::new(Shared {
             schedules,
             engine: Arc::new(engine),
@@ -127,7 +129,7 @@ impl Daemon {
             pid: std::process::id(),
             recovered: CancellationToken::new(),
             stop: CancellationToken::new(),
-            metrics: crate::metrics::Metrics::default(),
+            metrics: counters,
             door_tls: ws.as_ref().and_then(WsListener::tls),
             trim: std::sync::OnceLock::new(),
             write_keys: crate::write_keys::WriteKeys::default(),

@@ -113,6 +113,10 @@ pub(crate) struct Scheduler {
     wake: Notify,
     min_interval: Duration,
     crash_after_claim: bool,
+    /// Every fire is counted in the spawn metric, like a start at any door.
+    metrics: crate::metrics::Metrics,
+    /// A tick's fire is one line of the audit log (door `schedule`), when there is one.
+    audit: Option<crate::audit::Audit>,
 }
 
 /// What one tick came to.
@@ -125,7 +129,11 @@ enum Outcome {
 impl Scheduler {
     /// Load the schedules of state directory `home` (none if the file is missing; a corrupt
     /// file is moved aside with a warning, and so is a schedule whose timing no longer parses).
-    pub(crate) fn load(home: &Path) -> Scheduler {
+    pub(crate) fn load(
+        home: &Path,
+        metrics: crate::metrics::Metrics,
+        audit: Option<crate::audit::Audit>,
+    ) -> Scheduler {
         let path = store::path(home);
         let entries = store::load(&path)
             .into_iter()
@@ -158,6 +166,8 @@ impl Scheduler {
             wake: Notify::new(),
             min_interval,
             crash_after_claim,
+            metrics,
+            audit,
         }
     }
 
@@ -466,16 +476,24 @@ impl Scheduler {
     /// Start one tick's run, or find its source still active.
     async fn fire(&self, engine: &Arc<Engine>, s: &ScheduleInfo) -> Outcome {
         let spec = RunSpec::scheduled(&s.run, &s.source);
-        let engine = Arc::clone(engine);
-        match tokio::task::spawn_blocking(move || engine.start(spec)).await {
-            Ok(Ok(started)) if started.deduplicated => Outcome::Skipped,
-            Ok(Ok(started)) => Outcome::Fired(started.session.id().to_owned()),
-            Ok(Err(e)) => {
+        let command = spec.command.clone();
+        let outcome = match crate::spawn::spawn(engine, &self.metrics, spec).await {
+            Ok(started) if started.deduplicated => Outcome::Skipped,
+            Ok(started) => Outcome::Fired(started.session.id().to_owned()),
+            Err(e) => {
                 tracing::warn!(name = %s.name, error = %e, "a scheduled run could not start");
                 Outcome::Failed(e.to_string())
             }
-            Err(e) => Outcome::Failed(format!("the start task failed: {e}")),
+        };
+        if let (Some(audit), Outcome::Fired(id)) = (&self.audit, &outcome) {
+            let peer = crate::audit::Peer {
+                door: "schedule",
+                peer: format!("schedule:{}", s.name),
+                token_id: None,
+            };
+            audit.started(&peer, "run", Some(id), Some(&command));
         }
+        outcome
     }
 }
 

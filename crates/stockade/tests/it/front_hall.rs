@@ -61,6 +61,27 @@ fn stat(addr: SocketAddr, token: Option<&str>, path: &str) -> (u16, String) {
     http(addr, "/filesystem.Filesystem/Stat", &headers, &body)
 }
 
+/// `stockade_spawn_seconds_count` of the daemon's loopback `--metrics` address.
+fn spawns(d: &DaemonProc) -> u64 {
+    let said = d.stderr.lock().unwrap().clone();
+    let metrics: SocketAddr = said
+        .split("metrics on http://")
+        .nth(1)
+        .and_then(|r| r.split("/metrics").next())
+        .expect("the metrics address")
+        .parse()
+        .unwrap();
+    let mut s = TcpStream::connect(metrics).unwrap();
+    write!(s, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    body.lines()
+        .find(|l| l.starts_with("stockade_spawn_seconds_count"))
+        .and_then(|l| l.split_whitespace().last())
+        .and_then(|n| n.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no spawn count in:\n{body}"))
+}
+
 fn read_token(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap().trim().to_owned()
 }
@@ -149,24 +170,7 @@ fn an_e2b_start_is_audited_and_counted_like_any_run() {
     assert!(line["token_id"].as_str().is_some_and(|s| s.len() == 8), "{line}");
     assert!(line["peer"].as_str().is_some_and(|s| s.starts_with("127.0.0.1:")), "{line}");
     // The spawn metric counted it.
-    let said = d.stderr.lock().unwrap().clone();
-    let metrics: SocketAddr = said
-        .split("metrics on http://")
-        .nth(1)
-        .and_then(|r| r.split("/metrics").next())
-        .expect("the metrics address")
-        .parse()
-        .unwrap();
-    let mut s = TcpStream::connect(metrics).unwrap();
-    write!(s, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
-    let mut body = String::new();
-    s.read_to_string(&mut body).unwrap();
-    let count = body
-        .lines()
-        .find(|l| l.starts_with("stockade_spawn_seconds_count"))
-        .and_then(|l| l.split_whitespace().last())
-        .and_then(|n| n.parse::<u64>().ok());
-    assert_eq!(count, Some(1), "one spawn counted:\n{body}");
+    assert_eq!(spawns(&d), 1, "one spawn counted");
 }
 
 /// The E2B door's token is reloaded with the WebSocket door's from their one file: after the
@@ -662,4 +666,29 @@ fn pipelined_large_reads_that_are_never_read_stay_within_the_budget() {
         (now < idle + (32 << 20)).then_some(now)
     });
     eprintln!("after: {} MiB", settled >> 20);
+}
+
+/// A schedule's tick starts a command with no client: it is still one audit line (door
+/// `schedule`, the schedule's name, the command, the session) and one count of the spawn metric.
+#[test]
+fn a_schedules_fire_is_audited_and_counted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let audit = tmp.path().join("audit.log");
+    let d =
+        DaemonProc::start(&["--audit-log", audit.to_str().unwrap(), "--metrics", "127.0.0.1:0"]);
+    let mut rpc = d.client();
+    rpc.ok(
+        "schedule.add",
+        serde_json::json!({"name": "ticker", "every": "1s", "run": {"command": "echo scheduled-tick"}}),
+    );
+    let line = eventually(Duration::from_secs(20), "the audit line of a tick", || {
+        let log = std::fs::read_to_string(&audit).ok()?;
+        log.lines().find(|l| l.contains("\"door\":\"schedule\"")).map(str::to_owned)
+    });
+    let line: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(line["peer"], "schedule:ticker", "{line}");
+    assert_eq!(line["command"], "echo scheduled-tick", "{line}");
+    assert!(line["session"].as_str().is_some_and(|s| !s.is_empty()), "{line}");
+    rpc.ok("schedule.remove", serde_json::json!({"name": "ticker"}));
+    assert!(spawns(&d) >= 1, "the tick was counted");
 }
