@@ -81,7 +81,8 @@ pub(super) fn program(network: NetworkMode) -> Vec<sock_filter> {
         ins(LD_W_ABS, NR),
         jump(JGE_K, X32_BIT, Label::Enosys),
     ];
-    let denied = DENIED.iter().chain(&HOST_WIDE).chain(&SYSV_IPC);
+    let host_wide = HOST_WIDE.map(|(nr, _)| nr);
+    let denied = DENIED.iter().chain(&host_wide).chain(&SYSV_IPC);
     let mut cases: Vec<(u32, Label)> = denied.map(|&nr| (nr as u32, Label::Deny)).collect();
     for own in &OWN_ONLY {
         cases.push((own.nr as u32, Label::Own(same_checks(own))));

@@ -56,16 +56,16 @@ pub(super) const DENIED: [i64; 34] = [
 /// which nothing a sandboxed command needs), the host and domain name, the kernel log
 /// (`syslog`: `dmesg`'s fallback, `klogctl`) and `vhangup` of the terminal. Only a sandboxed
 /// root (or an unprivileged `fanotify` or `syslog` where the host allows it) could make them.
-pub(super) const HOST_WIDE: [i64; 9] = [
-    libc::SYS_fanotify_init,
-    libc::SYS_clock_settime,
-    libc::SYS_clock_adjtime,
-    libc::SYS_adjtimex,
-    libc::SYS_settimeofday,
-    libc::SYS_sethostname,
-    libc::SYS_setdomainname,
-    libc::SYS_syslog,
-    libc::SYS_vhangup,
+pub(super) const HOST_WIDE: [(i64, &str); 9] = [
+    (libc::SYS_fanotify_init, "fanotify_init"),
+    (libc::SYS_clock_settime, "clock_settime"),
+    (libc::SYS_clock_adjtime, "clock_adjtime"),
+    (libc::SYS_adjtimex, "adjtimex"),
+    (libc::SYS_settimeofday, "settimeofday"),
+    (libc::SYS_sethostname, "sethostname"),
+    (libc::SYS_setdomainname, "setdomainname"),
+    (libc::SYS_syslog, "syslog"),
+    (libc::SYS_vhangup, "vhangup"),
 ];
 
 /// System V IPC, refused whole with `EPERM`. Without an IPC namespace of its own a command
@@ -95,6 +95,8 @@ pub(super) const SYSV_IPC: [i64; 11] = [
 pub(super) struct OwnOnly {
     /// The system call.
     pub(super) nr: i64,
+    /// Its name, for `stockade doctor`.
+    pub(super) name: &'static str,
     /// The values its first argument (low 32 bits, a C `int`) may take.
     pub(super) first: &'static [u32],
     /// Its second argument (the `who` after a `which`) must be 0: the caller.
@@ -117,15 +119,36 @@ const PIDFD_SELF_THREAD_GROUP: i32 = -20_000;
 /// process — a child of the session too — are refused, as is a thread's own id where 0 is
 /// not given, e.g. `pthread_setaffinity_np`); `process_madvise` through the self pidfds only.
 pub(super) const OWN_ONLY: [OwnOnly; 8] = [
-    OwnOnly { nr: libc::SYS_prlimit64, first: &[0], who_zero: false },
-    OwnOnly { nr: libc::SYS_setpriority, first: &[PRIO_PROCESS], who_zero: true },
-    OwnOnly { nr: libc::SYS_ioprio_set, first: &[IOPRIO_WHO_PROCESS], who_zero: true },
-    OwnOnly { nr: libc::SYS_sched_setscheduler, first: &[0], who_zero: false },
-    OwnOnly { nr: libc::SYS_sched_setparam, first: &[0], who_zero: false },
-    OwnOnly { nr: libc::SYS_sched_setattr, first: &[0], who_zero: false },
-    OwnOnly { nr: libc::SYS_sched_setaffinity, first: &[0], who_zero: false },
+    OwnOnly { nr: libc::SYS_prlimit64, name: "prlimit64", first: &[0], who_zero: false },
+    OwnOnly {
+        nr: libc::SYS_setpriority,
+        name: "setpriority",
+        first: &[PRIO_PROCESS],
+        who_zero: true,
+    },
+    OwnOnly {
+        nr: libc::SYS_ioprio_set,
+        name: "ioprio_set",
+        first: &[IOPRIO_WHO_PROCESS],
+        who_zero: true,
+    },
+    OwnOnly {
+        nr: libc::SYS_sched_setscheduler,
+        name: "sched_setscheduler",
+        first: &[0],
+        who_zero: false,
+    },
+    OwnOnly { nr: libc::SYS_sched_setparam, name: "sched_setparam", first: &[0], who_zero: false },
+    OwnOnly { nr: libc::SYS_sched_setattr, name: "sched_setattr", first: &[0], who_zero: false },
+    OwnOnly {
+        nr: libc::SYS_sched_setaffinity,
+        name: "sched_setaffinity",
+        first: &[0],
+        who_zero: false,
+    },
     OwnOnly {
         nr: libc::SYS_process_madvise,
+        name: "process_madvise",
         first: &[PIDFD_SELF_THREAD as u32, PIDFD_SELF_THREAD_GROUP as u32],
         who_zero: false,
     },
@@ -134,11 +157,16 @@ pub(super) const OWN_ONLY: [OwnOnly; 8] = [
 /// What the filter keeps a sandboxed command from doing to the machine it shares with the daemon
 /// and its neighbours, and what it cannot (no namespaces yet), for `stockade doctor`.
 pub fn own_world_lines() -> Vec<String> {
+    let own: Vec<&str> = OWN_ONLY.iter().map(|o| o.name).collect();
+    let host: Vec<&str> = HOST_WIDE.iter().map(|&(_, name)| name).collect();
     vec![
-        "seccomp, the command's own world: prlimit64, setpriority, sched_setscheduler/setparam/setattr/setaffinity, ioprio_set and process_madvise only on the caller itself (pid 0), never on the daemon or another process of the user".to_owned(),
-        "seccomp, the command's own world: fanotify_init, clock_settime, clock_adjtime, adjtimex, settimeofday, sethostname, setdomainname, syslog and vhangup refused".to_owned(),
+        format!(
+            "seccomp, the command's own world: {} only on the caller itself (pid 0), never on the daemon or another process of the user",
+            own.join(", ")
+        ),
+        format!("seccomp, the command's own world: {} refused", host.join(", ")),
         "seccomp, the command's own world: System V IPC (shm, msg, sem) refused whole: without an IPC namespace another process's segment is reachable by its id".to_owned(),
-        "not held without namespaces: chmod, chown, setxattr and utime outside the writable roots (Landlock does not cover metadata), another terminal's /dev/pts/N, /proc of the user's other processes where Landlock lets it be read".to_owned(),
+        "not held without namespaces: chmod, chown, setxattr and utime outside the writable roots (Landlock does not cover metadata); another session's terminal (/dev/pts/N); /proc/<pid>/environ, maps and fd of the user's other processes, the daemon's included; the kernel log through /dev/kmsg where the user may read it (root, or kernel.dmesg_restrict 0)".to_owned(),
     ]
 }
 
@@ -154,8 +182,12 @@ pub(super) fn seccomp_program(
         SeccompRule, TargetArch,
     };
     use std::collections::BTreeMap;
-    let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
-        DENIED.iter().chain(&HOST_WIDE).chain(&SYSV_IPC).map(|&nr| (nr, Vec::new())).collect();
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = DENIED
+        .iter()
+        .chain(&HOST_WIDE.map(|(nr, _)| nr))
+        .chain(&SYSV_IPC)
+        .map(|&nr| (nr, Vec::new()))
+        .collect();
     let cond = |arg: u8, len: SeccompCmpArgLen, op: SeccompCmpOp, v: u64| {
         SeccompCondition::new(arg, len, op, v).map_err(setup)
     };

@@ -344,3 +344,40 @@ fn a_command_still_renices_limits_pins_and_ionices_itself() {
         v.expect("allowed", &["renice_own_pid"], user);
     }
 }
+
+/// `doctor` names what the filter holds of all this, and what it cannot hold without namespaces.
+#[test]
+fn doctor_names_what_the_filter_holds_and_what_it_cannot() {
+    let home = tempfile::tempdir().unwrap();
+    let out = Command::new(stockade_testkit::stockade_bin())
+        .args(["--home", &home.path().join("home").display().to_string(), "doctor", "--json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let lines: Vec<&str> =
+        v["sandbox"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    let own =
+        lines.iter().filter(|l| l.contains("own world")).copied().collect::<Vec<_>>().join("\n");
+    for call in [
+        "prlimit64",
+        "setpriority",
+        "sched_setscheduler",
+        "sched_setaffinity",
+        "ioprio_set",
+        "process_madvise",
+        "fanotify_init",
+        "clock_settime",
+        "adjtimex",
+        "sethostname",
+        "setdomainname",
+        "syslog",
+        "vhangup",
+        "System V IPC",
+    ] {
+        assert!(own.contains(call), "doctor does not name {call}: {lines:?}");
+    }
+    let not_held = lines.iter().find(|l| l.starts_with("not held without namespaces")).unwrap();
+    for what in ["chmod", "/dev/pts", "environ", "/dev/kmsg"] {
+        assert!(not_held.contains(what), "{not_held}");
+    }
+}
