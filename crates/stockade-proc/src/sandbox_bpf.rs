@@ -1,9 +1,9 @@
 //! The sandbox's seccomp program, written out: the kernel checks and compiles a filter at every
 //! `seccomp(SET_MODE_FILTER)`, in the child before `exec`, in time that grows with its length;
-//! seccompiler's form of the same rules is about four times longer. On install the kernel also
+//! seccompiler's form of the same rules is over three times longer. On install the kernel also
 //! runs the program once for every system call number, to find the calls it always allows and
 //! skip it for them later; so the number is looked up in a search tree (a handful of
-//! comparisons to any verdict) rather than compared with every listed call in turn (up to 40):
+//! comparisons to any verdict) rather than compared with every listed call in turn (over 60):
 //! that run took about 90 µs of each sandboxed spawn as a list. The architecture first, then
 //! the tree, then the few calls whose arguments decide. Its effect on every system call is
 //! checked against seccompiler's (`sandbox_tests.rs`).

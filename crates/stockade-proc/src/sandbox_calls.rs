@@ -172,7 +172,7 @@ pub fn own_world_lines() -> Vec<String> {
 
 /// The seccomp program: what Landlock does not cover, refused with `EPERM`, through
 /// seccompiler: [`super::bpf::program`] is checked against it instruction by instruction's
-/// effect (it is 4 times longer, and the kernel compiles a program again at every spawn).
+/// effect (it is over 3 times longer, and the kernel compiles a program again at every spawn).
 #[cfg(test)]
 pub(super) fn seccomp_program(
     network: NetworkMode,
