@@ -154,7 +154,7 @@ impl crate::Engine {
             }
             let tree = session.tree();
             // How close to `pid` the session's root is (0 for a cgroup member): the nearest
-            // wins (a session's root is the daemon's child, so two never nest; kept exact).
+            // wins, should one session's root ever be below another's.
             let depth = match tree.cgroup() {
                 Some(dir) => std::fs::read_to_string(dir.join("cgroup.procs"))
                     .ok()

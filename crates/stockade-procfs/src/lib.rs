@@ -112,14 +112,19 @@ pub const MAX_LINEAGE: usize = 4096;
 /// of its ancestors), so a link whose start time is later than its child's is refused as a
 /// stranger that took the parent's pid after it died.
 pub fn lineage(pid: u32) -> Option<Vec<(u32, u64)>> {
-    let first = read_stat(pid).filter(|s| !s.is_zombie())?;
+    lineage_by(pid, read_stat)
+}
+
+/// [`lineage`], each process's stat read by `read`.
+fn lineage_by(pid: u32, mut read: impl FnMut(u32) -> Option<ProcStat>) -> Option<Vec<(u32, u64)>> {
+    let first = read(pid).filter(|s| !s.is_zombie())?;
     let mut chain = vec![(first.pid, first.start_time)];
     let mut child = first;
     while child.ppid != 0 {
         if chain.len() >= MAX_LINEAGE {
             return None;
         }
-        let parent = read_stat(child.ppid)?;
+        let parent = read(child.ppid)?;
         if parent.start_time > child.start_time {
             return None;
         }
@@ -391,6 +396,41 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
         assert!(lineage(pid).is_none());
+    }
+
+    #[test]
+    fn a_reused_pid_in_the_chain_breaks_it_and_a_loop_is_bounded() {
+        let stat = |pid, ppid, start_time| ProcStat {
+            pid,
+            state: b'S',
+            ppid,
+            pgrp: pid,
+            session: pid,
+            tty_nr: 0,
+            flags: 0,
+            start_time,
+        };
+        // 30 (started at 500) under 20 (400) under 1 (1).
+        let honest = |pid| match pid {
+            30 => Some(stat(30, 20, 500)),
+            20 => Some(stat(20, 1, 400)),
+            1 => Some(stat(1, 0, 1)),
+            _ => None,
+        };
+        assert_eq!(lineage_by(30, honest), Some(vec![(30, 500), (20, 400), (1, 1)]));
+        // 20 died and a stranger took its pid after 30 started: the chain stops there.
+        let reused = |pid| match pid {
+            20 => Some(stat(20, 7, 600)),
+            7 => Some(stat(7, 0, 2)),
+            other => honest(other),
+        };
+        assert_eq!(lineage_by(30, reused), None);
+        // Started in the same tick as its child: still its parent.
+        let same_tick = |pid| if pid == 20 { Some(stat(20, 1, 500)) } else { honest(pid) };
+        assert_eq!(lineage_by(30, same_tick).map(|c| c.len()), Some(3));
+        // A chain that never ends (it cannot, but a reader could say so) is given up.
+        let endless = |pid| Some(stat(pid, pid + 1, 0));
+        assert_eq!(lineage_by(1, endless), None);
     }
 
     #[test]
