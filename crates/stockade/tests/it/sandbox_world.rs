@@ -4,8 +4,9 @@
 //! `read-only` and `workspace-write` sessions; each vector is its own case with its own verdict:
 //!
 //! - `prlimit`, `renice`, `chrt` (SCHED_IDLE), `taskset -p`, `ionice -p` and `process_madvise` on
-//!   the daemon and on a neighbour of the same uid are refused, nothing of theirs changes, and the
-//!   daemon serves its owner afterwards; the same tools work on the neighbour without a sandbox;
+//!   the daemon and on neighbours of the same uid (another session's process, a process Stockade
+//!   never started) are refused, nothing of theirs changes, and the daemon serves its owner
+//!   afterwards; the same tools work on the neighbours without a sandbox;
 //! - `fanotify_init`, `clock_settime`, `sethostname`, `syslog` (a `klogctl` read) and `vhangup`
 //!   are refused with `EPERM` (what each does without a sandbox is checked beside it);
 //! - another process's System V shared memory and message queue cannot be attached, read,
@@ -14,9 +15,10 @@
 //!   `ionice -c3 CMD`, `taskset -c 0 CMD`, `ulimit`), while `renice -p $$` names a pid: refused.
 
 use std::collections::BTreeMap;
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use serde_json::Value;
+use stockade_testkit::child::Reaped;
 use stockade_testkit::text;
 
 use crate::sandbox_common::{NOBODY, Sbx, User, python, users};
@@ -76,38 +78,64 @@ fn named(who: &str) -> Vec<String> {
     VECTORS.iter().map(|v| format!("{v}_{who}")).collect()
 }
 
+/// A `sleep` of `user`'s started by the test, outside Stockade altogether; killed on drop.
+fn stranger(user: User) -> Reaped {
+    let mut c = match user {
+        User::Root => Command::new("sleep"),
+        User::Nobody => {
+            let mut c = Command::new("setpriv");
+            c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--", "sleep"]);
+            c
+        }
+    };
+    Reaped(c.arg("120").stdout(Stdio::null()).spawn().unwrap())
+}
+
+fn refs(names: &[String]) -> Vec<&str> {
+    names.iter().map(String::as_str).collect()
+}
+
 #[test]
 fn limits_priorities_and_affinity_of_the_daemon_and_a_neighbour_are_refused() {
     let Some(py) = python() else { return };
     for user in users() {
         let s = Sbx::new(user);
         for policy in POLICIES {
-            // A neighbour: another session's process of the same user, outside this sandbox.
+            // Neighbours of the same user outside this sandbox: another session's process, and
+            // a process Stockade never started.
             let other = s.output(&["run", "--bg", "--json", "sleep 120"]);
             let other: Value = serde_json::from_slice(&other.stdout).unwrap();
             let (other_id, neighbour) =
                 (other["id"].as_str().unwrap(), other["pid"].as_u64().unwrap());
+            let stranger = stranger(user);
             let daemon = u64::from(s.daemon_pid());
-            let before = [knobs(daemon), knobs(neighbour)];
-            let script = on_process(py, "daemon", daemon) + &on_process(py, "neighbour", neighbour);
+            let targets = [
+                ("daemon", daemon),
+                ("neighbour", neighbour),
+                ("stranger", stranger.0.id().into()),
+            ];
+            let before = targets.map(|(_, pid)| knobs(pid));
+            let script: String =
+                targets.iter().map(|&(who, pid)| on_process(py, who, pid)).collect();
             let (v, _) = s.verdicts(policy, &script);
-            let names: Vec<String> =
-                named("daemon").into_iter().chain(named("neighbour")).collect();
-            v.expect("denied", &names.iter().map(String::as_str).collect::<Vec<_>>(), user);
-            assert_eq!(knobs(daemon), before[0], "the daemon's knobs under {policy:?} as {user:?}");
-            assert_eq!(knobs(neighbour), before[1], "the neighbour's under {policy:?} as {user:?}");
+            for (i, (who, pid)) in targets.into_iter().enumerate() {
+                v.expect("denied", &refs(&named(who)), user);
+                assert_eq!(knobs(pid), before[i], "the {who}'s knobs under {policy:?} as {user:?}");
+            }
             // The daemon serves its owner on.
             assert_eq!(u64::from(s.daemon_pid()), daemon);
             let served = s.output(&["run", "echo still-serving"]);
             assert!(text(&served.stdout).contains("still-serving"), "{}", text(&served.stderr));
-            // Without a sandbox the same tools reach the neighbour: each vector is real.
-            let (v, _) = s.verdicts(OFF, &on_process(py, "neighbour", neighbour));
-            let mut names = named("neighbour");
-            if user == User::Nobody {
-                // Another process's memory advice needs CAP_SYS_NICE: `nobody` never has it.
-                names.retain(|n| !n.starts_with("madvise"));
+            // Without a sandbox the same tools reach both neighbours: each vector is real.
+            for (who, pid) in &targets[1..] {
+                let (v, _) = s.verdicts(OFF, &on_process(py, who, *pid));
+                let mut names = named(who);
+                if user == User::Nobody {
+                    // Another process's memory advice needs CAP_SYS_NICE: `nobody` never has it.
+                    names.retain(|n| !n.starts_with("madvise"));
+                }
+                v.expect("allowed", &refs(&names), user);
             }
-            v.expect("allowed", &names.iter().map(String::as_str).collect::<Vec<_>>(), user);
             assert_ne!(knobs(neighbour), before[1]);
             let killed = s.output(&["kill", other_id]);
             assert!(killed.status.success(), "{}", text(&killed.stderr));
@@ -235,7 +263,9 @@ for what in sys.argv[1].split(","):
     elif what == "key":
         report("shm_key", libc.shmget(key, 0, 0) >= 0)
     elif what == "private":
-        report("shm_private", libc.shmget(0, 4096, 0o1600) >= 0)
+        made = libc.shmget(0, 4096, 0o1600)
+        report("shm_private", made >= 0)
+        if made >= 0: libc.shmctl(made, 0, None)  # IPC_RMID: a failing run leaks nothing
     elif what == "send":
         ctypes.memmove(msg, b"\x01\0\0\0\0\0\0\0" + sys.argv[5].encode(), 18)
         report("msg_send", libc.msgsnd(queue, msg, 10, 0o4000) >= 0)
