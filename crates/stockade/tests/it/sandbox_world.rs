@@ -3,10 +3,11 @@
 //! through the real binary and a daemon the CLI auto-starts, as root and as `nobody`, from
 //! `read-only` and `workspace-write` sessions; each vector is its own case with its own verdict:
 //!
-//! - `prlimit`, `renice`, `chrt` (SCHED_IDLE), `taskset -p`, `ionice -p` and `process_madvise` on
-//!   the daemon and on neighbours of the same uid (another session's process, a process Stockade
-//!   never started) are refused, nothing of theirs changes, and the daemon serves its owner
-//!   afterwards; the same tools work on the neighbours without a sandbox;
+//! - `prlimit`, `renice`, `chrt` (SCHED_IDLE), `taskset -p`, `ionice -p`, `process_madvise`,
+//!   `sched_setparam` and `sched_setattr` on the daemon and on neighbours of the same uid
+//!   (another session's process, a process Stockade never started) are refused, nothing of
+//!   theirs changes, and the daemon serves its owner afterwards; the same tools work on the
+//!   neighbours without a sandbox;
 //! - `fanotify_init`, `clock_settime`, `sethostname`, `syslog` (a `klogctl` read) and `vhangup`
 //!   are refused with `EPERM` (what each does without a sandbox is checked beside it);
 //! - another process's System V shared memory and message queue cannot be attached, read,
@@ -58,6 +59,13 @@ fn on_process(py: &str, who: &str, pid: u64) -> String {
     // CAP_SYS_NICE (root) besides the filter's leave.
     let madvise =
         py_call(py, &format!("libc.syscall(440, libc.syscall(434, {pid}, 0), None, 0, 20, 0)"));
+    // sched_setparam(pid, {0}) keeps its policy; sched_setattr(pid, {size 48, SCHED_IDLE}, 0).
+    let sched_param =
+        py_call(py, &format!("libc.sched_setparam({pid}, ctypes.byref(ctypes.c_int(0)))"));
+    let sched_attr = py_call(
+        py,
+        &format!("libc.syscall(314, {pid}, ctypes.byref((ctypes.c_uint32 * 12)(48, 5)), 0)"),
+    );
     format!(
         r#"
         t prlimit_nofile_{who} prlimit --pid {pid} --nofile=20:20
@@ -67,12 +75,23 @@ fn on_process(py: &str, who: &str, pid: u64) -> String {
         t affinity_{who} taskset -p 1 {pid}
         t ioprio_{who} ionice -c 3 -p {pid}
         t madvise_{who} {madvise}
+        t sched_param_{who} {sched_param}
+        t sched_attr_{who} {sched_attr}
         "#
     )
 }
 
-const VECTORS: [&str; 7] =
-    ["prlimit_nofile", "prlimit_cpu", "setpriority", "sched_idle", "affinity", "ioprio", "madvise"];
+const VECTORS: [&str; 9] = [
+    "prlimit_nofile",
+    "prlimit_cpu",
+    "setpriority",
+    "sched_idle",
+    "affinity",
+    "ioprio",
+    "madvise",
+    "sched_param",
+    "sched_attr",
+];
 
 fn named(who: &str) -> Vec<String> {
     VECTORS.iter().map(|v| format!("{v}_{who}")).collect()
