@@ -1,9 +1,12 @@
 //! A command's session is what the kernel says it is, never what its environment says: without a
 //! cgroup (an unprivileged user, the usual pod; here `nobody`, and root with `--no-cgroup`), a
-//! daemon ties a caller on its socket to the session whose keeper it descends from. A
-//! `read-only` session that sets `STOCKADE_SESSION` to a looser session's marker and then asks
-//! the CLI (`logs`, `grep`, `kill`, `run --bg`) or raw JSON-RPC to read, grep or kill that session, or to run under its policy (writes
-//! in its workspace, the network), gets nothing: it is still itself. Its own calls still work.
+//! daemon ties a caller on its socket to the session whose keeper it descends from; with one
+//! (root here), to the session whose cgroup it is in. A `read-only` session that sets
+//! `STOCKADE_SESSION` to a looser session's marker and then asks the CLI (`logs`, `grep`, `kill`,
+//! `run --bg`) or raw JSON-RPC to read, grep or kill that session, or to run under its policy
+//! (writes in its workspace, the network), gets nothing: it is still itself, and its own calls
+//! still work. Without a keeper, an orphan that left its session's tree is nobody's and gets
+//! nothing either.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -45,10 +48,10 @@ struct Scene {
     forged: String,
 }
 
-fn scene(user: User, flags: &[&str]) -> Scene {
+/// The scene under a daemon started with `flags`; `containment` is what its sessions get.
+fn scene(user: User, flags: &[&str], containment: &str) -> Scene {
     let s = Sbx::new(user);
-    // The daemon as a user starts it where there is no cgroup to be had.
-    let mut args = vec!["daemon", "run", "--no-cgroup"];
+    let mut args = vec!["daemon", "run"];
     args.extend(flags);
     let daemon = Reaped(s.cli(&args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap());
     let sock = s.home.path().join("stockade.sock");
@@ -64,7 +67,7 @@ fn scene(user: User, flags: &[&str]) -> Scene {
     let loose = ["--sandbox", "workspace-write", "--network", "allow", "--cwd", &vw];
     let victim = s.run_started(&loose, r#"echo "VICTIM-$((6*7))-SECRET"; exec sleep 120"#);
     let (vid, vpid) = (victim["id"].as_str().unwrap(), victim["pid"].as_u64().unwrap());
-    assert_eq!(listed(&s, vid)["containment"], "process-group", "no cgroup as {user:?}");
+    assert_eq!(listed(&s, vid)["containment"], containment, "as {user:?}");
     let forged = marker_of(vpid);
     assert!(forged.ends_with(&format!(":{vid}")), "{forged}");
     let h = s.home.path_str();
@@ -123,33 +126,48 @@ const REFUSED: [&str; 6] =
 
 const READ_ONLY: &[&str] = &["--sandbox", "read-only", "--network", "none"];
 
+/// From inside a read-only session with the victim's marker forged: nothing of the victim's,
+/// while its own calls work.
+fn forged_from_inside(sc: &Scene, py: &str, user: User) {
+    let (bin, h) = (stockade_bin(), sc.s.home.path_str());
+    let bin = bin.display();
+    let script = format!(
+        r#"
+        own=${{STOCKADE_SESSION#*:}}
+        {}
+        t own_logs {bin} --home {h} logs $own
+        t own_nested {bin} --home {h} run --bg --yield-ms 20000 'echo own-nested-ok'
+        {bin} --home {h} run --bg --yield-ms 20000 'echo own-nested-ok'
+        "#,
+        attempts(sc, py)
+    );
+    let (v, answer) = sc.s.verdicts(READ_ONLY, &script);
+    v.expect("denied", &REFUSED, user);
+    v.expect("allowed", &["own_logs", "own_nested"], user);
+    let out = answer["output"].as_str().unwrap_or_default();
+    assert!(!out.contains("VICTIM-42-SECRET"), "the victim's output leaked as {user:?}: {out}");
+    assert!(out.contains("own-nested-ok"), "its own nested run works as {user:?}: {out}");
+    // The nested run took the caller's own policy (read-only), not the victim's.
+    assert!(out.contains("nested-ran-confined"), "{out}");
+    sc.victim_untouched(user);
+}
+
 #[test]
 fn a_forged_session_marker_without_a_cgroup_gets_nothing() {
     let Some(py) = python() else { return };
     for user in users() {
-        let sc = scene(user, &[]);
-        let (bin, h) = (stockade_bin(), sc.s.home.path_str());
-        let bin = bin.display();
-        let script = format!(
-            r#"
-            own=${{STOCKADE_SESSION#*:}}
-            {}
-            t own_logs {bin} --home {h} logs $own
-            t own_nested {bin} --home {h} run --bg --yield-ms 20000 'echo own-nested-ok'
-            {bin} --home {h} run --bg --yield-ms 20000 'echo own-nested-ok'
-            "#,
-            attempts(&sc, py)
-        );
-        let (v, answer) = sc.s.verdicts(READ_ONLY, &script);
-        v.expect("denied", &REFUSED, user);
-        v.expect("allowed", &["own_logs", "own_nested"], user);
-        let out = answer["output"].as_str().unwrap_or_default();
-        assert!(!out.contains("VICTIM-42-SECRET"), "the victim's output leaked as {user:?}: {out}");
-        assert!(out.contains("own-nested-ok"), "its own nested run works as {user:?}: {out}");
-        // The nested run took the caller's own policy (read-only), not the victim's.
-        assert!(out.contains("nested-ran-confined"), "{out}");
-        sc.victim_untouched(user);
+        forged_from_inside(&scene(user, &["--no-cgroup"], "process-group"), py, user);
     }
+}
+
+/// Where the daemon has a cgroup per session (root here), the cgroup decides: the same.
+#[test]
+fn a_forged_session_marker_with_a_cgroup_gets_nothing_either() {
+    let Some(py) = python() else { return };
+    if users().is_empty() {
+        return;
+    }
+    forged_from_inside(&scene(User::Root, &[], "cgroup"), py, User::Root);
 }
 
 /// Without a keeper, a process that left its session's tree (a double fork: it lands on the
@@ -159,7 +177,7 @@ fn a_forged_session_marker_without_a_cgroup_gets_nothing() {
 fn an_orphan_outside_every_session_tree_gets_nothing_with_a_forged_marker() {
     let Some(py) = python() else { return };
     for user in users() {
-        let sc = scene(user, &["--session-keeper=never"]);
+        let sc = scene(user, &["--no-cgroup", "--session-keeper=never"], "process-group");
         // The orphan runs while the session's root still lives; its output goes to the session's.
         let orphan = format!(
             "{TRY}\nsleep 0.3; echo orphan-ppid=$(ps -o ppid= -p $$)\n{}",
