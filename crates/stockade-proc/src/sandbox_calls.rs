@@ -166,7 +166,7 @@ pub fn own_world_lines() -> Vec<String> {
         ),
         format!("seccomp, the command's own world: {} refused", host.join(", ")),
         "seccomp, the command's own world: System V IPC (shm, msg, sem) refused whole: without an IPC namespace another process's segment is reachable by its id".to_owned(),
-        "not held without namespaces: chmod, chown, setxattr and utime outside the writable roots (Landlock does not cover metadata); another session's terminal (/dev/pts/N); /proc/<pid>/environ, maps and fd of the user's other processes, the daemon's included; the kernel log through /dev/kmsg where the user may read it (root, or kernel.dmesg_restrict 0)".to_owned(),
+        "not held without namespaces: chmod, chown, setxattr and utime outside the writable roots (Landlock does not cover metadata); another session's terminal (/dev/pts/N); to a sandboxed root, /proc/<pid>/environ and maps of other processes, the daemon's included (and to any user, their fd listings); the kernel log through /dev/kmsg where the user may read it (root, or kernel.dmesg_restrict 0)".to_owned(),
     ]
 }
 
