@@ -131,11 +131,17 @@ pub(crate) fn resolve(
 }
 
 impl crate::Engine {
-    /// The sandbox of the running, sandboxed session process `pid` belongs to: found through
-    /// the session's cgroup (which a sandboxed command cannot leave) where there is one, else
-    /// through the session marker in its environment.
+    /// The sandbox of the running, sandboxed session process `pid` belongs to, as the kernel
+    /// vouches for it: the session's cgroup (which a sandboxed command cannot leave) where there
+    /// is one, else the session's root (its keeper, a child subreaper that keeps the session's
+    /// orphans below it) among `pid`'s ancestors, each named by pid and start time
+    /// ([`stockade_procfs::lineage`]). Never the `STOCKADE_SESSION` marker: a command writes its
+    /// own environment, and a forged marker must get nothing. `None`: no running session
+    /// accounts for it.
     pub fn sandbox_of_process(&self, pid: u32) -> Option<(String, Sandbox)> {
-        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        // Read once, and only when a session without a cgroup needs it.
+        let mut lineage: Option<Option<Vec<(u32, u64)>>> = None;
+        let mut found: Option<(usize, String, Sandbox)> = None;
         for session in self.sessions() {
             if session.state().is_terminal() {
                 continue;
@@ -147,20 +153,26 @@ impl crate::Engine {
                 continue;
             }
             let tree = session.tree();
-            let member = match tree.cgroup() {
+            // How close to `pid` the session's root is (0 for a cgroup member): the nearest
+            // wins, should one session's root ever be below another's.
+            let depth = match tree.cgroup() {
                 Some(dir) => std::fs::read_to_string(dir.join("cgroup.procs"))
-                    .map(|procs| procs.lines().any(|l| l.trim() == pid.to_string()))
-                    .unwrap_or(false),
+                    .ok()
+                    .filter(|procs| procs.lines().any(|l| l.trim() == pid.to_string()))
+                    .map(|_| 0),
                 None => {
-                    let marker = format!("STOCKADE_SESSION={}", tree.marker().value());
-                    environ.split(|&b| b == 0).any(|kv| kv == marker.as_bytes())
+                    let chain = lineage.get_or_insert_with(|| stockade_procfs::lineage(pid));
+                    let root = (tree.root_pid(), tree.root_start_time());
+                    chain.as_ref().and_then(|c| c.iter().position(|&link| link == root))
                 }
             };
-            if member {
-                return Some((session.id().to_owned(), policy));
+            if let Some(depth) = depth
+                && found.as_ref().is_none_or(|(best, ..)| depth < *best)
+            {
+                found = Some((depth, session.id().to_owned(), policy));
             }
         }
-        None
+        found.map(|(_, id, policy)| (id, policy))
     }
 
     /// Whether session `id` is `ancestor` or was started, directly or through others, by a

@@ -145,7 +145,12 @@ pub fn capabilities() -> Vec<String> {
     } else {
         "seccomp: unavailable (sandboxed runs are refused)"
     };
-    vec![landlock, seccomp.to_owned(), "nofile limit: setrlimit in the child".to_owned()]
+    let mut lines = vec![landlock, seccomp.to_owned()];
+    if seccomp_available() && cfg!(target_arch = "x86_64") {
+        lines.extend(calls::own_world_lines());
+    }
+    lines.push("nofile limit: setrlimit in the child".to_owned());
+    lines
 }
 
 /// Checks `spec` against the kernel and builds what the child applies.
@@ -572,98 +577,11 @@ fn cached_program(network: NetworkMode) -> Result<Vec<seccompiler::sock_filter>,
 #[path = "sandbox_bpf.rs"]
 mod bpf;
 
-/// System calls refused with `EPERM` whatever their arguments.
-const DENIED: [i64; 34] = [
-    libc::SYS_ptrace,
-    libc::SYS_process_vm_readv,
-    libc::SYS_process_vm_writev,
-    libc::SYS_io_uring_setup,
-    libc::SYS_io_uring_enter,
-    libc::SYS_io_uring_register,
-    libc::SYS_kexec_load,
-    libc::SYS_kexec_file_load,
-    libc::SYS_bpf,
-    libc::SYS_perf_event_open,
-    libc::SYS_mount,
-    libc::SYS_umount2,
-    libc::SYS_pivot_root,
-    libc::SYS_move_mount,
-    libc::SYS_open_tree,
-    libc::SYS_fsopen,
-    libc::SYS_fsconfig,
-    libc::SYS_fsmount,
-    libc::SYS_fspick,
-    libc::SYS_mount_setattr,
-    libc::SYS_keyctl,
-    libc::SYS_add_key,
-    libc::SYS_request_key,
-    libc::SYS_unshare,
-    libc::SYS_setns,
-    libc::SYS_userfaultfd,
-    libc::SYS_init_module,
-    libc::SYS_finit_module,
-    libc::SYS_delete_module,
-    libc::SYS_swapon,
-    libc::SYS_swapoff,
-    libc::SYS_reboot,
-    libc::SYS_chroot,
-    libc::SYS_acct,
-];
-
-/// The seccomp program: what Landlock does not cover, refused with `EPERM`, through
-/// seccompiler: [`bpf::program`] is checked against it instruction by instruction's effect
-/// (it is 4 times longer, and the kernel compiles a program again at every spawn).
 #[cfg(test)]
-fn seccomp_program(network: NetworkMode) -> Result<Vec<seccompiler::sock_filter>, SandboxError> {
-    use seccompiler::{
-        BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
-        SeccompRule, TargetArch,
-    };
-    use std::collections::BTreeMap;
-    let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
-        DENIED.iter().map(|&nr| (nr, Vec::new())).collect();
-    let cond = |arg: u8, len: SeccompCmpArgLen, op: SeccompCmpOp, v: u64| {
-        SeccompCondition::new(arg, len, op, v).map_err(setup)
-    };
-    let rule = |c: Vec<SeccompCondition>| SeccompRule::new(c).map_err(setup);
-    // A clone that makes a namespace (the flags are its first argument).
-    let clone_rules = CLONE_NEW_FLAGS
-        .iter()
-        .map(|&f| rule(vec![cond(0, SeccompCmpArgLen::Qword, SeccompCmpOp::MaskedEq(f), f)?]))
-        .collect::<Result<Vec<_>, _>>()?;
-    rules.insert(libc::SYS_clone, clone_rules);
-    // Typing into the terminal's input queue would run commands outside the sandbox.
-    let tiocsti = libc::TIOCSTI;
-    let tioclinux = 0x541C;
-    rules.insert(
-        libc::SYS_ioctl,
-        vec![
-            rule(vec![cond(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, tiocsti)?])?,
-            rule(vec![cond(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, tioclinux)?])?,
-        ],
-    );
-    if network == NetworkMode::None {
-        // Landlock covers TCP only: UDP, raw and every other family but AF_UNIX are refused here.
-        let unix = libc::AF_UNIX as u64;
-        rules.insert(
-            libc::SYS_socket,
-            vec![rule(vec![cond(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, unix)?])?],
-        );
-        rules.insert(
-            libc::SYS_socketpair,
-            vec![rule(vec![cond(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, unix)?])?],
-        );
-    }
-    let filter = SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::EPERM as u32),
-        TargetArch::x86_64,
-    )
-    .map_err(setup)?;
-    let program: BpfProgram = filter.try_into().map_err(setup)?;
-    Ok(program)
-}
+use calls::seccomp_program;
+
+#[path = "sandbox_calls.rs"]
+mod calls;
 
 /// What the child needs of a [`Prepared`], as plain values: read in the child without any
 /// allocation or lock.

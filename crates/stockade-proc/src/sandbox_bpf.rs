@@ -1,9 +1,9 @@
 //! The sandbox's seccomp program, written out: the kernel checks and compiles a filter at every
 //! `seccomp(SET_MODE_FILTER)`, in the child before `exec`, in time that grows with its length;
-//! seccompiler's form of the same rules is about four times longer. On install the kernel also
+//! seccompiler's form of the same rules is over three times longer. On install the kernel also
 //! runs the program once for every system call number, to find the calls it always allows and
 //! skip it for them later; so the number is looked up in a search tree (a handful of
-//! comparisons to any verdict) rather than compared with every listed call in turn (up to 40):
+//! comparisons to any verdict) rather than compared with every listed call in turn (over 60):
 //! that run took about 90 µs of each sandboxed spawn as a list. The architecture first, then
 //! the tree, then the few calls whose arguments decide. Its effect on every system call is
 //! checked against seccompiler's (`sandbox_tests.rs`).
@@ -11,7 +11,8 @@
 use seccompiler::sock_filter;
 use stockade_proto::NetworkMode;
 
-use super::{CLONE_NEW_FLAGS, DENIED};
+use super::CLONE_NEW_FLAGS;
+use super::calls::{DENIED, HOST_WIDE, OWN_ONLY, OwnOnly, SYSV_IPC};
 
 const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
 const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
@@ -41,7 +42,11 @@ enum Label {
     Clone,
     Ioctl,
     Socket,
-    Unix,
+    /// The checks of [`OWN_ONLY`]'s call at this index (and of the calls checked alike).
+    Own(u8),
+    /// The second argument (`who`) must be 0.
+    Who,
+    Allow,
     Enosys,
 }
 
@@ -61,7 +66,8 @@ fn jump(code: u16, k: u32, to: Label) -> Ins {
     Ins { code, k, to: Some(to), at: None }
 }
 
-/// The program for `network`: `EPERM` for what [`DENIED`] lists, a `clone` making a namespace,
+/// The program for `network`: `EPERM` for what [`DENIED`], [`HOST_WIDE`] and [`SYSV_IPC`] list,
+/// a call of [`OWN_ONLY`] on another process than the caller, a `clone` making a namespace,
 /// the terminal-injecting `ioctl`s and (network none) every socket family but `AF_UNIX`;
 /// `ENOSYS` for `clone3` (its flags are behind a pointer seccomp cannot read, and the C library
 /// falls back to `clone`, whose flags are checked) and every x32 system call. One program, so
@@ -75,7 +81,12 @@ pub(super) fn program(network: NetworkMode) -> Vec<sock_filter> {
         ins(LD_W_ABS, NR),
         jump(JGE_K, X32_BIT, Label::Enosys),
     ];
-    let mut cases: Vec<(u32, Label)> = DENIED.iter().map(|&nr| (nr as u32, Label::Deny)).collect();
+    let host_wide = HOST_WIDE.map(|(nr, _)| nr);
+    let denied = DENIED.iter().chain(&host_wide).chain(&SYSV_IPC);
+    let mut cases: Vec<(u32, Label)> = denied.map(|&nr| (nr as u32, Label::Deny)).collect();
+    for own in &OWN_ONLY {
+        cases.push((own.nr as u32, Label::Own(same_checks(own))));
+    }
     cases.push((libc::SYS_clone3 as u32, Label::Enosys));
     cases.push((libc::SYS_clone as u32, Label::Clone));
     cases.push((libc::SYS_ioctl as u32, Label::Ioctl));
@@ -96,16 +107,32 @@ pub(super) fn program(network: NetworkMode) -> Vec<sock_filter> {
     p.push(ins(RET_K, RET_ALLOW));
     if network == NetworkMode::None {
         p.push(Ins { at: Some(Label::Socket), ..ins(LD_W_ABS, arg_low(0)) });
-        p.push(jump(JEQ_K, libc::AF_UNIX as u32, Label::Unix));
+        p.push(jump(JEQ_K, libc::AF_UNIX as u32, Label::Allow));
+        p.push(ins(RET_K, RET_EPERM));
     }
+    // A call on a process: allowed when its first argument is one the caller may give (its own).
+    for (i, own) in (0u8..).zip(&OWN_ONLY).filter(|&(i, own)| same_checks(own) == i) {
+        p.push(Ins { at: Some(Label::Own(i)), ..ins(LD_W_ABS, arg_low(0)) });
+        let then = if own.who_zero { Label::Who } else { Label::Allow };
+        for &value in own.first {
+            p.push(jump(JEQ_K, value, then));
+        }
+        p.push(ins(RET_K, RET_EPERM));
+    }
+    p.push(Ins { at: Some(Label::Who), ..ins(LD_W_ABS, arg_low(1)) });
+    p.push(jump(JEQ_K, 0, Label::Allow));
     p.push(Ins { at: Some(Label::Deny), ..ins(RET_K, RET_EPERM) });
-    if network == NetworkMode::None {
-        p.push(Ins { at: Some(Label::Unix), ..ins(RET_K, RET_ALLOW) });
-    }
+    p.push(Ins { at: Some(Label::Allow), ..ins(RET_K, RET_ALLOW) });
     p.push(Ins { at: Some(Label::Enosys), ..ins(RET_K, RET_ENOSYS) });
     let mut out = assemble(&p);
     out[1].jt = 1;
     out
+}
+
+/// The first call of [`OWN_ONLY`] whose checks are `own`'s: calls checked alike share them.
+fn same_checks(own: &OwnOnly) -> u8 {
+    let same = |o: &&OwnOnly| o.first == own.first && o.who_zero == own.who_zero;
+    OWN_ONLY.iter().position(|o| same(&o)).map_or(0, |i| i as u8)
 }
 
 /// Most numbers compared one by one at a leaf of the search tree.

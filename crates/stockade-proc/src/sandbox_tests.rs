@@ -93,7 +93,10 @@ fn the_written_seccomp_program_decides_every_call_as_seccompilers_does() {
     ]);
     firsts.extend(CLONE_NEW_FLAGS.iter().flat_map(|&f| [f, f | 0x11, f << 32]));
     firsts.push(libc::SIGCHLD as u64 | libc::CLONE_VM as u64 | libc::CLONE_VFORK as u64);
-    let seconds = [0u64, libc::TIOCSTI, 0x541C, 1 << 32 | libc::TIOCSTI, 0x5401];
+    // A pid, a `which` (process, group, user), the self pidfds (as an `int` and sign-extended),
+    // a pid whose upper half alone is set (the kernel reads the lower: the caller).
+    firsts.extend([2, 3, 4242, 1 << 32, 0xFFFF_D8F0, 0xFFFF_B1E0, -10_000i64 as u64]);
+    let seconds = [0u64, libc::TIOCSTI, 0x541C, 1 << 32 | libc::TIOCSTI, 0x5401, 1 << 32, 4242];
     for network in [NetworkMode::None, NetworkMode::Allow] {
         let reference = seccomp_program(network).unwrap();
         let written = bpf::program(network);
@@ -120,4 +123,45 @@ fn the_written_seccomp_program_decides_every_call_as_seccompilers_does() {
             }
         }
     }
+}
+
+#[test]
+fn calls_on_another_process_and_on_the_machine_are_refused_and_on_the_caller_allowed() {
+    const ALLOW: u32 = 0x7fff_0000;
+    const EPERM: u32 = 0x0005_0000 | libc::EPERM as u32;
+    let prog = bpf::program(NetworkMode::Allow);
+    let verdict = |nr: i64, a0: u64, a1: u64| run_bpf(&prog, nr as u32, [a0, a1, 0, 0, 0, 0]);
+    let daemon = 4242;
+    for nr in [
+        libc::SYS_prlimit64,
+        libc::SYS_sched_setscheduler,
+        libc::SYS_sched_setparam,
+        libc::SYS_sched_setattr,
+        libc::SYS_sched_setaffinity,
+    ] {
+        assert_eq!(verdict(nr, 0, 7), ALLOW, "system call {nr} on the caller");
+        assert_eq!(verdict(nr, daemon, 7), EPERM, "system call {nr} on another process");
+    }
+    // setpriority(which, who): the calling process only; 0 under PRIO_USER is the whole uid.
+    let (process, group, user) = (0, 1, 2);
+    assert_eq!(verdict(libc::SYS_setpriority, process, 0), ALLOW);
+    assert_eq!(verdict(libc::SYS_setpriority, process, daemon), EPERM);
+    assert_eq!(verdict(libc::SYS_setpriority, group, 0), EPERM);
+    assert_eq!(verdict(libc::SYS_setpriority, user, 0), EPERM);
+    // ioprio_set(which, who): IOPRIO_WHO_PROCESS (1) of 0 only; IOPRIO_WHO_USER (3) of 0 is the uid.
+    assert_eq!(verdict(libc::SYS_ioprio_set, 1, 0), ALLOW);
+    assert_eq!(verdict(libc::SYS_ioprio_set, 1, daemon), EPERM);
+    assert_eq!(verdict(libc::SYS_ioprio_set, 3, 0), EPERM);
+    // process_madvise(pidfd, …): the self pidfds only, never a pidfd of another process.
+    assert_eq!(verdict(libc::SYS_process_madvise, -20_000i64 as u64, 0), ALLOW);
+    assert_eq!(verdict(libc::SYS_process_madvise, 5, 0), EPERM);
+    for nr in calls::HOST_WIDE.map(|(nr, _)| nr).iter().chain(&calls::SYSV_IPC) {
+        assert_eq!(verdict(*nr, 0, 0), EPERM, "system call {nr}");
+    }
+    // IPC_PRIVATE too: a filter cannot tell the session's ids from another process's.
+    assert_eq!(verdict(libc::SYS_shmget, libc::IPC_PRIVATE as u64, 4096), EPERM);
+    // What a command does to itself stays: its own limits read, the clock read, shmdt.
+    assert_eq!(verdict(libc::SYS_getpriority, user, 0), ALLOW);
+    assert_eq!(verdict(libc::SYS_clock_gettime, 0, 0), ALLOW);
+    assert_eq!(verdict(libc::SYS_shmdt, 0, 0), ALLOW);
 }

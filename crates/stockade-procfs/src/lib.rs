@@ -98,6 +98,42 @@ pub fn start_time(pid: u32) -> Option<u64> {
     read_stat(pid).map(|s| s.start_time)
 }
 
+/// Most ancestors [`lineage`] follows: deeper than any real process tree (a fork bomb under a
+/// `pids` limit of thousands is wide, not deep); a deeper chain is not followed to its end.
+pub const MAX_LINEAGE: usize = 4096;
+
+/// Process `pid` and its ancestors, named by `pid + start time`, from `pid` up through each
+/// parent (field 4) to the first process without one (`init`, or one whose parent lives outside
+/// this pid namespace). `None` when `pid` is gone or a zombie, when a link of the chain cannot be
+/// read (the process ended while it was walked) or when it is longer than [`MAX_LINEAGE`].
+///
+/// A pid reused while the chain is walked cannot graft another process's ancestry on: a parent
+/// is always older than its child (a process handed to a subreaper or to `init` goes to one
+/// of its ancestors), so a link whose start time is later than its child's is refused as a
+/// stranger that took the parent's pid after it died.
+pub fn lineage(pid: u32) -> Option<Vec<(u32, u64)>> {
+    lineage_by(pid, read_stat)
+}
+
+/// [`lineage`], each process's stat read by `read`.
+fn lineage_by(pid: u32, mut read: impl FnMut(u32) -> Option<ProcStat>) -> Option<Vec<(u32, u64)>> {
+    let first = read(pid).filter(|s| !s.is_zombie())?;
+    let mut chain = vec![(first.pid, first.start_time)];
+    let mut child = first;
+    while child.ppid != 0 {
+        if chain.len() >= MAX_LINEAGE {
+            return None;
+        }
+        let parent = read(child.ppid)?;
+        if parent.start_time > child.start_time {
+            return None;
+        }
+        chain.push((parent.pid, parent.start_time));
+        child = parent;
+    }
+    Some(chain)
+}
+
 /// What became of a process named by `pid + start time`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Liveness {
@@ -337,6 +373,64 @@ mod tests {
         assert_eq!(liveness(me, Some(t + 1)), Liveness::Reused { start_time: t });
         assert!(pid_alive(me));
         assert!(rss_and_peak(None).unwrap().0 > 0);
+    }
+
+    #[test]
+    fn lineage_names_a_child_then_this_process_then_its_ancestors() {
+        let mut kids = Kids(vec![std::process::Command::new("sleep").arg("30").spawn().unwrap()]);
+        let pid = kids.0[0].id();
+        let chain = lineage(pid).unwrap();
+        let me = std::process::id();
+        assert_eq!(chain[0], (pid, start_time(pid).unwrap()));
+        assert_eq!(chain[1], (me, start_time(me).unwrap()));
+        // Up to a process without a parent here, each older than the one below it.
+        assert_eq!(read_stat(chain.last().unwrap().0).unwrap().ppid, 0);
+        assert!(chain.windows(2).all(|w| w[1].1 <= w[0].1), "{chain:?}");
+        assert!(lineage(u32::MAX).is_none());
+        // A zombie has no lineage: it is no caller.
+        kids.0[0].kill().unwrap();
+        for _ in 0..500 {
+            if read_stat(pid).is_some_and(|s| s.is_zombie()) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(lineage(pid).is_none());
+    }
+
+    #[test]
+    fn a_reused_pid_in_the_chain_breaks_it_and_a_loop_is_bounded() {
+        let stat = |pid, ppid, start_time| ProcStat {
+            pid,
+            state: b'S',
+            ppid,
+            pgrp: pid,
+            session: pid,
+            tty_nr: 0,
+            flags: 0,
+            start_time,
+        };
+        // 30 (started at 500) under 20 (400) under 1 (1).
+        let honest = |pid| match pid {
+            30 => Some(stat(30, 20, 500)),
+            20 => Some(stat(20, 1, 400)),
+            1 => Some(stat(1, 0, 1)),
+            _ => None,
+        };
+        assert_eq!(lineage_by(30, honest), Some(vec![(30, 500), (20, 400), (1, 1)]));
+        // 20 died and a stranger took its pid after 30 started: the chain stops there.
+        let reused = |pid| match pid {
+            20 => Some(stat(20, 7, 600)),
+            7 => Some(stat(7, 0, 2)),
+            other => honest(other),
+        };
+        assert_eq!(lineage_by(30, reused), None);
+        // Started in the same tick as its child: still its parent.
+        let same_tick = |pid| if pid == 20 { Some(stat(20, 1, 500)) } else { honest(pid) };
+        assert_eq!(lineage_by(30, same_tick).map(|c| c.len()), Some(3));
+        // A chain that never ends (it cannot, but a reader could say so) is given up.
+        let endless = |pid| Some(stat(pid, pid + 1, 0));
+        assert_eq!(lineage_by(1, endless), None);
     }
 
     #[test]

@@ -106,16 +106,8 @@ impl Sbx {
     /// Runs `script` (with [`TRY`] defined) under `policy`; the verdicts it printed.
     pub fn verdicts(&self, policy: &[&str], script: &str) -> (Verdicts, Value) {
         let answer = self.run(policy, &format!("{TRY}\n{script}"));
-        let out = answer["output"].as_str().unwrap_or_default().to_owned();
-        let mut v = BTreeMap::new();
-        for line in out.lines() {
-            if let Some((name, verdict)) = line.split_once('=')
-                && (verdict == "allowed" || verdict == "denied")
-            {
-                v.insert(name.to_owned(), verdict.to_owned());
-            }
-        }
-        (Verdicts(v, out), answer)
+        let out = answer["output"].as_str().unwrap_or_default();
+        (Verdicts::of(out), answer)
     }
 
     /// The daemon's pid.
@@ -146,6 +138,19 @@ pub const TRY: &str = r#"t() { n=$1; shift; if ( "$@" ) >/dev/null 2>&1; then ec
 pub struct Verdicts(BTreeMap<String, String>, String);
 
 impl Verdicts {
+    /// The verdicts (`NAME=allowed`, `NAME=denied` lines) in a run's output.
+    pub fn of(out: &str) -> Verdicts {
+        let mut v = BTreeMap::new();
+        for line in out.lines() {
+            if let Some((name, verdict)) = line.split_once('=')
+                && (verdict == "allowed" || verdict == "denied")
+            {
+                v.insert(name.to_owned(), verdict.to_owned());
+            }
+        }
+        Verdicts(v, out.to_owned())
+    }
+
     /// Insists that each of `names` came to `verdict`.
     pub fn expect(&self, verdict: &str, names: &[&str], who: User) {
         for name in names {
