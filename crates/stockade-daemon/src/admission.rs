@@ -43,9 +43,10 @@ pub(crate) const SILENT_GRACE: Duration = Duration::from_millis(200);
 /// longer than this while others wait.
 pub(crate) const SPEAKING_GRACE: Duration = Duration::from_millis(200);
 
-/// The daemon's connection budget.
+/// A connection budget and its pending places: the daemon has one for all its doors, `stockade
+/// mcp --http` one of its own.
 #[derive(Debug)]
-pub(crate) struct Admission {
+pub struct Admission {
     /// Slots any authenticated connection may take.
     open: Arc<Semaphore>,
     /// Slots kept for the Unix socket.
@@ -90,7 +91,8 @@ struct Waiting {
 }
 
 impl Admission {
-    pub(crate) fn new() -> Arc<Admission> {
+    /// A budget of [`MAX_CONNECTIONS`] and [`PENDING_CAP`] pending places.
+    pub fn new() -> Arc<Admission> {
         Arc::new(Admission {
             open: Arc::new(Semaphore::new(MAX_CONNECTIONS - UNIX_RESERVE)),
             reserve: Arc::new(Semaphore::new(UNIX_RESERVE)),

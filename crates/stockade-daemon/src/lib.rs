@@ -35,6 +35,7 @@ mod config;
 mod error;
 mod frame_clock;
 mod framing;
+mod gate;
 mod hall;
 mod handlers;
 mod http;
@@ -58,15 +59,16 @@ mod trim;
 mod write_keys;
 mod ws;
 
-pub use admission::{PENDING_CAP, UNIX_RESERVE};
+pub use admission::{Admission, PENDING_CAP, UNIX_RESERVE};
 pub use config::{
     DEFAULT_AUDIT_LOG_MAX_BYTES, DEFAULT_SWEEP_INTERVAL, DaemonConfig, E2bConfig, MAX_CONNECTIONS,
     MAX_IN_FLIGHT_PER_CONNECTION, MIN_SWEEP_INTERVAL, MetricsConfig, WsConfig,
 };
 pub use error::{DaemonError, WsSetupError};
+pub use gate::{Authenticates, GatedDoor, HEAD_DEADLINE};
 pub use hall::{FileAccess, Hall, StartError, Visitor};
 pub use memory::ALLOCATOR;
-pub use outer_door::{DoorKey, Gated, Incoming, OuterDoor};
+pub use outer_door::{DoorKey, OuterDoor};
 pub use reload::Reloader;
 pub use schedule::{CRASH_AFTER_CLAIM_ENV, MIN_INTERVAL_ENV};
 pub use server::Daemon;

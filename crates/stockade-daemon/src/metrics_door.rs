@@ -10,23 +10,16 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 
+use crate::admission::Admission;
 use crate::config::MetricsConfig;
+use crate::gate::{DoorTls, HEAD_DEADLINE, look_in};
 use crate::error::WsSetupError;
 use crate::http::Doorway;
 use crate::reload::{Credentials, LiveTls, LiveToken};
 use crate::state::Shared;
-
-/// How long a client has for TLS and its request head.
-const HEAD_TIMEOUT: Duration = Duration::from_secs(3);
-
-/// Most metrics connections served at once; more are closed unanswered (a scrape is one short
-/// request, so only a flood reaches this).
-const MAX_CONNECTIONS: usize = 16;
 
 /// A bound metrics listener.
 pub(crate) struct MetricsListener {
@@ -35,7 +28,6 @@ pub(crate) struct MetricsListener {
     /// The tokens a scrape may present; none: no token is asked (loopback).
     tokens: Vec<LiveToken>,
     tls: Option<LiveTls>,
-    slots: Arc<Semaphore>,
 }
 
 impl MetricsListener {
@@ -63,12 +55,9 @@ impl MetricsListener {
         }
         let tls = config.tls.as_ref().map(|files| credentials.tls(files)).transpose()?;
         let bind_err = |source| WsSetupError::MetricsBind { addr: config.addr, source };
-        let std_listener = std::net::TcpListener::bind(config.addr).map_err(bind_err)?;
-        std_listener.set_nonblocking(true).map_err(bind_err)?;
-        let addr = std_listener.local_addr().map_err(bind_err)?;
-        let listener = TcpListener::from_std(std_listener).map_err(bind_err)?;
-        let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-        Ok(MetricsListener { listener, addr, tokens, tls, slots })
+        let listener = crate::gate::bind(config.addr).map_err(bind_err)?;
+        let addr = listener.local_addr().map_err(bind_err)?;
+        Ok(MetricsListener { listener, addr, tokens, tls })
     }
 
     /// The address actually bound.
@@ -83,12 +72,21 @@ impl MetricsListener {
 }
 
 /// Accept and answer metrics connections until the future is dropped (the daemon stops), or
-/// never when there is no metrics address.
-pub(crate) async fn serve(listener: Option<MetricsListener>, shared: Arc<Shared>) {
+/// never when there is no metrics address. Each connection passes the daemon's one admission
+/// gate (`gate`, `admission`): a pending place taken before it is accepted, the head deadline,
+/// and room made by dropping silent or trickling ones, so a flood here holds no more sockets
+/// than one at the WebSocket door and cannot keep a scraper out.
+pub(crate) async fn serve(
+    listener: Option<MetricsListener>,
+    shared: Arc<Shared>,
+    admission: Arc<Admission>,
+) {
     let Some(listener) = listener else { return std::future::pending().await };
     let doorway = Doorway::metrics(shared, listener.tokens.clone());
+    let tls = listener.tls.clone().map_or(DoorTls::Plain, DoorTls::Live);
     loop {
-        let (stream, peer) = match listener.listener.accept().await {
+        let (stream, peer, pending) = match crate::gate::accept(&listener.listener, &admission).await
+        {
             Ok(accepted) => accepted,
             Err(e) => {
                 tracing::warn!(error = %e, "metrics accept failed");
@@ -96,22 +94,20 @@ pub(crate) async fn serve(listener: Option<MetricsListener>, shared: Arc<Shared>
                 continue;
             }
         };
-        let Ok(slot) = Arc::clone(&listener.slots).try_acquire_owned() else {
-            drop(stream);
-            continue;
-        };
-        let doorway = doorway.clone();
-        // The certificate in use now; a reload later does not touch this connection.
-        let tls = listener.tls.as_ref().map(|tls| tls.get());
+        let (doorway, tls) = (doorway.clone(), tls.clone());
         tokio::spawn(async move {
-            let deadline = tokio::time::Instant::now() + HEAD_TIMEOUT;
-            let tls =
-                tokio::time::timeout_at(deadline, crate::tls::accept(stream, tls.as_deref(), peer));
-            if let Ok(Some(stream)) = tls.await {
-                // Never an upgrade here: the router answers every request itself.
-                let _ = doorway.serve(stream, peer, deadline).await;
+            let deadline = tokio::time::Instant::now() + HEAD_DEADLINE;
+            let Some(stream) = look_in(stream, peer, &pending, &tls, deadline).await else {
+                return;
+            };
+            // Never an upgrade here: the router answers every request itself.
+            tokio::select! {
+                _ = doorway.serve(stream, peer, deadline) => {}
+                () = pending.cancel.cancelled() => {}
             }
-            drop(slot);
+            drop(pending);
         });
+        // Its task looks at it before the next is accepted (see `crate::admission`).
+        tokio::task::yield_now().await;
     }
 }

@@ -2,33 +2,23 @@
 //! daemon as its own listeners are: its token file read under the same rules and reloaded with
 //! the other credentials (`reload`: a changed file or SIGHUP), its certificate and key the same
 //! way, both hidden from sandboxed commands, and its connections handed over through the
-//! daemon's one TLS acceptor, each handshake bounded in time, and at most
-//! [`MAX_CONNECTIONS`] connections open at once (more wait in the kernel's accept queue, so a
-//! flood cannot take the descriptors the Unix socket's clients need).
+//! daemon's one TLS acceptor behind its one admission gate (`gate`): a connection is pending
+//! (a few places, a head deadline, silent and trickling ones dropped to make room) until a
+//! request head carries the token, then holds a slot of the budget the WebSocket door takes too,
+//! so a flood cannot take the descriptors the Unix socket's clients need nor keep a token
+//! holder out.
 
-use std::io;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
-use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
-use crate::config::{E2bConfig, MAX_CONNECTIONS};
+use crate::admission::Admission;
+use crate::config::E2bConfig;
 use crate::error::WsSetupError;
+use crate::gate::{Authenticates, DoorTls, GatedDoor};
 use crate::hall::Hall;
 use crate::reload::{Credentials, LiveTls, LiveToken};
-use crate::tls::DoorStream;
-
-/// Longest a connection's TLS handshake may take.
-const HANDSHAKE: Duration = Duration::from_secs(10);
-/// Pause after a failed `accept` (e.g. out of file descriptors).
-const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
-/// Connections handshaken and waiting for the server to take them.
-const READY_QUEUE: usize = 64;
 
 /// The E2B door's listener, bound by the daemon, served by the door's own router.
 pub struct OuterDoor {
@@ -37,6 +27,7 @@ pub struct OuterDoor {
     key: DoorKey,
     tls: Option<LiveTls>,
     hall: Hall,
+    admission: Arc<Admission>,
 }
 
 /// The token a door's requests must present, as reloaded (cheap to clone).
@@ -70,10 +61,8 @@ pub(crate) fn bind(
     }
     let tls = config.tls.as_ref().map(|files| credentials.tls(files)).transpose()?;
     let bind_err = |source| WsSetupError::E2bBind { addr: config.addr, source };
-    let std_listener = std::net::TcpListener::bind(config.addr).map_err(bind_err)?;
-    std_listener.set_nonblocking(true).map_err(bind_err)?;
-    let addr = std_listener.local_addr().map_err(bind_err)?;
-    let listener = TcpListener::from_std(std_listener).map_err(bind_err)?;
+    let listener = crate::gate::bind(config.addr).map_err(bind_err)?;
+    let addr = listener.local_addr().map_err(bind_err)?;
     Ok((listener, addr, DoorKey(token), tls))
 }
 
@@ -81,8 +70,9 @@ impl OuterDoor {
     pub(crate) fn new(
         (listener, addr, key, tls): (TcpListener, SocketAddr, DoorKey, Option<LiveTls>),
         hall: Hall,
+        admission: &Arc<Admission>,
     ) -> OuterDoor {
-        OuterDoor { listener, addr, key, tls, hall }
+        OuterDoor { listener, addr, key, tls, hall, admission: Arc::clone(admission) }
     }
 
     /// The address bound (the port actually taken).
@@ -105,93 +95,18 @@ impl OuterDoor {
         self.key.clone()
     }
 
-    /// The door's connections, for `axum::serve`: accepted while fewer than
-    /// [`MAX_CONNECTIONS`] are open, with TLS (the certificate in force when each handshake
-    /// starts) when the door has it.
-    pub fn incoming(self) -> Incoming {
-        let (tx, ready) = mpsc::channel(READY_QUEUE);
-        let (listener, tls) = (self.listener, self.tls);
-        let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-        tokio::spawn(async move {
-            loop {
-                let Ok(slot) = Arc::clone(&slots).acquire_owned().await else { return };
-                let (stream, peer) = match listener.accept().await {
-                    Ok(accepted) => accepted,
-                    Err(e) => {
-                        tracing::debug!(error = %e, "E2B door accept failed");
-                        tokio::time::sleep(ACCEPT_BACKOFF).await;
-                        continue;
-                    }
-                };
-                let (tls, ready) = (tls.as_ref().map(|t| t.get()), tx.clone());
-                tokio::spawn(async move {
-                    let handshake = crate::tls::accept(stream, tls.as_deref(), peer);
-                    if let Ok(Some(stream)) = tokio::time::timeout(HANDSHAKE, handshake).await {
-                        let _ = ready.send((Gated { stream, _slot: slot }, peer)).await;
-                    }
-                });
-                if tx.is_closed() {
-                    return;
-                }
-            }
-        });
-        Incoming { ready, addr: self.addr }
-    }
-}
-
-/// The accepted connections of an [`OuterDoor`].
-pub struct Incoming {
-    ready: mpsc::Receiver<(Gated, SocketAddr)>,
-    addr: SocketAddr,
-}
-
-impl axum::serve::Listener for Incoming {
-    type Io = Gated;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        match self.ready.recv().await {
-            Some(c) => c,
-            // The accepting task has ended: nothing more will come.
-            None => std::future::pending().await,
-        }
-    }
-
-    fn local_addr(&self) -> io::Result<SocketAddr> {
-        Ok(self.addr)
-    }
-}
-
-/// A connection of an outside door, holding its place among the open ones until it closes.
-pub struct Gated {
-    stream: DoorStream,
-    _slot: OwnedSemaphorePermit,
-}
-
-impl AsyncRead for Gated {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for Gated {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+    /// Serve `router` on the door until `stop` is cancelled, behind the daemon's one admission
+    /// gate (`gate`): the pending places and budget the WebSocket and metrics doors take too,
+    /// the head deadline, and TLS with the certificate in force when each handshake starts. A
+    /// connection is in once a request head satisfies `authenticates` (the door's token); until
+    /// then it is pending. Requests carry `ConnectInfo<SocketAddr>`.
+    pub async fn serve(
+        self,
+        router: axum::Router,
+        authenticates: Authenticates,
+        stop: tokio_util::sync::CancellationToken,
+    ) {
+        let tls = self.tls.map_or(DoorTls::Plain, DoorTls::Live);
+        GatedDoor::with(self.listener, tls, self.admission).serve(router, authenticates, stop).await;
     }
 }

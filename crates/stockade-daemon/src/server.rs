@@ -65,6 +65,8 @@ pub struct Daemon {
     janitor: (Duration, Duration),
     /// The E2B door's listener, until the binary takes it.
     e2b: Option<crate::outer_door::OuterDoor>,
+    /// The budget and pending places every network door takes (`admission`, `gate`).
+    admission: Arc<Admission>,
 }
 
 impl std::fmt::Debug for Daemon {
@@ -136,8 +138,11 @@ impl Daemon {
             audit,
             door_token: ws.as_ref().map(WsListener::token),
         });
-        let e2b =
-            e2b.map(|bound| crate::outer_door::OuterDoor::new(bound, Hall(Arc::clone(&shared))));
+        // One budget and one set of pending places for every network door.
+        let admission = Admission::new();
+        let e2b = e2b.map(|bound| {
+            crate::outer_door::OuterDoor::new(bound, Hall(Arc::clone(&shared)), &admission)
+        });
         let janitor = (config.retention, config.sweep_interval);
         let reloader = crate::reload::Reloader::default();
         Ok(Daemon {
@@ -152,6 +157,7 @@ impl Daemon {
             reloader,
             janitor,
             e2b,
+            admission,
         })
     }
 
@@ -225,6 +231,7 @@ impl Daemon {
             reloader,
             janitor,
             e2b: _,
+            admission,
         } = self;
         // Work of this daemon may outlive `serve` in this process: so must the lock.
         lock.hold_until_exit();
@@ -237,8 +244,11 @@ impl Daemon {
         ));
         // The network listeners answer probes from the first moment; the Unix socket's clients
         // wait in its backlog until recovery is done, the door's upgrades get a 503 until then.
-        let probes = tokio::spawn(crate::metrics_door::serve(metrics, Arc::clone(&shared)));
-        let admission = Admission::new();
+        let probes = tokio::spawn(crate::metrics_door::serve(
+            metrics,
+            Arc::clone(&shared),
+            Arc::clone(&admission),
+        ));
         let acceptor = Acceptor {
             doorway: ws
                 .as_ref()

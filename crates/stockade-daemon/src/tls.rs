@@ -80,6 +80,11 @@ impl TlsDoor {
     pub async fn accept(&self, stream: TcpStream, peer: SocketAddr) -> Option<DoorStream> {
         accept(stream, Some(&self.0), peer).await
     }
+
+    /// The acceptor, for the admission gate (`gate`).
+    pub(crate) fn acceptor(&self) -> TlsAcceptor {
+        self.0.clone()
+    }
 }
 
 /// The transport under one door connection.

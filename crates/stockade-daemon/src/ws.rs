@@ -25,7 +25,7 @@ use hyper_util::rt::TokioIo;
 use serde_json::Value;
 use stockade_proto::rpc::{MAX_REQUEST_BYTES, Response, code};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
@@ -33,23 +33,21 @@ use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig
 use tokio_tungstenite::tungstenite::{Bytes, Error as WsError, Message, error::CapacityError};
 use tokio_util::sync::CancellationToken;
 
-use crate::admission::{Admission, Pending, Stage};
+use crate::admission::{Admission, Pending};
 use crate::config::WsConfig;
 use crate::error::WsSetupError;
 use crate::frame_clock::{FrameClock, Watched};
 use crate::framing::Frame;
+use crate::gate::DoorTls;
 use crate::http::{Doorway, Upgrade};
 use crate::reload::{Credentials, LiveTls, LiveToken};
 use crate::requests::{FrameSource, Outgoing, WRITE_QUEUE, encode, read_requests};
 use crate::state::Shared;
 
-/// Connections the kernel completes and queues before the daemon accepts them (the length
-/// `std::net::TcpListener` uses, 128, drops a burst's SYNs and costs those clients a second).
-const LISTEN_BACKLOG: u32 = 1024;
 /// How long a client has, from when its connection is looked at, to send its first byte, finish
 /// TLS and send its request head; then as long again for the upgrade to complete. It holds one
 /// of the few pending places until then.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(3);
+const HANDSHAKE_TIMEOUT: Duration = crate::gate::HEAD_DEADLINE;
 /// How long closing a connection may take: sending the close frame, then waiting for the client
 /// to close its side (see [`finish`]).
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -82,14 +80,7 @@ impl WsListener {
         crate::tls::check_plaintext(config.addr, config.tls.is_some(), config.insecure_plaintext)?;
         let tls = config.tls.as_ref().map(|files| credentials.tls(files)).transpose()?;
         let bind_err = |source| WsSetupError::Bind { addr: config.addr, source };
-        let socket = match config.addr {
-            SocketAddr::V4(_) => TcpSocket::new_v4(),
-            SocketAddr::V6(_) => TcpSocket::new_v6(),
-        }
-        .map_err(bind_err)?;
-        socket.set_reuseaddr(true).map_err(bind_err)?;
-        socket.bind(config.addr).map_err(bind_err)?;
-        let listener = socket.listen(LISTEN_BACKLOG).map_err(bind_err)?;
+        let listener = crate::gate::bind(config.addr).map_err(bind_err)?;
         let addr = listener.local_addr().map_err(bind_err)?;
         Ok(WsListener { listener, token, addr, tls })
     }
@@ -129,9 +120,7 @@ pub(crate) async fn accept(
     admission: &Arc<Admission>,
 ) -> std::io::Result<(TcpStream, SocketAddr, Pending)> {
     let Some(l) = listener else { return std::future::pending().await };
-    let place = admission.place().await;
-    let (stream, peer) = l.listener.accept().await?;
-    Ok((stream, peer, place))
+    crate::gate::accept(&l.listener, admission).await
 }
 
 /// The limits of an upgraded connection: a message (and a frame) as large as a request line on
@@ -211,21 +200,9 @@ async fn way_in(
 ) -> Option<(WebSocketStream<Io>, tokio::sync::OwnedSemaphorePermit, FrameClock)> {
     // Inside the pending place: while nothing has arrived, a newer connection may take it back;
     // once bytes arrive, only the deadline ends it.
-    pending.reached(Stage::Silent);
     let deadline = tokio::time::Instant::now() + HANDSHAKE_TIMEOUT;
-    let look = async {
-        let mut first = [0u8; 1];
-        let _ = stream.peek(&mut first).await;
-        pending.reached(Stage::Speaking);
-        // The certificate in use now; a reload later does not touch this connection.
-        let tls = shared.door_tls.as_ref().map(|tls| tls.get());
-        crate::tls::accept(stream, tls.as_deref(), peer).await
-    };
-    // The wait for the first byte counts against the deadline of TLS and the request head.
-    let stream = tokio::select! {
-        looked = tokio::time::timeout_at(deadline, look) => looked.ok()??,
-        () = pending.cancel.cancelled() => return None,
-    };
+    let tls = shared.door_tls.clone().map_or(DoorTls::Plain, DoorTls::Live);
+    let stream = crate::gate::look_in(stream, peer, &pending, &tls, deadline).await?;
     // Probes and metrics are answered there; only an accepted upgrade comes back. A connection
     // still sending its head may be told to go to make room (see `crate::admission`).
     let served = tokio::select! {

@@ -59,37 +59,21 @@ pub async fn serve(door: OuterDoor, stop: CancellationToken) {
         watchers: watch::Watchers::default(),
         key: door.key(),
     });
+    // A connection is in once a request head carries the token (`/health` alone answers
+    // without it and closes the connection); until then it is pending at the daemon's one
+    // admission gate, with every other network door's connections.
+    let key = door.key();
+    let authenticates: stockade_daemon::Authenticates = Arc::new(move |headers| {
+        headers.get("x-access-token").is_some_and(|t| key.check(t.as_bytes()).is_some())
+    });
     let app = Router::new().fallback(route).with_state(state);
-    let app = app.into_make_service_with_connect_info::<PeerAddr>();
-    let served = tokio::select! {
-        r = axum::serve(door.incoming(), app) => r,
-        () = stop.cancelled() => Ok(()),
-    };
-    if let Err(e) = served {
-        tracing::warn!("the E2B door stopped: {e}");
-    }
-}
-
-/// The address of a request's client (for the audit log).
-#[derive(Debug, Clone, Copy)]
-struct PeerAddr(SocketAddr);
-
-impl
-    axum::extract::connect_info::Connected<
-        axum::serve::IncomingStream<'_, stockade_daemon::Incoming>,
-    > for PeerAddr
-{
-    fn connect_info(
-        stream: axum::serve::IncomingStream<'_, stockade_daemon::Incoming>,
-    ) -> PeerAddr {
-        PeerAddr(*stream.remote_addr())
-    }
+    door.serve(app, authenticates, stop).await;
 }
 
 /// One request: auth, then by path.
 async fn route(
     State(door): State<Arc<Door>>,
-    ConnectInfo(PeerAddr(addr)): ConnectInfo<PeerAddr>,
+    ConnectInfo(addr): ConnectInfo<SocketAddr>,
     req: Request,
 ) -> Response {
     let path = req.uri().path().to_owned();

@@ -17,7 +17,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use stockade_daemon::{DoorStream, TlsDoor, TlsFiles};
+use stockade_daemon::{Admission, Authenticates, GatedDoor, TlsDoor, TlsFiles};
 use stockade_proto::token;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
@@ -112,67 +112,34 @@ pub async fn serve(
     let service: StreamableHttpService<StockadeMcp, LocalSessionManager> =
         StreamableHttpService::new(move || Ok(server.clone()), sessions, config);
     let expected: Arc<[u8]> = Arc::from(guard.token.into_bytes());
+    let checked = Arc::clone(&expected);
     // Outermost first: the token, then the caps (so nobody without it learns how full we are).
     let router = axum::Router::new()
         .nest_service(MCP_PATH, service)
         .layer(middleware::from_fn(closed_is_ok))
         .layer(middleware::from_fn_with_state(caps, cap_sessions_and_streams))
-        .layer(middleware::from_fn_with_state(expected, require_bearer));
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
+        .layer(middleware::from_fn_with_state(checked, require_bearer));
+    let door = GatedDoor::bind(addr, door, Admission::new())
         .map_err(|source| ServeError::Bind { addr, source })?;
-    let bound = listener.local_addr().map_err(|source| ServeError::Io {
+    let bound = door.local_addr().map_err(|source| ServeError::Io {
         context: "cannot read the bound address".into(),
         source,
     })?;
     ready(bound);
-    let shutdown = async move { cancel.cancelled_owned().await };
-    let served = match door {
-        None => axum::serve(listener, router).with_graceful_shutdown(shutdown).await,
-        Some(door) => {
-            let listener = TlsListener { tcp: listener, door };
-            axum::serve(listener, router).with_graceful_shutdown(shutdown).await
-        }
-    };
-    served.map_err(|source| ServeError::Io { context: "the HTTP server failed".into(), source })
+    // A connection is in once a request head carries the token; until then it is pending at
+    // the admission gate the daemon's doors pass (a few places, a head deadline, silent and
+    // trickling connections dropped to make room), so a flood cannot keep a token holder out.
+    let authenticates: Authenticates = Arc::new(move |headers| carries(headers, &expected));
+    door.serve(router, authenticates, cancel).await;
+    Ok(())
 }
 
-/// Longest a client may take over its TLS handshake. Handshakes are taken one at a time, so a
-/// client that stalls holds the next ones back this long at most.
-const TLS_HANDSHAKE: Duration = Duration::from_secs(5);
-
-/// The TCP listener with the daemon's TLS setup on every connection.
-struct TlsListener {
-    tcp: tokio::net::TcpListener,
-    door: TlsDoor,
-}
-
-impl axum::serve::Listener for TlsListener {
-    type Io = DoorStream;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (DoorStream, SocketAddr) {
-        loop {
-            let (stream, peer) = match self.tcp.accept().await {
-                Ok(accepted) => accepted,
-                Err(e) => {
-                    // Out of descriptors and the like: wait rather than spin.
-                    tracing::debug!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            };
-            if let Ok(Some(stream)) =
-                tokio::time::timeout(TLS_HANDSHAKE, self.door.accept(stream, peer)).await
-            {
-                return (stream, peer);
-            }
-        }
-    }
-
-    fn local_addr(&self) -> std::io::Result<SocketAddr> {
-        self.tcp.local_addr()
-    }
+/// Whether a request carries the bearer token (compared in constant time).
+fn carries(headers: &HeaderMap, expected: &[u8]) -> bool {
+    headers
+        .get_all(header::AUTHORIZATION)
+        .iter()
+        .any(|v| token::bearer(v.as_bytes()).is_some_and(|t| constant_time_eq(t, expected)))
 }
 
 async fn require_bearer(
@@ -181,14 +148,10 @@ async fn require_bearer(
     request: Request,
     next: Next,
 ) -> Response {
-    let values = headers.get_all(header::AUTHORIZATION);
-    let presented = values.iter().next().is_some();
-    if values
-        .iter()
-        .any(|v| token::bearer(v.as_bytes()).is_some_and(|t| constant_time_eq(t, &expected)))
-    {
+    if carries(&headers, &expected) {
         return next.run(request).await;
     }
+    let presented = headers.contains_key(header::AUTHORIZATION);
     let body = if presented {
         "the bearer token is wrong: send `Authorization: Bearer <token>` with the token stockade mcp printed or was given\n"
     } else {

@@ -36,6 +36,7 @@ mod crash_retention;
 mod daemon_lifecycle;
 mod daemon_load;
 mod disk_full_restart;
+mod door_floods;
 mod e2b;
 mod faults;
 mod faults_door;
