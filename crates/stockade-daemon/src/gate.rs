@@ -160,7 +160,12 @@ impl GatedDoor {
     /// Serve `router` until `stop` is cancelled, then let open connections finish (a few
     /// seconds at most). Each request carries its client's address as
     /// `ConnectInfo<SocketAddr>`.
-    pub async fn serve(self, router: Router, authenticates: Authenticates, stop: CancellationToken) {
+    pub async fn serve(
+        self,
+        router: Router,
+        authenticates: Authenticates,
+        stop: CancellationToken,
+    ) {
         let connections = TaskTracker::new();
         loop {
             let accepted = tokio::select! {
@@ -242,7 +247,13 @@ impl Visit {
         Verdict::In
     }
 
-    async fn run(self: Arc<Self>, stream: TcpStream, router: Router, tls: DoorTls, stop: CancellationToken) {
+    async fn run(
+        self: Arc<Self>,
+        stream: TcpStream,
+        router: Router,
+        tls: DoorTls,
+        stop: CancellationToken,
+    ) {
         let peer = self.peer;
         let deadline = Instant::now() + HEAD_DEADLINE;
         let stream = {

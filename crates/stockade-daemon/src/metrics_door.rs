@@ -15,8 +15,8 @@ use tokio::net::TcpListener;
 
 use crate::admission::Admission;
 use crate::config::MetricsConfig;
-use crate::gate::{DoorTls, HEAD_DEADLINE, look_in};
 use crate::error::WsSetupError;
+use crate::gate::{DoorTls, HEAD_DEADLINE, look_in};
 use crate::http::Doorway;
 use crate::reload::{Credentials, LiveTls, LiveToken};
 use crate::state::Shared;
@@ -85,15 +85,15 @@ pub(crate) async fn serve(
     let doorway = Doorway::metrics(shared, listener.tokens.clone());
     let tls = listener.tls.clone().map_or(DoorTls::Plain, DoorTls::Live);
     loop {
-        let (stream, peer, pending) = match crate::gate::accept(&listener.listener, &admission).await
-        {
-            Ok(accepted) => accepted,
-            Err(e) => {
-                tracing::warn!(error = %e, "metrics accept failed");
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                continue;
-            }
-        };
+        let (stream, peer, pending) =
+            match crate::gate::accept(&listener.listener, &admission).await {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    tracing::warn!(error = %e, "metrics accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
         let (doorway, tls) = (doorway.clone(), tls.clone());
         tokio::spawn(async move {
             let deadline = tokio::time::Instant::now() + HEAD_DEADLINE;

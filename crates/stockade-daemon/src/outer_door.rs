@@ -107,6 +107,8 @@ impl OuterDoor {
         stop: tokio_util::sync::CancellationToken,
     ) {
         let tls = self.tls.map_or(DoorTls::Plain, DoorTls::Live);
-        GatedDoor::with(self.listener, tls, self.admission).serve(router, authenticates, stop).await;
+        GatedDoor::with(self.listener, tls, self.admission)
+            .serve(router, authenticates, stop)
+            .await;
     }
 }

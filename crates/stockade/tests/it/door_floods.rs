@@ -11,8 +11,8 @@
 use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
-use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -96,7 +96,8 @@ impl Flood {
             }));
         }
         // The trickle: one byte a second from half of them; a read of 0 (closed) from the rest.
-        let (stop, t_open, t_peak, t_dropped) = (Arc::clone(&done), open.clone(), peak.clone(), dropped.clone());
+        let (stop, t_open, t_peak, t_dropped) =
+            (Arc::clone(&done), open.clone(), peak.clone(), dropped.clone());
         threads.push(std::thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
                 let mut held = conns.lock().unwrap();
@@ -239,7 +240,11 @@ fn assert_bounded(door: &str, flood: &Flood, figures: (Duration, Duration, usize
         ask.as_secs_f64(),
         run.as_secs_f64()
     );
-    assert!(flood.made.load(Ordering::Relaxed) >= FLOOD, "the flood made too few: {}", flood.report());
+    assert!(
+        flood.made.load(Ordering::Relaxed) >= FLOOD,
+        "the flood made too few: {}",
+        flood.report()
+    );
     assert!(ask < SERVED_WITHIN, "{door}: the token holder waited {ask:?}");
     assert!(run < SERVED_WITHIN, "{door}: the local run waited {run:?}");
     let bound = base + PENDING_CAP + SLACK;
