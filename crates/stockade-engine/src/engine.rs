@@ -661,17 +661,25 @@ impl Engine {
             .collect()
     }
 
-    /// Writes again the records (and `log.json`) a full disk kept from being written; returns
-    /// how many are still not written.
+    /// Writes what a full disk kept from being written: output that waits in memory (a spool
+    /// a full disk stopped continues from where it stopped), then the records (and
+    /// `log.json`); returns how many records are still not written.
     pub async fn retry_records(&self) -> usize {
-        let pending: Vec<Arc<Session>> =
-            self.sessions().into_iter().filter(|s| s.record_pending()).collect();
-        if pending.is_empty() {
+        let waiting: Vec<Arc<Session>> = self
+            .sessions()
+            .into_iter()
+            .filter(|s| s.record_pending() || s.log().has_pending())
+            .collect();
+        if waiting.is_empty() {
             return 0;
         }
-        tokio::task::spawn_blocking(move || pending.iter().filter(|s| !s.retry_record()).count())
-            .await
-            .unwrap_or(0)
+        let retry = move || {
+            for s in &waiting {
+                s.log().flush_pending();
+            }
+            waiting.iter().filter(|s| s.record_pending() && !s.retry_record()).count()
+        };
+        tokio::task::spawn_blocking(retry).await.unwrap_or(0)
     }
 
     /// Terminate every running session (shutdown) through the one routine, concurrently, and

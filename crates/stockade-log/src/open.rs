@@ -13,7 +13,7 @@ use tokio::sync::watch;
 
 use super::hot_tail::HotTail;
 use super::index::{self, IndexView, PendingIndex, stream_slot};
-use super::state::{META_VERSION, Meta, State};
+use super::state::{META_VERSION, Meta, Resume, State};
 use super::{CHUNK_BYTES, Files, OutputConfig, OutputError, OutputLog, count_newlines, spool};
 use crate::SessionDir;
 
@@ -134,8 +134,22 @@ impl OutputLog {
                 st.last_byte = m.last_byte;
                 st.ring = HotTail::empty_at(0, m.total_bytes);
                 st.spooled = m.spooled_bytes;
+                st.hit = m.hit.or_else(|| m.stop.as_ref().map(|s| s.hit.clone()));
                 st.stop = m.stop;
-                st.tail = m.tail;
+                st.resumes = m.resumes;
+                if let Some(t) = m.tail {
+                    // Version 1: one gap, the tail written after it; the spool went on there.
+                    if let Some(stop) = st.stop.take() {
+                        st.resumes = vec![Resume {
+                            log: t.log_start,
+                            phys: t.phys_start,
+                            nl_log: t.newlines_before,
+                            nl_spool: stop.newlines_before,
+                            gap_start: stop.hit.at,
+                            reason: stop.hit.reason,
+                        }];
+                    }
+                }
                 st.index = PendingIndex::new(m.index_records);
                 st.index_error = m.index_error;
                 st.finished = true;
@@ -149,7 +163,7 @@ impl OutputLog {
     fn read_meta(fd: OwnedFd, path: &Path) -> Result<Meta, OutputError> {
         let meta: Meta = serde_json::from_reader(std::io::BufReader::new(File::from(fd)))
             .map_err(|e| OutputError::Meta { path: path.to_path_buf(), message: e.to_string() })?;
-        if meta.version != META_VERSION {
+        if meta.version != META_VERSION && meta.version != 1 {
             return Err(OutputError::Meta {
                 path: path.to_path_buf(),
                 message: format!("unknown version {}", meta.version),

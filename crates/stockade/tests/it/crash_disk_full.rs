@@ -24,6 +24,11 @@ pub(crate) struct Tmpfs {
 
 impl Tmpfs {
     pub(crate) fn mount() -> Result<Tmpfs, String> {
+        Tmpfs::mount_with(TMPFS_SIZE)
+    }
+
+    /// A tmpfs mounted with `options` (`size=16m,mode=0700`).
+    pub(crate) fn mount_with(options: &str) -> Result<Tmpfs, String> {
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
             return Err("not root: cannot mount a tmpfs".into());
@@ -32,7 +37,7 @@ impl Tmpfs {
         let dir = tmp.path().join("home");
         std::fs::create_dir(&dir).map_err(|e| e.to_string())?;
         let status = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", TMPFS_SIZE, "tmpfs"])
+            .args(["-t", "tmpfs", "-o", options, "tmpfs"])
             .arg(&dir)
             .status()
             .map_err(|e| format!("cannot run mount: {e}"))?;

@@ -38,8 +38,10 @@ mod daemon_load;
 mod disk_full_restart;
 mod e2b;
 mod faults;
+mod faults_disk;
 mod faults_door;
 mod faults_drain;
+
 mod file_cap;
 mod grep_bounds;
 mod hardening;

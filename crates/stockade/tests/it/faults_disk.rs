@@ -1,0 +1,275 @@
+//! A full disk under many sessions, and a spool cut short outside the daemon, through the
+//! binary: every byte printed after space returns reaches the spool, every lost range is one
+//! named gap that `read` and `logs --raw` name alike, and no byte that is not output (a NUL of
+//! a sparse hole) is ever served.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use stockade_testkit::daemon::DaemonProc;
+use stockade_testkit::{Rpc, eventually, stockade_bin, text};
+
+use crate::crash_disk_full::Tmpfs;
+use crate::disk_full_restart::{fill_leaving, read_raw_across};
+
+/// Sessions printing at once onto the small disk.
+const SESSIONS: usize = 32;
+/// Rounds the test runs; `scripts/disk-full-rounds` runs more.
+const ROUNDS_ENV: &str = "STOCKADE_DISK_FULL_ROUNDS";
+
+fn numbered(prefix: &str, n: u32) -> Vec<u8> {
+    (1..=n).flat_map(|i| format!("{prefix}{i}\n").into_bytes()).collect()
+}
+
+/// The gaps a view names, as `(start, end)`.
+fn gaps_of(view: &Value) -> Vec<(u64, u64)> {
+    let gaps = view["gaps"].as_array().cloned().unwrap_or_default();
+    gaps.iter().map(|g| (g["start"].as_u64().unwrap(), g["end"].as_u64().unwrap())).collect()
+}
+
+/// `expected` without `gaps`.
+fn without(expected: &[u8], gaps: &[(u64, u64)]) -> Vec<u8> {
+    let mut kept = Vec::new();
+    let mut at = 0usize;
+    for &(s, e) in gaps {
+        kept.extend_from_slice(&expected[at..s as usize]);
+        at = e as usize;
+    }
+    kept.extend_from_slice(&expected[at..]);
+    kept
+}
+
+/// `stockade logs --raw ID` on `home`: its stdout and the gaps its stderr names.
+fn logs_raw(home: &Path, id: &str) -> (Vec<u8>, Vec<(u64, u64)>) {
+    let out = Command::new(stockade_bin())
+        .args(["--home"])
+        .arg(home)
+        .args(["--no-autostart", "logs", "--raw", id])
+        .env("STOCKADE_LOG", "error")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "logs --raw {id}: {}", text(&out.stderr));
+    let named = text(&out.stderr)
+        .lines()
+        .filter_map(|l| {
+            let range = l.split("stockade: bytes ").nth(1)?.split(' ').next()?;
+            let (s, e) = range.split_once("..")?;
+            Some((s.parse().ok()?, e.parse().ok()?))
+        })
+        .collect();
+    (out.stdout, named)
+}
+
+/// What one round measured.
+#[derive(Debug, Default)]
+struct Round {
+    sessions_with_gaps: usize,
+    gaps: usize,
+    dropped: u64,
+    lost_after_space: usize,
+    empty_tails: usize,
+    took: Duration,
+}
+
+/// One round: a 16 MiB tmpfs home with about 1 MiB free, 32 sessions print 588,895 bytes each
+/// (far past what fits), the space is freed, and each prints 2,000 more lines and ends.
+fn one_round(round: usize) -> Option<Round> {
+    let tmpfs = match Tmpfs::mount_with("size=16m,mode=0700") {
+        Ok(t) => t,
+        Err(why) => {
+            stockade_testkit::cannot_run(&why);
+            return None;
+        }
+    };
+    let started = Instant::now();
+    let home = tmpfs.dir.join("state");
+    let daemon = DaemonProc::start_at(&home, &[]).expect("the daemon starts");
+    let mut rpc = daemon.client();
+    let fill = fill_leaving(&tmpfs, 1 << 20);
+    let go = tempfile::tempdir().unwrap();
+    let flag = go.path().join("go");
+    let first = numbered("", 100_000);
+    let mut expected = first.clone();
+    expected.extend(numbered("after-", 2000));
+    expected.extend_from_slice(b"the-end\n");
+    let command = format!(
+        "seq 1 100000; while [ ! -e {} ]; do sleep 0.05; done; seq -f 'after-%g' 1 2000; echo the-end",
+        flag.display()
+    );
+    let ids: Vec<String> = (0..SESSIONS)
+        .map(|_| {
+            let r = rpc.ok(
+                "run",
+                json!({"command": command, "background": true, "retained_cap": 256 * 1024}),
+            );
+            r["id"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    // Every session printed its first part onto the full disk.
+    for id in &ids {
+        eventually(Duration::from_secs(60), "the first part to be printed", || {
+            let v = rpc.ok("read", json!({"id": id, "mode": "tail", "max_bytes": 64}));
+            (v["total_bytes"] == first.len()).then_some(())
+        });
+    }
+    std::fs::remove_file(&fill).unwrap();
+    std::fs::write(&flag, b"").unwrap();
+    let mut r = Round::default();
+    for id in &ids {
+        let s = eventually(Duration::from_secs(60), "the session to end", || {
+            let list = rpc.ok("list", json!({}));
+            let s = list["sessions"].as_array()?.iter().find(|s| s["id"] == *id)?.clone();
+            (s["state"] != "running").then_some(s)
+        });
+        assert_eq!(s["state"], "exited", "{s}");
+        assert_eq!(s["total_bytes"].as_u64(), Some(expected.len() as u64), "{s}");
+        // Waiting bytes are written within the daemon's second-long retry.
+        let view = eventually(Duration::from_secs(10), "what waited to reach the spool", || {
+            let v = rpc.ok("read", json!({"id": id, "mode": "tail", "max_bytes": 256}));
+            let spool = Path::new(v["spool_path"].as_str()?);
+            let kept = without(&expected, &gaps_of(&v));
+            (std::fs::metadata(spool).ok()?.len() == kept.len() as u64).then_some(v)
+        });
+        let gaps = gaps_of(&view);
+        let output = view["output"].as_str().unwrap_or_default();
+        if !output.ends_with("after-2000\nthe-end\n") {
+            r.empty_tails += 1;
+            eprintln!("{id}: tail view {view}");
+        }
+        if gaps.iter().any(|&(_, e)| e > first.len() as u64) {
+            r.lost_after_space += 1;
+            eprintln!("{id}: a gap past the first part: {gaps:?}");
+        }
+        for g in view["gaps"].as_array().unwrap() {
+            assert_eq!(g["reason"], "disk full", "{view}");
+        }
+        let kept = without(&expected, &gaps);
+        let spool = std::fs::read(view["spool_path"].as_str().unwrap()).unwrap();
+        assert!(spool == kept, "{id}: spool {} bytes, expected {}", spool.len(), kept.len());
+        let (raw, jumps) = read_raw_across(&mut rpc, id);
+        assert!(raw == kept, "{id}: raw read {} bytes, expected {}", raw.len(), kept.len());
+        assert_eq!(jumps, gaps, "{id}: the raw read jumps exactly the named gaps");
+        let (stdout, named) = logs_raw(&home, id);
+        assert!(stdout == kept, "{id}: logs --raw {} bytes, expected {}", stdout.len(), kept.len());
+        assert_eq!(named, gaps, "{id}: logs --raw names what read names");
+        if !gaps.is_empty() {
+            r.sessions_with_gaps += 1;
+        }
+        r.gaps += gaps.len();
+        r.dropped += gaps.iter().map(|(s, e)| e - s).sum::<u64>();
+    }
+    drop(rpc);
+    drop(daemon);
+    r.took = started.elapsed();
+    eprintln!(
+        "round {round}: {} of {SESSIONS} sessions with gaps, {} gaps, {} bytes dropped, {} lost bytes printed after space returned, {} empty tails, {} ms",
+        r.sessions_with_gaps,
+        r.gaps,
+        r.dropped,
+        r.lost_after_space,
+        r.empty_tails,
+        r.took.as_millis()
+    );
+    Some(r)
+}
+
+#[test]
+fn thirty_two_sessions_on_a_full_disk_lose_nothing_printed_after_space_returns() {
+    let rounds: usize = std::env::var(ROUNDS_ENV).ok().and_then(|v| v.parse().ok()).unwrap_or(2);
+    let mut all = Vec::new();
+    for round in 1..=rounds {
+        let Some(r) = one_round(round) else { return };
+        all.push(r);
+    }
+    let lost: usize = all.iter().map(|r| r.lost_after_space).sum();
+    let empty: usize = all.iter().map(|r| r.empty_tails).sum();
+    let with_gaps: usize = all.iter().map(|r| r.sessions_with_gaps).sum();
+    eprintln!(
+        "{rounds} rounds: {lost} sessions lost bytes printed after space returned, {empty} empty tails, {with_gaps} of {} sessions with named gaps",
+        rounds * SESSIONS
+    );
+    assert_eq!(lost, 0, "sessions lost bytes printed after space returned");
+    assert_eq!(empty, 0, "tail views without the newest output");
+    assert!(with_gaps > 0, "the disk never filled: the test showed nothing");
+}
+
+/// No NUL byte in what a read of `id` serves, raw or as text; returns the raw bytes.
+fn no_nul_served(rpc: &mut Rpc, id: &str) -> (Vec<u8>, Vec<(u64, u64)>) {
+    let (raw, jumps) = read_raw_across(rpc, id);
+    assert!(!raw.contains(&0), "{id}: a NUL byte was served raw");
+    for mode in ["head", "tail", "middle"] {
+        let v = rpc.ok("read", json!({"id": id, "mode": mode}));
+        let out = v["output"].as_str().unwrap_or_default();
+        assert!(!out.contains('\0') && !out.contains("\\x00"), "{id} {mode}: {v}");
+    }
+    (raw, jumps)
+}
+
+fn truncate(path: &Path, len: u64) {
+    let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    f.set_len(len).unwrap();
+}
+
+#[test]
+fn a_spool_truncated_under_the_daemon_is_a_named_gap_never_nul_bytes() {
+    let daemon = DaemonProc::start(&[]);
+    let mut rpc = daemon.client();
+
+    // A finished session: the spool cut to 50,000 of its 108,894 bytes.
+    let done = rpc.ok("run", json!({"command": "seq 1 20000"}));
+    let id = done["id"].as_str().unwrap().to_owned();
+    let expected = numbered("", 20000);
+    let view = rpc.ok("read", json!({"id": id, "mode": "tail"}));
+    let spool = Path::new(view["spool_path"].as_str().unwrap()).to_owned();
+    truncate(&spool, 50_000);
+    let view = rpc.ok("read", json!({"id": id, "mode": "tail"}));
+    assert_eq!(gaps_of(&view), vec![(50_000, expected.len() as u64)], "{view}");
+    assert!(view["gaps"][0]["reason"].as_str().unwrap().contains("truncated"), "{view}");
+    let (raw, _) = no_nul_served(&mut rpc, &id);
+    assert!(raw == expected[..50_000], "{} bytes served", raw.len());
+    let (stdout, named) = logs_raw(&daemon.home, &id);
+    assert!(stdout == expected[..50_000] && named == gaps_of(&view), "{named:?}");
+
+    // A running session: its spool cut by 788 bytes between two parts of its output.
+    let go = tempfile::tempdir().unwrap();
+    let flag = go.path().join("go");
+    let command = format!(
+        "seq 1 20000; while [ ! -e {} ]; do sleep 0.05; done; seq -f 'after-%g' 1 500",
+        flag.display()
+    );
+    let started = rpc.ok("run", json!({"command": command, "background": true}));
+    let id = started["id"].as_str().unwrap().to_owned();
+    let first = expected.clone();
+    let v = eventually(Duration::from_secs(30), "the first part", || {
+        let v = rpc.ok("read", json!({"id": id, "mode": "tail", "max_bytes": 64}));
+        (v["total_bytes"] == first.len()).then_some(v)
+    });
+    let spool = Path::new(v["spool_path"].as_str().unwrap()).to_owned();
+    let cut = first.len() as u64 - 788;
+    truncate(&spool, cut);
+    std::fs::write(&flag, b"").unwrap();
+    let s = eventually(Duration::from_secs(30), "the session to end", || {
+        let v = rpc.ok("read", json!({"id": id, "mode": "tail", "wait_ms": 500}));
+        (v["total_bytes"].as_u64()? > first.len() as u64).then_some(())?;
+        let list = rpc.ok("list", json!({}));
+        let s = list["sessions"].as_array()?.iter().find(|s| s["id"] == id.as_str())?.clone();
+        (s["state"] != "running").then_some(s)
+    });
+    assert_eq!(s["state"], "exited", "{s}");
+    let mut all = first.clone();
+    all.extend(numbered("after-", 500));
+    let view = rpc.ok("read", json!({"id": id, "mode": "tail", "max_bytes": 64}));
+    assert_eq!(gaps_of(&view), vec![(cut, first.len() as u64)], "{view}");
+    assert!(view["output"].as_str().unwrap().ends_with("after-500\n"), "{view}");
+    let (raw, jumps) = no_nul_served(&mut rpc, &id);
+    let kept = without(&all, &[(cut, first.len() as u64)]);
+    assert!(raw == kept, "{} bytes served, {} kept", raw.len(), kept.len());
+    assert_eq!(jumps, vec![(cut, first.len() as u64)]);
+    let on_disk = std::fs::read(&spool).unwrap();
+    assert!(!on_disk.contains(&0), "a sparse hole was written into the spool");
+    assert!(on_disk == kept, "spool {} bytes, {} kept", on_disk.len(), kept.len());
+    let (stdout, named) = logs_raw(&daemon.home, &id);
+    assert!(stdout == kept && named == jumps, "{named:?}");
+}
