@@ -32,6 +32,7 @@ mod error;
 mod peer;
 mod remote;
 mod transport;
+mod watch;
 mod wire;
 
 use std::os::unix::net::UnixStream;
@@ -198,6 +199,8 @@ pub struct Client {
     line: Vec<u8>,
     /// Whether raw reads ask for binary answers (until a daemon refuses them).
     binary_reads: bool,
+    /// The daemon's process, looked at while an answer is late.
+    watch: watch::DaemonWatch,
 }
 
 impl Client {
@@ -205,13 +208,17 @@ impl Client {
     /// `opts.autostart` is set.
     pub fn connect(opts: &ConnectOptions) -> Result<Client, ClientError> {
         if let Some(remote) = &opts.remote {
-            let transport = remote::connect(remote, opts.start_timeout, MAX_RESPONSE_BYTES)?;
-            return Ok(Client::from_transport(
+            let mut watch = watch::DaemonWatch::for_url(&remote.url);
+            let transport =
+                remote::connect(remote, opts.start_timeout, MAX_RESPONSE_BYTES, &mut watch)?;
+            let mut client = Client::from_transport(
                 transport,
                 PathBuf::from(&remote.url),
                 false,
                 opts.call_timeout,
-            ));
+            );
+            client.watch = watch;
+            return Ok(client);
         }
         let socket = opts.socket_path();
         match UnixStream::connect(&socket) {
@@ -256,6 +263,10 @@ impl Client {
         started_daemon: bool,
         call_timeout: Duration,
     ) -> Client {
+        let watch = match socket.parent() {
+            Some(home) => watch::DaemonWatch::Local(home.to_path_buf()),
+            None => watch::DaemonWatch::Remote,
+        };
         Client {
             transport,
             socket,
@@ -265,6 +276,7 @@ impl Client {
             poisoned: false,
             line: Vec::new(),
             binary_reads: std::env::var_os(NO_BINARY_READ_ENV).is_none_or(|v| v == "0"),
+            watch,
         }
     }
 
@@ -462,15 +474,34 @@ impl Client {
                 limit: rpc::MAX_REQUEST_BYTES,
             });
         }
+        // A stopped daemon gets nothing: the request would wait in its socket and be carried
+        // out whenever it is continued.
+        let stopped =
+            |pid: u32, sent: bool| ClientError::DaemonStopped { pid, method: method.into(), sent };
+        if let Some(pid) = self.watch.stopped() {
+            return Err(stopped(pid, false));
+        }
         // A zero timeout means "block forever" to the socket options; never ask for that.
         let timeout = timeout.max(Duration::from_millis(1));
+        let deadline = std::time::Instant::now() + timeout;
         self.transport.send(&line, timeout).map_err(|e| match e.kind() {
             std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset => {
                 ClientError::Disconnected { method: method.into() }
             }
             _ => io(e),
         })?;
-        let outcome = self.transport.recv(&mut self.line, MAX_RESPONSE_BYTES, timeout);
+        // While the answer is late, look at the daemon: stopped is said at once.
+        let transport = &mut self.transport;
+        self.watch.wait(deadline, |slice| transport.readable(slice)).map_err(|pid| {
+            self.poisoned = true;
+            stopped(pid, true)
+        })?;
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let outcome = self.transport.recv(
+            &mut self.line,
+            MAX_RESPONSE_BYTES,
+            left.max(Duration::from_millis(1)),
+        );
         match outcome {
             Ok(wire::Line::Complete) => {}
             Ok(wire::Line::Eof) => return Err(ClientError::Disconnected { method: method.into() }),

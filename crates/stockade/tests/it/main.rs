@@ -41,7 +41,7 @@ mod faults;
 mod faults_disk;
 mod faults_door;
 mod faults_drain;
-
+mod faults_stop;
 mod file_cap;
 mod grep_bounds;
 mod hardening;
