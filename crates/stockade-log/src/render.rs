@@ -257,7 +257,7 @@ impl<'a> Render<'a> {
             _ => gaps.last(),
         };
         let dropped = self.dropped.clone().or_else(|| nearest.cloned());
-        let notice = self.truncated.then(|| Omission {
+        let notice = self.truncated.then_some(Omission {
             omitted_bytes: self.omitted_bytes,
             omitted_lines: self.omitted_lines,
             dropped,
