@@ -189,6 +189,16 @@ pub enum ClientError {
         /// continued) or not (nothing reached it).
         sent: bool,
     },
+    /// The daemon's process runs but does nothing: its heartbeat stopped while a call waited.
+    #[error("the daemon (pid {pid}) is hung: it has done nothing for {} s (its heartbeat stopped) and `{method}` has no answer; see its daemon.log, or end it (`kill {pid}`) and run any command to start a new one", .still.as_secs_f32().round())]
+    DaemonHung {
+        /// The daemon's pid.
+        pid: u32,
+        /// The method called (it was sent, and may be carried out if the daemon moves again).
+        method: String,
+        /// How long its heartbeat has been still.
+        still: Duration,
+    },
     /// An earlier call on this connection failed mid-answer, so the connection is unusable.
     #[error("this connection to the daemon is unusable after an earlier failure; connect again")]
     Poisoned,
@@ -243,7 +253,10 @@ impl ClientError {
         matches!(
             self,
             ClientError::Timeout { .. } | ClientError::Disconnected { .. } | ClientError::Io { .. }
-        ) || matches!(self, ClientError::DaemonStopped { sent: true, .. })
+        ) || matches!(
+            self,
+            ClientError::DaemonStopped { sent: true, .. } | ClientError::DaemonHung { .. }
+        )
     }
 
     /// The JSON-RPC error code, when the daemon answered with an error.

@@ -443,6 +443,28 @@ impl Client {
         })
     }
 
+    /// Waits for the answer to begin, looking at the daemon while it is late: a stopped or
+    /// hung daemon is said at once (the connection is then out of step).
+    fn await_answer(
+        &mut self,
+        method: &str,
+        deadline: std::time::Instant,
+    ) -> Result<(), ClientError> {
+        let transport = &mut self.transport;
+        let silent = self.watch.wait(deadline, |slice| transport.readable(slice));
+        silent.map_err(|silent| {
+            self.poisoned = true;
+            match silent {
+                watch::Silent::Stopped(pid) => {
+                    ClientError::DaemonStopped { pid, method: method.into(), sent: true }
+                }
+                watch::Silent::Hung(pid, still) => {
+                    ClientError::DaemonHung { pid, method: method.into(), still }
+                }
+            }
+        })
+    }
+
     fn exchange<P: serde::Serialize>(
         &mut self,
         method: &str,
@@ -452,34 +474,11 @@ impl Client {
         let io = |source: std::io::Error| ClientError::Io { method: method.into(), source };
         let id = self.next_id;
         self.next_id += 1;
-        let params = serde_json::to_value(params).map_err(|e| ClientError::Protocol {
-            method: method.into(),
-            detail: format!("cannot encode the parameters: {e}"),
-        })?;
-        let request = Request {
-            jsonrpc: rpc::JSONRPC_VERSION.into(),
-            id: Some(id.into()),
-            method: method.into(),
-            params: Some(params),
-        };
-        let line = serde_json::to_vec(&request).map_err(|e| ClientError::Protocol {
-            method: method.into(),
-            detail: format!("cannot encode the request: {e}"),
-        })?;
-        if line.len() + 1 > rpc::MAX_REQUEST_BYTES {
-            // The daemon would skip it unread; say so here, with nothing sent.
-            return Err(ClientError::RequestTooLarge {
-                method: method.into(),
-                size: line.len() + 1,
-                limit: rpc::MAX_REQUEST_BYTES,
-            });
-        }
+        let line = encode_request(id, method, params)?;
         // A stopped daemon gets nothing: the request would wait in its socket and be carried
         // out whenever it is continued.
-        let stopped =
-            |pid: u32, sent: bool| ClientError::DaemonStopped { pid, method: method.into(), sent };
         if let Some(pid) = self.watch.stopped() {
-            return Err(stopped(pid, false));
+            return Err(ClientError::DaemonStopped { pid, method: method.into(), sent: false });
         }
         // A zero timeout means "block forever" to the socket options; never ask for that.
         let timeout = timeout.max(Duration::from_millis(1));
@@ -490,12 +489,7 @@ impl Client {
             }
             _ => io(e),
         })?;
-        // While the answer is late, look at the daemon: stopped is said at once.
-        let transport = &mut self.transport;
-        self.watch.wait(deadline, |slice| transport.readable(slice)).map_err(|pid| {
-            self.poisoned = true;
-            stopped(pid, true)
-        })?;
+        self.await_answer(method, deadline)?;
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         let outcome = self.transport.recv(
             &mut self.line,
@@ -558,4 +552,33 @@ impl Client {
             (None, None) => Ok(Value::Null),
         }
     }
+}
+
+/// Request `id` for `method` as one line (no newline), refused here when the daemon would skip
+/// it unread.
+fn encode_request<P: serde::Serialize>(
+    id: u64,
+    method: &str,
+    params: &P,
+) -> Result<Vec<u8>, ClientError> {
+    let protocol = |detail: String| ClientError::Protocol { method: method.into(), detail };
+    let params = serde_json::to_value(params)
+        .map_err(|e| protocol(format!("cannot encode the parameters: {e}")))?;
+    let request = Request {
+        jsonrpc: rpc::JSONRPC_VERSION.into(),
+        id: Some(id.into()),
+        method: method.into(),
+        params: Some(params),
+    };
+    let line = serde_json::to_vec(&request)
+        .map_err(|e| protocol(format!("cannot encode the request: {e}")))?;
+    if line.len() + 1 > rpc::MAX_REQUEST_BYTES {
+        // The daemon would skip it unread; say so here, with nothing sent.
+        return Err(ClientError::RequestTooLarge {
+            method: method.into(),
+            size: line.len() + 1,
+            limit: rpc::MAX_REQUEST_BYTES,
+        });
+    }
+    Ok(line)
 }

@@ -141,6 +141,48 @@ pub(crate) fn home_problem(shared: &Shared) -> Option<String> {
     shared.engine.config().state_dir.check().err().map(|e| e.to_string())
 }
 
+/// Stamps the daemon's heartbeat file (`stockade_proto::home::HEARTBEAT_FILE`, made here with
+/// the daemon's pid in it) every `HEARTBEAT_EVERY_MS` while the runtime runs, so a client whose
+/// answer is late can tell a hung daemon from a slow one; it beats until the daemon has served
+/// its last connection (the caller aborts it, then removes the file). A stamp changes only the
+/// inode: a full disk does not stop it.
+pub(crate) async fn heartbeat(path: std::path::PathBuf) {
+    use rustix::fs::{Timespec, Timestamps, UTIME_OMIT};
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    use stockade_proto::home::HEARTBEAT_EVERY_MS;
+    let made = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .custom_flags((rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::CLOEXEC).bits() as i32)
+        .open(&path)
+        .and_then(|mut f| writeln!(f, "{}", std::process::id()).map(|()| f));
+    let beat = match made {
+        Ok(f) => f,
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "no heartbeat file: clients will not tell a hung daemon from a slow one");
+            return;
+        }
+    };
+    let mut tick = tokio::time::interval(Duration::from_millis(HEARTBEAT_EVERY_MS));
+    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let now =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        let stamps = Timestamps {
+            last_access: Timespec { tv_sec: 0, tv_nsec: UTIME_OMIT },
+            last_modification: Timespec {
+                tv_sec: i64::try_from(now.as_secs()).unwrap_or(i64::MAX),
+                tv_nsec: now.subsec_nanos().into(),
+            },
+        };
+        let _ = rustix::fs::futimens(&beat, &stamps);
+    }
+}
+
 /// Whether the state directory the daemon holds was deleted.
 pub(crate) fn home_removed(shared: &Shared) -> bool {
     shared.engine.config().state_dir.removed()

@@ -668,21 +668,14 @@ impl Engine {
     /// a full disk stopped continues from where it stopped), then the records (and
     /// `log.json`); returns how many records are still not written.
     pub async fn retry_records(&self) -> usize {
-        let waiting: Vec<Arc<Session>> = self
-            .sessions()
-            .into_iter()
-            .filter(|s| s.record_pending() || s.log().has_pending())
-            .collect();
-        if waiting.is_empty() {
+        let held: Vec<Arc<Session>> =
+            self.sessions().into_iter().filter(|s| s.held_back()).collect();
+        if held.is_empty() {
             return 0;
         }
-        let retry = move || {
-            for s in &waiting {
-                s.log().flush_pending();
-            }
-            waiting.iter().filter(|s| s.record_pending() && !s.retry_record()).count()
-        };
-        tokio::task::spawn_blocking(retry).await.unwrap_or(0)
+        tokio::task::spawn_blocking(move || held.iter().filter(|s| !s.retry_held_back()).count())
+            .await
+            .unwrap_or(0)
     }
 
     /// Terminate every running session (shutdown) through the one routine, concurrently, and

@@ -66,26 +66,11 @@ impl OutputLog {
         } else if stopped {
             outcome = AppendOutcome::NotSpooled { policy: self.config.disk_policy };
         } else {
-            self.check_spool(&files);
-            let spooled = lock(&self.state).spooled;
-            let room = self.config.disk_cap.saturating_sub(spooled);
-            let n = data.len().min(usize::try_from(room).unwrap_or(usize::MAX));
-            let (w, err) = spool::write_at(&files.spool, &data[..n], spooled);
-            written = w;
-            let reason = match err {
-                Some(e) if spool::is_disk_full(&e) => Some(REASON_DISK_FULL.to_string()),
-                Some(e) => Some(format!("spool write error: {e}")),
-                None if n < data.len() => Some(REASON_DISK_CAP.to_string()),
-                None => None,
-            };
-            if let Some(reason) = reason {
-                tracing::warn!(spool = %self.spool_path.display(), %reason, "output spool stopped");
-                let at = total + w as u64;
-                new_stop =
-                    Some(CapHit { policy: self.config.disk_policy, reason: reason.clone(), at });
-                outcome = AppendOutcome::CapReached { policy: self.config.disk_policy, reason };
+            (written, new_stop) = self.write_new(&files, data, total);
+            if let Some(hit) = &new_stop {
+                let (policy, reason) = (self.config.disk_policy, hit.reason.clone());
+                outcome = AppendOutcome::CapReached { policy, reason };
             }
-            lock(&self.state).spooled += w as u64;
         }
         if switch && index_full {
             self.flush_index();
@@ -124,6 +109,25 @@ impl OutputLog {
             self.progress.send_replace(st.progress());
         }
         Ok(outcome)
+    }
+
+    /// Writes new bytes (log offset `total` on) at the spool's end while it takes output: how
+    /// many it took, and where it stopped if it stopped (a cap, a full disk, a write error).
+    fn write_new(&self, files: &super::Files, data: &[u8], total: u64) -> (usize, Option<CapHit>) {
+        self.check_spool(files);
+        let spooled = lock(&self.state).spooled;
+        let room = self.config.disk_cap.saturating_sub(spooled);
+        let n = data.len().min(usize::try_from(room).unwrap_or(usize::MAX));
+        let (w, err) = spool::write_at(&files.spool, &data[..n], spooled);
+        lock(&self.state).spooled += w as u64;
+        let reason = match err {
+            Some(e) if spool::is_disk_full(&e) => REASON_DISK_FULL.to_string(),
+            Some(e) => format!("spool write error: {e}"),
+            None if n < data.len() => REASON_DISK_CAP.to_string(),
+            None => return (w, None),
+        };
+        tracing::warn!(spool = %self.spool_path.display(), %reason, "output spool stopped");
+        (w, Some(CapHit { policy: self.config.disk_policy, reason, at: total + w as u64 }))
     }
 
     /// Writes the pending index records. Failure is recorded (stream filters then report it),

@@ -142,3 +142,37 @@ fn a_daemon_whose_home_is_deleted_exits_within_a_minute_and_says_why() {
         (!stockade_client::pid_alive(root)).then_some(())
     });
 }
+
+#[test]
+fn a_hung_daemon_is_named_within_two_seconds_and_answers_again_when_it_moves() {
+    let home = Home::new();
+    let warm = home.json_bg(&["echo warm"]);
+    assert!(warm["id"].is_string(), "{warm}");
+    let pid = home.daemon_pid().unwrap();
+    // Every thread but the main one held by ptrace: the process runs (state S, not T), its
+    // runtime and its heartbeat do nothing, a request is accepted and never answered.
+    let tids: Vec<i32> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .filter(|&t: &i32| t != pid as i32)
+        .collect();
+    let held: Vec<crate::faults_drain::Stopped> = tids
+        .iter()
+        .map(|&t| {
+            crate::faults_drain::Stopped::interrupt(t).unwrap_or_else(|why| {
+                panic!("cannot hold thread {t} ({why}): this test needs ptrace")
+            })
+        })
+        .collect();
+    assert_ne!(state(pid), b'T');
+    let (out, took) = timed(|| home.run(&["ps"]));
+    let said = text(&out.stderr);
+    assert!(!out.status.success(), "ps answered a hung daemon: {}", text(&out.stdout));
+    assert!(said.contains(&format!("the daemon (pid {pid}) is hung")), "{said}");
+    assert!(took <= SAY_WITHIN, "ps took {took:?}");
+    eprintln!("hung: ps {} ms", took.as_millis());
+    drop(held);
+    let out = home.run(&["ps"]);
+    assert!(out.status.success(), "ps after the threads were let go: {}", text(&out.stderr));
+}
