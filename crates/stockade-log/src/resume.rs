@@ -121,7 +121,11 @@ impl OutputLog {
                 (from, n, st.spooled)
             };
             let (w, err) = spool::write_at(&files.spool, &buf, spooled);
-            lock(&self.state).spooled_from_ring(from, w as u64);
+            if w > 0 {
+                // Only a byte on disk closes the gap before it: a try that wrote nothing
+                // leaves the gap open, to grow as the ring drops more (one gap, one range).
+                lock(&self.state).spooled_from_ring(from, w as u64);
+            }
             if err.is_some() || (w as u64) < n {
                 return 0;
             }

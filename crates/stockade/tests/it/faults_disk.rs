@@ -154,6 +154,11 @@ fn one_round(round: usize) -> Option<Round> {
         let (stdout, named) = logs_raw(&home, id);
         assert!(stdout == kept, "{id}: logs --raw {} bytes, expected {}", stdout.len(), kept.len());
         assert_eq!(named, gaps, "{id}: logs --raw names what read names");
+        // grep across the gap: the last line at its log offset and line number.
+        let found = rpc.ok("grep", json!({"id": id, "pattern": "^after-2000$"}));
+        let line = &found["lines"][0];
+        assert_eq!(line["offset"].as_u64(), Some(expected.len() as u64 - 19), "{found}");
+        assert_eq!(line["line_number"].as_u64(), Some(102_000), "{found}");
         if !gaps.is_empty() {
             r.sessions_with_gaps += 1;
         }
@@ -193,6 +198,105 @@ fn thirty_two_sessions_on_a_full_disk_lose_nothing_printed_after_space_returns()
     assert_eq!(lost, 0, "sessions lost bytes printed after space returned");
     assert_eq!(empty, 0, "tail views without the newest output");
     assert!(with_gaps > 0, "the disk never filled: the test showed nothing");
+}
+
+/// The spool holds everything printed but the named gaps (nothing waits in memory).
+fn settled(rpc: &mut Rpc, id: &str) -> Value {
+    eventually(Duration::from_secs(20), "what waits in memory to reach the spool", || {
+        let v = rpc.ok("read", json!({"id": id, "mode": "tail", "max_bytes": 64}));
+        let on_disk = std::fs::metadata(v["spool_path"].as_str()?).ok()?.len();
+        let kept = v["total_bytes"].as_u64()? - v["dropped_bytes"].as_u64()?;
+        (on_disk == kept).then_some(v)
+    })
+}
+
+/// Sessions print through a disk that fills, frees, fills again and frees again. Each lost
+/// range is its own named gap (a session may have two), nothing written is cut back, and the
+/// last part, printed after the space came back the second time, is whole.
+#[test]
+fn a_disk_that_fills_again_leaves_one_named_gap_per_lost_range() {
+    let tmpfs = match Tmpfs::mount_with("size=16m,mode=0700") {
+        Ok(t) => t,
+        Err(why) => return stockade_testkit::cannot_run(&why),
+    };
+    let home = tmpfs.dir.join("state");
+    let daemon = DaemonProc::start_at(&home, &[]).expect("the daemon starts");
+    let mut rpc = daemon.client();
+    let go = tempfile::tempdir().unwrap();
+    let flag = |n: u32| go.path().join(format!("go{n}"));
+    let wait = |n: u32| format!("while [ ! -e {} ]; do sleep 0.05; done", flag(n).display());
+    let command = format!(
+        "seq -f 'a-%g' 1 60000; {}; seq -f 'b-%g' 1 60000; {}; seq -f 'c-%g' 1 2000; echo the-end",
+        wait(1),
+        wait(2)
+    );
+    let mut expected = numbered("a-", 60000);
+    let first = expected.len();
+    expected.extend(numbered("b-", 60000));
+    let second = expected.len();
+    expected.extend(numbered("c-", 2000));
+    expected.extend_from_slice(b"the-end\n");
+    let fill = fill_leaving(&tmpfs, 1 << 20);
+    let ids: Vec<String> = (0..8)
+        .map(|_| {
+            let r = rpc.ok(
+                "run",
+                json!({"command": command, "background": true, "retained_cap": 128 * 1024}),
+            );
+            r["id"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    let printed = |rpc: &mut Rpc, id: &str, n: usize| {
+        eventually(Duration::from_secs(60), "a part to be printed", || {
+            let v = rpc.ok("read", json!({"id": id, "mode": "tail", "max_bytes": 64}));
+            (v["total_bytes"] == n).then_some(())
+        })
+    };
+    for id in &ids {
+        printed(&mut rpc, id, first);
+    }
+    // Space returns; what waited is written; then the disk fills again and the second part
+    // overflows it.
+    std::fs::remove_file(&fill).unwrap();
+    for id in &ids {
+        settled(&mut rpc, id);
+    }
+    let fill = fill_leaving(&tmpfs, 256 << 10);
+    std::fs::write(flag(1), b"").unwrap();
+    for id in &ids {
+        printed(&mut rpc, id, second);
+    }
+    std::fs::remove_file(&fill).unwrap();
+    std::fs::write(flag(2), b"").unwrap();
+    let mut two = 0;
+    for id in &ids {
+        let s = eventually(Duration::from_secs(60), "the session to end", || {
+            let list = rpc.ok("list", json!({}));
+            let s = list["sessions"].as_array()?.iter().find(|s| s["id"] == *id)?.clone();
+            (s["state"] != "running").then_some(s)
+        });
+        assert_eq!(s["state"], "exited", "{s}");
+        let view = settled(&mut rpc, id);
+        let gaps = gaps_of(&view);
+        assert!(!gaps.is_empty(), "{id}: the disk filled: {view}");
+        assert!(gaps.windows(2).all(|w| w[0].1 < w[1].0), "{id}: gaps apart: {gaps:?}");
+        assert!(
+            gaps.iter().all(|&(_, e)| e <= second as u64),
+            "{id}: the last part lost: {gaps:?}"
+        );
+        two += usize::from(gaps.len() >= 2);
+        let kept = without(&expected, &gaps);
+        let spool = std::fs::read(view["spool_path"].as_str().unwrap()).unwrap();
+        assert!(spool == kept, "{id}: spool {} bytes, expected {}", spool.len(), kept.len());
+        let (raw, jumps) = read_raw_across(&mut rpc, id);
+        assert!(raw == kept && jumps == gaps, "{id}: raw read jumps {jumps:?}, gaps {gaps:?}");
+        let (stdout, named) = logs_raw(&home, id);
+        assert!(stdout == kept && named == gaps, "{id}: logs --raw names {named:?}, gaps {gaps:?}");
+        let tail = rpc.ok("read", json!({"id": id, "mode": "tail", "max_bytes": 64}));
+        assert!(tail["output"].as_str().unwrap().ends_with("c-2000\nthe-end\n"), "{tail}");
+        eprintln!("{id}: gaps {gaps:?}");
+    }
+    assert!(two > 0, "no session lost two ranges: the second fill showed nothing");
 }
 
 /// No NUL byte in what a read of `id` serves, raw or as text; returns the raw bytes.
