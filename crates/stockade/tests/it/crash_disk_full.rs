@@ -1,7 +1,8 @@
 //! A full disk through the real daemon: the state directory on an 8 MiB tmpfs, filled by one
 //! session mid-output. The daemon stays up, the session reports the drop exactly (gap reason
 //! `disk full`, dropped = printed − spooled − the newest bytes waiting in memory), another
-//! session is unaffected, and nothing that reached the disk is lost. Needs root (to mount the tmpfs); skipped with a reason otherwise.
+//! session is unaffected, and nothing that reached the disk is lost. Needs root (to mount the
+//! tmpfs); skipped with a reason otherwise.
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;

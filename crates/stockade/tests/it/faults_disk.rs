@@ -154,6 +154,17 @@ fn one_round(round: usize) -> Option<Round> {
         let (stdout, named) = logs_raw(&home, id);
         assert!(stdout == kept, "{id}: logs --raw {} bytes, expected {}", stdout.len(), kept.len());
         assert_eq!(named, gaps, "{id}: logs --raw names what read names");
+        // `stockade read`, which reads the state directory itself, names them too.
+        eventually(Duration::from_secs(10), "stockade read to name the same gaps", || {
+            let out = Command::new(stockade_bin())
+                .arg("--home")
+                .arg(&home)
+                .args(["read", id, "--json"])
+                .output()
+                .ok()?;
+            let v: Value = serde_json::from_slice(&out.stdout).ok()?;
+            (gaps_of(&v) == gaps).then_some(())
+        });
         // grep across the gap: the last line at its log offset and line number.
         let found = rpc.ok("grep", json!({"id": id, "pattern": "^after-2000$"}));
         let line = &found["lines"][0];
