@@ -63,13 +63,15 @@ impl State {
 
     /// `w` bytes of the ring from `from` reached the spool at its end: the gap before them (if
     /// the ring dropped any) is recorded, and the stop moves past them.
-    fn spooled_from_ring(&mut self, from: u64, w: u64) {
+    /// Returns whether a gap was closed (a resume recorded).
+    fn spooled_from_ring(&mut self, from: u64, w: u64) -> bool {
         let Some((at, nl_at, reason)) =
             self.stop.as_ref().map(|s| (s.hit.at, s.newlines_before, s.hit.reason.clone()))
         else {
-            return;
+            return false;
         };
-        if from > at {
+        let closed = from > at;
+        if closed {
             let resume = Resume {
                 log: from,
                 phys: self.spooled,
@@ -87,6 +89,7 @@ impl State {
         }
         self.spooled += w;
         self.ring.drop_before(from + w);
+        closed
     }
 }
 
@@ -124,7 +127,9 @@ impl OutputLog {
             if w > 0 {
                 // Only a byte on disk closes the gap before it: a try that wrote nothing
                 // leaves the gap open, to grow as the ring drops more (one gap, one range).
-                lock(&self.state).spooled_from_ring(from, w as u64);
+                if lock(&self.state).spooled_from_ring(from, w as u64) {
+                    self.save_layout();
+                }
             }
             if err.is_some() || (w as u64) < n {
                 return 0;
@@ -248,6 +253,27 @@ impl OutputLog {
         }
         tracing::warn!(spool = %self.spool_path.display(), from = cut, to = end, "the spool was cut short outside stockade; its lost bytes are a gap");
         st.spooled = len;
+        drop(st);
+        self.save_layout();
+    }
+
+    /// Writes `log.json` of a log still being written, after a gap was recorded, so a reader
+    /// after its writer died knows where each stretch of the spool starts (best effort: the
+    /// end writes it again).
+    fn save_layout(&self) {
+        if !self.writable {
+            return;
+        }
+        let meta = {
+            let st = lock(&self.state);
+            if st.finished {
+                return;
+            }
+            self.meta(&st)
+        };
+        if let Err(e) = self.write_meta(&meta) {
+            tracing::debug!(error = %e, "log.json not written at a gap");
+        }
     }
 }
 

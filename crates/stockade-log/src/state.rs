@@ -188,6 +188,14 @@ pub(super) struct Meta {
     pub(super) index_records: u64,
     pub(super) index_error: Option<String>,
     pub(super) config: OutputConfig,
+    /// Written at the end (or after it); `false`: written mid-run, at a gap, so a reader after
+    /// the writer died knows where the spool's stretches start.
+    #[serde(default = "written_at_the_end")]
+    pub(super) finished: bool,
+}
+
+fn written_at_the_end() -> bool {
+    true
 }
 
 /// Counters and layout at one instant, taken under the lock.
@@ -253,6 +261,7 @@ impl super::OutputLog {
             index_records: st.index.durable,
             index_error: st.index_error.clone(),
             config: self.config.clone(),
+            finished: st.finished,
         }
     }
 

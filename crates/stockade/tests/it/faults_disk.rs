@@ -388,3 +388,66 @@ fn a_spool_truncated_under_the_daemon_is_a_named_gap_never_nul_bytes() {
     let (stdout, named) = logs_raw(&daemon.home, &id);
     assert!(stdout == kept && named == jumps, "{named:?}");
 }
+
+/// SIGKILLs a process group when dropped (the session a killed daemon left), even on failure.
+struct KillGroup(i32);
+
+impl Drop for KillGroup {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on the process group of a session this test started.
+        unsafe { libc::kill(-self.0, libc::SIGKILL) };
+    }
+}
+
+/// A spool resumes after a full disk, then its daemon is SIGKILLed while the command runs: the
+/// next daemon still names the gap where it was and reads every later byte at its own offset.
+#[test]
+fn a_gap_outlives_a_daemon_killed_after_the_spool_resumed() {
+    let tmpfs = match Tmpfs::mount_with("size=16m,mode=0700") {
+        Ok(t) => t,
+        Err(why) => return stockade_testkit::cannot_run(&why),
+    };
+    let home = tmpfs.dir.join("state");
+    let mut daemon = DaemonProc::start_at(&home, &[]).expect("the daemon starts");
+    let mut rpc = daemon.client();
+    let fill = fill_leaving(&tmpfs, 1 << 20);
+    let go = tempfile::tempdir().unwrap();
+    let flag = go.path().join("go");
+    let command = format!(
+        "seq 1 300000; while [ ! -e {} ]; do sleep 0.05; done; seq -f 'b-%g' 1 20000; sleep 600",
+        flag.display()
+    );
+    let started =
+        rpc.ok("run", json!({"command": command, "background": true, "retained_cap": 256 * 1024}));
+    let id = started["id"].as_str().unwrap().to_owned();
+    let _group = KillGroup(started["pid"].as_i64().unwrap() as i32);
+    let mut expected = numbered("", 300_000);
+    let first = expected.len();
+    expected.extend(numbered("b-", 20000));
+    eventually(Duration::from_secs(30), "the first part", || {
+        let v = rpc.ok("read", json!({"id": id, "mode": "tail", "max_bytes": 64}));
+        (v["total_bytes"] == first).then_some(())
+    });
+    std::fs::remove_file(&fill).unwrap();
+    std::fs::write(&flag, b"").unwrap();
+    let view = eventually(Duration::from_secs(30), "the second part on disk", || {
+        let v = settled(&mut rpc, &id);
+        (v["total_bytes"] == expected.len()).then_some(v)
+    });
+    let gaps = gaps_of(&view);
+    assert_eq!(gaps.len(), 1, "{view}");
+    drop(rpc);
+    daemon.sigkill();
+    let daemon = DaemonProc::start_at(&home, &[]).expect("the next daemon starts");
+    let mut rpc = daemon.client();
+    let after = rpc.ok("read", json!({"id": id, "mode": "tail", "max_bytes": 64}));
+    assert_eq!(gaps_of(&after), gaps, "{after}");
+    assert_eq!(after["total_bytes"].as_u64(), Some(expected.len() as u64), "{after}");
+    assert!(after["output"].as_str().unwrap().ends_with("b-20000\n"), "{after}");
+    let (raw, jumps) = read_raw_across(&mut rpc, &id);
+    let kept = without(&expected, &gaps);
+    assert!(raw == kept, "{} bytes read, {} kept", raw.len(), kept.len());
+    assert_eq!(jumps, gaps);
+    let found = rpc.ok("grep", json!({"id": id, "pattern": "^b-20000$"}));
+    assert_eq!(found["lines"][0]["line_number"].as_u64(), Some(320_000), "{found}");
+}
