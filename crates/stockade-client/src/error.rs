@@ -177,6 +177,28 @@ pub enum ClientError {
         /// What was wrong.
         detail: String,
     },
+    /// The daemon's process is stopped (`kill -STOP`, state `T`, or held by a debugger): it
+    /// answers nothing until it is continued.
+    #[error("the daemon (pid {pid}) is stopped: `kill -CONT {pid}` lets it answer again; {}", stopped_hint(.method, *.sent))]
+    DaemonStopped {
+        /// The daemon's pid.
+        pid: u32,
+        /// The method called.
+        method: String,
+        /// Whether the request was sent before the stop was seen (it runs once the daemon is
+        /// continued) or not (nothing reached it).
+        sent: bool,
+    },
+    /// The daemon's process runs but does nothing: its heartbeat stopped while a call waited.
+    #[error("the daemon (pid {pid}) is hung: it has done nothing for {} s (its heartbeat stopped) and `{method}` has no answer; see its daemon.log, or end it (`kill {pid}`) and run any command to start a new one", .still.as_secs_f32().round())]
+    DaemonHung {
+        /// The daemon's pid.
+        pid: u32,
+        /// The method called (it was sent, and may be carried out if the daemon moves again).
+        method: String,
+        /// How long its heartbeat has been still.
+        still: Duration,
+    },
     /// An earlier call on this connection failed mid-answer, so the connection is unusable.
     #[error("this connection to the daemon is unusable after an earlier failure; connect again")]
     Poisoned,
@@ -188,6 +210,15 @@ pub enum ClientError {
         /// The OS error.
         source: std::io::Error,
     },
+}
+
+/// What became of a call to a stopped daemon.
+fn stopped_hint(method: &str, sent: bool) -> String {
+    if sent {
+        format!("`{method}` was sent before it stopped and is carried out when it continues")
+    } else {
+        format!("`{method}` was not sent")
+    }
 }
 
 /// What to do about a refused upgrade.
@@ -222,6 +253,9 @@ impl ClientError {
         matches!(
             self,
             ClientError::Timeout { .. } | ClientError::Disconnected { .. } | ClientError::Io { .. }
+        ) || matches!(
+            self,
+            ClientError::DaemonStopped { sent: true, .. } | ClientError::DaemonHung { .. }
         )
     }
 

@@ -32,6 +32,7 @@ mod error;
 mod peer;
 mod remote;
 mod transport;
+mod watch;
 mod wire;
 
 use std::os::unix::net::UnixStream;
@@ -198,6 +199,8 @@ pub struct Client {
     line: Vec<u8>,
     /// Whether raw reads ask for binary answers (until a daemon refuses them).
     binary_reads: bool,
+    /// The daemon's process, looked at while an answer is late.
+    watch: watch::DaemonWatch,
 }
 
 impl Client {
@@ -205,13 +208,17 @@ impl Client {
     /// `opts.autostart` is set.
     pub fn connect(opts: &ConnectOptions) -> Result<Client, ClientError> {
         if let Some(remote) = &opts.remote {
-            let transport = remote::connect(remote, opts.start_timeout, MAX_RESPONSE_BYTES)?;
-            return Ok(Client::from_transport(
+            let mut watch = watch::DaemonWatch::for_url(&remote.url);
+            let transport =
+                remote::connect(remote, opts.start_timeout, MAX_RESPONSE_BYTES, &mut watch)?;
+            let mut client = Client::from_transport(
                 transport,
                 PathBuf::from(&remote.url),
                 false,
                 opts.call_timeout,
-            ));
+            );
+            client.watch = watch;
+            return Ok(client);
         }
         let socket = opts.socket_path();
         match UnixStream::connect(&socket) {
@@ -256,6 +263,10 @@ impl Client {
         started_daemon: bool,
         call_timeout: Duration,
     ) -> Client {
+        let watch = match socket.parent() {
+            Some(home) => watch::DaemonWatch::Local(home.to_path_buf()),
+            None => watch::DaemonWatch::Remote,
+        };
         Client {
             transport,
             socket,
@@ -265,6 +276,7 @@ impl Client {
             poisoned: false,
             line: Vec::new(),
             binary_reads: std::env::var_os(NO_BINARY_READ_ENV).is_none_or(|v| v == "0"),
+            watch,
         }
     }
 
@@ -431,6 +443,28 @@ impl Client {
         })
     }
 
+    /// Waits for the answer to begin, looking at the daemon while it is late: a stopped or
+    /// hung daemon is said at once (the connection is then out of step).
+    fn await_answer(
+        &mut self,
+        method: &str,
+        deadline: std::time::Instant,
+    ) -> Result<(), ClientError> {
+        let transport = &mut self.transport;
+        let silent = self.watch.wait(deadline, |slice| transport.readable(slice));
+        silent.map_err(|silent| {
+            self.poisoned = true;
+            match silent {
+                watch::Silent::Stopped(pid) => {
+                    ClientError::DaemonStopped { pid, method: method.into(), sent: true }
+                }
+                watch::Silent::Hung(pid, still) => {
+                    ClientError::DaemonHung { pid, method: method.into(), still }
+                }
+            }
+        })
+    }
+
     fn exchange<P: serde::Serialize>(
         &mut self,
         method: &str,
@@ -440,37 +474,28 @@ impl Client {
         let io = |source: std::io::Error| ClientError::Io { method: method.into(), source };
         let id = self.next_id;
         self.next_id += 1;
-        let params = serde_json::to_value(params).map_err(|e| ClientError::Protocol {
-            method: method.into(),
-            detail: format!("cannot encode the parameters: {e}"),
-        })?;
-        let request = Request {
-            jsonrpc: rpc::JSONRPC_VERSION.into(),
-            id: Some(id.into()),
-            method: method.into(),
-            params: Some(params),
-        };
-        let line = serde_json::to_vec(&request).map_err(|e| ClientError::Protocol {
-            method: method.into(),
-            detail: format!("cannot encode the request: {e}"),
-        })?;
-        if line.len() + 1 > rpc::MAX_REQUEST_BYTES {
-            // The daemon would skip it unread; say so here, with nothing sent.
-            return Err(ClientError::RequestTooLarge {
-                method: method.into(),
-                size: line.len() + 1,
-                limit: rpc::MAX_REQUEST_BYTES,
-            });
+        let line = encode_request(id, method, params)?;
+        // A stopped daemon gets nothing: the request would wait in its socket and be carried
+        // out whenever it is continued.
+        if let Some(pid) = self.watch.stopped() {
+            return Err(ClientError::DaemonStopped { pid, method: method.into(), sent: false });
         }
         // A zero timeout means "block forever" to the socket options; never ask for that.
         let timeout = timeout.max(Duration::from_millis(1));
+        let deadline = std::time::Instant::now() + timeout;
         self.transport.send(&line, timeout).map_err(|e| match e.kind() {
             std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset => {
                 ClientError::Disconnected { method: method.into() }
             }
             _ => io(e),
         })?;
-        let outcome = self.transport.recv(&mut self.line, MAX_RESPONSE_BYTES, timeout);
+        self.await_answer(method, deadline)?;
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let outcome = self.transport.recv(
+            &mut self.line,
+            MAX_RESPONSE_BYTES,
+            left.max(Duration::from_millis(1)),
+        );
         match outcome {
             Ok(wire::Line::Complete) => {}
             Ok(wire::Line::Eof) => return Err(ClientError::Disconnected { method: method.into() }),
@@ -527,4 +552,33 @@ impl Client {
             (None, None) => Ok(Value::Null),
         }
     }
+}
+
+/// Request `id` for `method` as one line (no newline), refused here when the daemon would skip
+/// it unread.
+fn encode_request<P: serde::Serialize>(
+    id: u64,
+    method: &str,
+    params: &P,
+) -> Result<Vec<u8>, ClientError> {
+    let protocol = |detail: String| ClientError::Protocol { method: method.into(), detail };
+    let params = serde_json::to_value(params)
+        .map_err(|e| protocol(format!("cannot encode the parameters: {e}")))?;
+    let request = Request {
+        jsonrpc: rpc::JSONRPC_VERSION.into(),
+        id: Some(id.into()),
+        method: method.into(),
+        params: Some(params),
+    };
+    let line = serde_json::to_vec(&request)
+        .map_err(|e| protocol(format!("cannot encode the request: {e}")))?;
+    if line.len() + 1 > rpc::MAX_REQUEST_BYTES {
+        // The daemon would skip it unread; say so here, with nothing sent.
+        return Err(ClientError::RequestTooLarge {
+            method: method.into(),
+            size: line.len() + 1,
+            limit: rpc::MAX_REQUEST_BYTES,
+        });
+    }
+    Ok(line)
 }

@@ -81,6 +81,7 @@ pub(crate) fn connect(
     remote: &RemoteOptions,
     timeout: Duration,
     max_message: usize,
+    watch: &mut crate::watch::DaemonWatch,
 ) -> Result<Transport, ClientError> {
     let url = remote.url.as_str();
     let bad =
@@ -143,13 +144,42 @@ pub(crate) fn connect(
     let config = WebSocketConfig::default()
         .max_message_size(Some(max_message))
         .max_frame_size(Some(max_message));
-    match tungstenite::client::client_with_config(request, stream, Some(config)) {
-        Ok((ws, _)) => Ok(Transport::Ws(Box::new(ws))),
-        Err(tungstenite::HandshakeError::Failure(e)) => Err(handshake_error(url, e)),
-        Err(tungstenite::HandshakeError::Interrupted(_)) => {
-            Err(unreachable("the upgrade did not finish in time".into()))
+    // The upgrade in slices: a daemon stopped on this machine is named within one.
+    let deadline = std::time::Instant::now() + timeout;
+    let slice = |tcp: &TcpStream| {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        tcp.set_read_timeout(Some(left.clamp(Duration::from_millis(1), crate::watch::LOOK_EVERY)))
+    };
+    slice(stream_tcp(&stream)).map_err(io)?;
+    let mut shake = tungstenite::client::client_with_config(request, stream, Some(config));
+    loop {
+        match shake {
+            Ok((ws, _)) => {
+                ws.get_ref().tcp_ref().set_read_timeout(Some(timeout)).map_err(io)?;
+                return Ok(Transport::Ws(Box::new(ws)));
+            }
+            Err(tungstenite::HandshakeError::Failure(e)) => return Err(handshake_error(url, e)),
+            Err(tungstenite::HandshakeError::Interrupted(mid)) => {
+                if let Some(pid) = watch.stopped() {
+                    return Err(ClientError::DaemonStopped {
+                        pid,
+                        method: "connect".into(),
+                        sent: false,
+                    });
+                }
+                if std::time::Instant::now() >= deadline {
+                    return Err(unreachable("the upgrade did not finish in time".into()));
+                }
+                slice(stream_tcp(mid.get_ref().get_ref())).map_err(io)?;
+                shake = mid.handshake();
+            }
         }
     }
+}
+
+/// The TCP connection under a door's stream.
+fn stream_tcp(stream: &NetStream) -> &TcpStream {
+    stream.tcp_ref()
 }
 
 /// Word a failed upgrade: a refused token, a full daemon, TLS trouble or a network error.
@@ -197,7 +227,8 @@ mod tests {
     fn a_bad_url_is_one_sentence() {
         let dir = tempfile::tempdir().unwrap();
         let remote = RemoteOptions::new("http://x:1", dir.path().join("t"));
-        let err = connect(&remote, Duration::from_secs(1), 1024).unwrap_err();
+        let mut watch = crate::watch::DaemonWatch::Remote;
+        let err = connect(&remote, Duration::from_secs(1), 1024, &mut watch).unwrap_err();
         assert!(err.to_string().contains("ws:// or wss://"), "{err}");
     }
 

@@ -26,6 +26,11 @@ pub(crate) enum NetStream {
 }
 
 impl NetStream {
+    /// The TCP connection under it.
+    pub(crate) fn tcp_ref(&self) -> &TcpStream {
+        self.tcp()
+    }
+
     fn tcp(&self) -> &TcpStream {
         match self {
             NetStream::Plain(s) => s,
@@ -107,6 +112,32 @@ impl Transport {
         match self {
             Transport::Unix { writer, .. } => writer.try_clone().map(ShutdownHandle::Unix),
             Transport::Ws(ws) => ws.get_ref().tcp().try_clone().map(ShutdownHandle::Tcp),
+        }
+    }
+
+    /// Whether an answer has begun to arrive (bytes buffered or readable), waiting at most
+    /// `timeout` for it.
+    pub(crate) fn readable(&mut self, timeout: Duration) -> io::Result<bool> {
+        use rustix::event::{PollFd, PollFlags, poll};
+        use std::os::fd::AsFd;
+        let fd = match self {
+            Transport::Unix { reader, .. } => {
+                if !reader.buffer().is_empty() {
+                    return Ok(true);
+                }
+                reader.get_ref().as_fd()
+            }
+            Transport::Ws(ws) => ws.get_ref().tcp().as_fd(),
+        };
+        let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+        let ts = rustix::event::Timespec {
+            tv_sec: i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX),
+            tv_nsec: timeout.subsec_nanos().into(),
+        };
+        match poll(&mut fds, Some(&ts)) {
+            Ok(n) => Ok(n > 0),
+            Err(rustix::io::Errno::INTR) => Ok(false),
+            Err(e) => Err(e.into()),
         }
     }
 

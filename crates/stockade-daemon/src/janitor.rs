@@ -10,7 +10,8 @@
 //!
 //! [`watch_owners`] runs every second: it lists the runs of other live processes (a foreground
 //! `stockade run`) and recovers at once a session whose owner died while this daemon runs (see
-//! `stockade_engine`'s `others`), and writes again the records a full disk held back; beside it
+//! `stockade_engine`'s `others`), writes again the records a full disk held back, and stops the
+//! daemon (said in its log) once its state directory was deleted; beside it
 //! a watchdog looks at the output drain every second. When the
 //! daemon is PID 1 of its PID namespace (a container's init) or a child subreaper (the
 //! default), [`reap_orphans`] reaps every orphan that lands on it (Linux-only).
@@ -106,6 +107,17 @@ pub(crate) async fn watch_owners(shared: Arc<Shared>, stop: CancellationToken) {
         // The home: said once when it stops being the one checked at start, once when back.
         // Meanwhile nothing of it is looked at or written.
         let problem = home_problem(&shared);
+        if home_removed(&shared) {
+            // Deleted, not moved: no path will lead to it again, so nothing can be served.
+            let running = shared.engine.running_own().len();
+            tracing::error!(
+                home = %shared.engine.config().state_dir.root().display(),
+                running,
+                "the state directory was removed (deleted, not moved): the daemon stops now, ending its running sessions; start a new one with any command"
+            );
+            shared.stop.cancel();
+            return;
+        }
         if problem.is_none() {
             let report = stockade_engine::sync_others(&shared.engine).await;
             for w in &report.warnings {
@@ -127,6 +139,53 @@ pub(crate) async fn watch_owners(shared: Arc<Shared>, stop: CancellationToken) {
 /// held since start (replaced, or no longer private), so every run is refused.
 pub(crate) fn home_problem(shared: &Shared) -> Option<String> {
     shared.engine.config().state_dir.check().err().map(|e| e.to_string())
+}
+
+/// Stamps the daemon's heartbeat file (`stockade_proto::home::HEARTBEAT_FILE`, made here with
+/// the daemon's pid in it) every `HEARTBEAT_EVERY_MS` while the runtime runs, so a client whose
+/// answer is late can tell a hung daemon from a slow one; it beats until the daemon has served
+/// its last connection (the caller aborts it, then removes the file). A stamp changes only the
+/// inode: a full disk does not stop it.
+pub(crate) async fn heartbeat(path: std::path::PathBuf) {
+    use rustix::fs::{Timespec, Timestamps, UTIME_OMIT};
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    use stockade_proto::home::HEARTBEAT_EVERY_MS;
+    let made = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .custom_flags((rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::CLOEXEC).bits() as i32)
+        .open(&path)
+        .and_then(|mut f| writeln!(f, "{}", std::process::id()).map(|()| f));
+    let beat = match made {
+        Ok(f) => f,
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "no heartbeat file: clients will not tell a hung daemon from a slow one");
+            return;
+        }
+    };
+    let mut tick = tokio::time::interval(Duration::from_millis(HEARTBEAT_EVERY_MS));
+    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let now =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        let stamps = Timestamps {
+            last_access: Timespec { tv_sec: 0, tv_nsec: UTIME_OMIT },
+            last_modification: Timespec {
+                tv_sec: i64::try_from(now.as_secs()).unwrap_or(i64::MAX),
+                tv_nsec: now.subsec_nanos().into(),
+            },
+        };
+        let _ = rustix::fs::futimens(&beat, &stamps);
+    }
+}
+
+/// Whether the state directory the daemon holds was deleted.
+pub(crate) fn home_removed(shared: &Shared) -> bool {
+    shared.engine.config().state_dir.removed()
 }
 
 /// How long output may wait with the drain thread making no progress before it is called

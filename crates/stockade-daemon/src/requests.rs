@@ -142,6 +142,20 @@ enum Answer {
     Result { id: Value, line: handlers::Reply },
 }
 
+/// A request's `id` as it will be echoed, or why it cannot be (an invalid request).
+fn request_id(id: Option<Value>) -> Result<Value, &'static str> {
+    match id {
+        None => Ok(Value::Null),
+        // A number beyond 64-bit integers was read as a float: echoed, it would not be the
+        // client's id.
+        Some(Value::Number(n)) if n.is_f64() => Err(
+            "the request id must be a string or an integer of at most 64 bits; use a string for other ids",
+        ),
+        Some(v @ (Value::Null | Value::String(_) | Value::Number(_))) => Ok(v),
+        Some(_) => Err("the request id must be a string, a number or null"),
+    }
+}
+
 /// The answer to `frame`, with the bytes of the connection's answer budget it holds.
 async fn respond(
     ctx: &Ctx,
@@ -201,24 +215,10 @@ async fn answer(
         }
     };
     let notification = !object.contains_key("id");
-    let id = match object.remove("id") {
-        None => Value::Null,
-        // A number beyond 64-bit integers was read as a float: echoed, it would not be the
-        // client's id.
-        Some(Value::Number(n)) if n.is_f64() => {
-            return Some(Answer::Error(Response::err(
-                Value::Null,
-                code::INVALID_REQUEST,
-                "the request id must be a string or an integer of at most 64 bits; use a string for other ids",
-            )));
-        }
-        Some(v @ (Value::Null | Value::String(_) | Value::Number(_))) => v,
-        Some(_) => {
-            return Some(Answer::Error(Response::err(
-                Value::Null,
-                code::INVALID_REQUEST,
-                "the request id must be a string, a number or null",
-            )));
+    let id = match request_id(object.remove("id")) {
+        Ok(id) => id,
+        Err(why) => {
+            return Some(Answer::Error(Response::err(Value::Null, code::INVALID_REQUEST, why)));
         }
     };
     if object.get("jsonrpc").and_then(Value::as_str) != Some(stockade_proto::rpc::JSONRPC_VERSION) {

@@ -235,6 +235,9 @@ impl Daemon {
         } = self;
         // Work of this daemon may outlive `serve` in this process: so must the lock.
         lock.hold_until_exit();
+        let beat_path =
+            shared.engine.config().state_dir.root().join(stockade_proto::home::HEARTBEAT_FILE);
+        let heartbeat = tokio::spawn(crate::janitor::heartbeat(beat_path.clone()));
         // From the start (a rotation during a long recovery is not missed) to the stop.
         let reloads = tokio::spawn(crate::reload::run(
             credentials,
@@ -274,6 +277,8 @@ impl Daemon {
         acceptor.connections.close();
         let _ = tokio::time::timeout(CONNECTION_DRAIN, acceptor.connections.wait()).await;
         remove_socket(&shared.socket, socket_ino);
+        heartbeat.abort();
+        let _ = std::fs::remove_file(&beat_path);
         drop(lock);
         Ok(())
     }

@@ -355,6 +355,9 @@ impl Engine {
             if !s.state().is_terminal() && !s.is_foreign() {
                 running += 1;
                 tail = tail.saturating_add(stats.hot_tail_bytes);
+            } else if !s.is_foreign() {
+                // A finished session whose output waits in memory for a full disk.
+                tail = tail.saturating_add(stats.hot_tail_bytes);
             }
         }
         if running >= limits.max_running {
@@ -373,7 +376,7 @@ impl Engine {
         let wanted = tail.saturating_add(retained_cap as u64);
         if wanted > limits.hot_tail_budget {
             return Err(EngineError::LimitReached(format!(
-                "the hot tails of running sessions (kept once a spool stops) could hold {wanted} bytes, the budget is {} bytes; ask for a smaller retained_cap or wait for sessions to finish",
+                "the hot tails of running sessions (kept once a spool stops) and the output of ended sessions still waiting for a full disk could hold {wanted} bytes, the budget is {} bytes; ask for a smaller retained_cap, free disk space or wait for sessions to finish",
                 limits.hot_tail_budget
             )));
         }
@@ -661,15 +664,16 @@ impl Engine {
             .collect()
     }
 
-    /// Writes again the records (and `log.json`) a full disk kept from being written; returns
-    /// how many are still not written.
+    /// Writes what a full disk kept from being written: output that waits in memory (a spool
+    /// a full disk stopped continues from where it stopped), then the records (and
+    /// `log.json`); returns how many records are still not written.
     pub async fn retry_records(&self) -> usize {
-        let pending: Vec<Arc<Session>> =
-            self.sessions().into_iter().filter(|s| s.record_pending()).collect();
-        if pending.is_empty() {
+        let held: Vec<Arc<Session>> =
+            self.sessions().into_iter().filter(|s| s.held_back()).collect();
+        if held.is_empty() {
             return 0;
         }
-        tokio::task::spawn_blocking(move || pending.iter().filter(|s| !s.retry_record()).count())
+        tokio::task::spawn_blocking(move || held.iter().filter(|s| !s.retry_held_back()).count())
             .await
             .unwrap_or(0)
     }

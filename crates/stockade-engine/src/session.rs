@@ -435,6 +435,19 @@ impl Session {
         self.record_pending.load(Ordering::Relaxed)
     }
 
+    /// Whether a full disk holds back its output (waiting in memory), its record or `log.json`.
+    pub(crate) fn held_back(&self) -> bool {
+        self.record_pending() || self.log.has_pending()
+    }
+
+    /// Writes what a full disk held back: the output waiting in memory (the spool continues
+    /// where it stopped), then the record and `log.json`; `true` once the record is on disk.
+    /// Blocking.
+    pub(crate) fn retry_held_back(&self) -> bool {
+        self.log.flush_pending();
+        !self.record_pending() || self.retry_record()
+    }
+
     /// Writes the record (and, once finished, `log.json`) again; `true` once both are on disk.
     /// Blocking.
     pub(crate) fn retry_record(&self) -> bool {

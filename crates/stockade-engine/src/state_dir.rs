@@ -175,6 +175,12 @@ impl StateDir {
         }
     }
 
+    /// Whether the directory held open was deleted (its link count is 0): no path leads to it
+    /// any more and none ever will, so a daemon over it has nothing left to serve.
+    pub fn removed(&self) -> bool {
+        rustix::fs::fstat(&*self.handle).is_ok_and(|st| st.st_nlink == 0)
+    }
+
     /// The state directory's path.
     pub fn root(&self) -> &Path {
         &self.root

@@ -9,7 +9,7 @@ use stockade_proto::Stream;
 
 use super::index::IndexView;
 use super::state::Snap;
-use super::{OutputError, OutputLog, lock};
+use super::{Files, OutputError, OutputLog, lock, spool};
 
 /// Which way a collection walks from its starting point.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,10 +54,21 @@ impl Collected {
 }
 
 impl OutputLog {
+    /// Counters and layout at one instant. Looks at the spool's length first, so a spool cut
+    /// short outside the daemon is a named gap before anything is read from it.
     pub(super) fn snapshot(&self, with_index: bool) -> Result<Snap, OutputError> {
-        let files = if with_index { Some(self.files()?) } else { None };
+        let files = self.files()?;
+        if spool::file_len(&files.spool)? < lock(&self.state).spooled {
+            let _writer = lock(&self.append_lock);
+            self.check_spool(&files);
+            if lock(&self.state).finished
+                && let Err(e) = self.rewrite_meta()
+            {
+                tracing::debug!(error = %e, "log.json not written after a truncated spool");
+            }
+        }
         let st = lock(&self.state);
-        let index = if let Some(files) = files {
+        let index = if with_index {
             if let Some(e) = &st.index_error {
                 return Err(OutputError::IndexUnavailable(e.clone()));
             }
@@ -74,38 +85,37 @@ impl OutputLog {
             total: st.total,
             total_lines: st.total_lines(),
             stream_bytes: st.stream_bytes,
-            hole: st.hole(),
-            gap: st.gap(self.config.disk_policy),
+            gaps: st.gaps(),
             index,
+            files: Arc::clone(&files),
         })
     }
 
     /// Copies log bytes `[x, x + out.len())` into `out`: the part the ring holds under the
-    /// lock, the rest from the spool without it. `Ok(false)` if some byte is in neither (the
-    /// ring moved past bytes that were never spooled); the caller retries with a new snapshot.
-    pub(super) fn fetch(&self, x: u64, out: &mut [u8]) -> Result<bool, OutputError> {
+    /// lock, the rest from the spool (where the log's layout puts it) without it. `Ok(false)`
+    /// if some byte is in neither (a gap grew since the snapshot); the caller retries with a
+    /// new snapshot.
+    pub(super) fn fetch(&self, files: &Files, x: u64, out: &mut [u8]) -> Result<bool, OutputError> {
         let y = x + out.len() as u64;
-        let (disk_end, stop, tail) = {
+        let mut reads = Vec::new();
+        {
             let st = lock(&self.state);
             let from = x.max(st.ring.start());
             if from < y && !st.ring.copy_to(from, &mut out[(from - x) as usize..]) {
                 return Ok(false);
             }
-            (from.min(y), st.stop_at(), st.tail)
-        };
-        let files = if x < disk_end { Some(self.files()?) } else { None };
-        let mut pos = x;
-        while let Some(files) = files.as_ref().filter(|_| pos < disk_end) {
-            let (phys, end) = if pos < stop {
-                (pos, disk_end.min(stop))
-            } else if let Some(t) = tail.filter(|t| pos >= t.log_start) {
-                (t.phys_start + (pos - t.log_start), disk_end)
-            } else {
-                return Ok(false);
-            };
+            let disk_end = from.min(y);
+            let mut pos = x;
+            while pos < disk_end {
+                let Some((phys, end)) = st.phys(pos) else { return Ok(false) };
+                let end = end.min(disk_end);
+                reads.push((pos, end, phys));
+                pos = end;
+            }
+        }
+        for (pos, end, phys) in reads {
             let dst = &mut out[(pos - x) as usize..(end - x) as usize];
             files.spool.read_exact_at(dst, phys).map_err(|e| OutputError::io("read spool", e))?;
-            pos = end;
         }
         Ok(true)
     }
@@ -122,12 +132,15 @@ impl OutputLog {
         mut f: impl FnMut(u64, u64) -> Result<bool, OutputError>,
     ) -> Result<(), OutputError> {
         let backward = dir == Direction::Backward;
-        // Split a range around the hole; returns false when `f` wants no more.
+        // Split a range around the gaps; returns false when `f` wants no more.
         let mut emit = |a: u64, b: u64| -> Result<bool, OutputError> {
-            let mut parts = [(a, b), (b, b)];
-            if let Some((hs, he)) = snap.hole {
-                parts = [(a, b.min(hs)), (a.max(he), b)];
+            let mut parts = Vec::with_capacity(2);
+            let mut x = a;
+            for g in snap.gaps.iter().filter(|g| g.end > a && g.start < b) {
+                parts.push((x, g.start.min(b)));
+                x = x.max(g.end);
             }
+            parts.push((x, b));
             if backward {
                 parts.reverse();
             }
@@ -210,7 +223,7 @@ impl OutputLog {
         let mut pieces = Vec::with_capacity(plan.len());
         let mut pos = 0;
         for (log, len) in plan {
-            if !self.fetch(log, &mut buf[pos..pos + len])? {
+            if !self.fetch(&snap.files, log, &mut buf[pos..pos + len])? {
                 return Ok(None);
             }
             pieces.push(Piece { pos, log, len });

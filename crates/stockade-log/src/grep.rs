@@ -200,29 +200,24 @@ impl SpoolReader<'_> {
     }
 }
 
-/// Maps spool positions and line numbers back to the log.
-#[derive(Clone, Copy)]
-struct Mapping {
-    stop: u64,
-    /// (log start, spool start, newlines before log start, newlines before stop)
-    tail: Option<(u64, u64, u64, u64)>,
-}
+/// Maps spool positions and line numbers back to the log: from each stretch's spool offset
+/// on, (spool offset, log offset, newlines the gaps before it hold).
+#[derive(Clone, Default)]
+struct Mapping(Vec<(u64, u64, u64)>);
 
 impl Mapping {
+    fn at(&self, phys: u64) -> (u64, u64, u64) {
+        let i = self.0.partition_point(|s| s.0 <= phys);
+        i.checked_sub(1).map_or((0, 0, 0), |k| self.0[k])
+    }
+
     fn offset(&self, phys: u64) -> u64 {
-        match self.tail {
-            Some((log, spool, _, _)) if phys >= self.stop => log + (phys - spool),
-            _ => phys,
-        }
+        let (spool, log, _) = self.at(phys);
+        log + (phys - spool)
     }
 
     fn line(&self, phys: u64, line: u64) -> u64 {
-        match self.tail {
-            Some((_, _, nl_tail, nl_stop)) if phys >= self.stop => {
-                (line + nl_tail).saturating_sub(nl_stop)
-            }
-            _ => line,
-        }
+        line + self.at(phys).2
     }
 }
 
@@ -338,13 +333,8 @@ pub(crate) fn grep(
     let snap = log.snapshot(req.stream.is_some())?;
     let (spooled, map) = {
         let st = lock(&log.state);
-        let tail = match (&st.stop, st.tail) {
-            (Some(stop), Some(t)) => {
-                Some((t.log_start, t.phys_start, t.newlines_before, stop.newlines_before))
-            }
-            _ => None,
-        };
-        (st.spooled, Mapping { stop: st.stop_at(), tail })
+        let stretches = st.resumes.iter().map(|r| (r.phys, r.log, r.nl_log - r.nl_spool));
+        (st.spooled, Mapping(stretches.collect()))
     };
     let context = req.context.min(MAX_GREP_CONTEXT);
     let cuts = Cuts::default();
@@ -367,7 +357,7 @@ pub(crate) fn grep(
         guard: &guard,
         cuts: &cuts,
     };
-    let files = log.files()?;
+    let files = std::sync::Arc::clone(&snap.files);
     let reader = SpoolReader {
         file: &files.spool,
         pos: 0,
@@ -385,7 +375,7 @@ pub(crate) fn grep(
         && sink.error.is_none()
         && !sink.truncated
     {
-        sink.map = Mapping { stop: 0, tail: Some((from, 0, newlines_before, 0)) };
+        sink.map = Mapping(vec![(0, from, newlines_before)]);
         sink.cuts = &ring_cuts;
         searcher.search_slice(&matcher, &bytes, &mut sink).map_err(|e| search_error(&guard, e))?;
     }

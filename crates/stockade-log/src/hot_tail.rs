@@ -66,6 +66,22 @@ impl HotTail {
         self.end += n;
     }
 
+    /// Drops the retained bytes before log offset `x` (they reached the spool); the newer ones
+    /// stay, in order.
+    pub(crate) fn drop_before(&mut self, x: u64) {
+        let n = x.saturating_sub(self.start()).min(self.buf.len() as u64) as usize;
+        if n == 0 {
+            return;
+        }
+        if self.buf.len() == n {
+            self.buf.clear();
+        } else {
+            self.buf.rotate_left(self.head);
+            self.buf.drain(..n);
+        }
+        self.head = 0;
+    }
+
     /// Appends bytes, evicting the oldest once `cap` is reached.
     pub(crate) fn push(&mut self, data: &[u8]) {
         self.end += data.len() as u64;
@@ -195,6 +211,19 @@ mod tests {
         assert_eq!(&out, b"tail");
         t.advance(2);
         assert_eq!((t.start(), t.end(), t.len()), ((1 << 30) + 6, (1 << 30) + 6, 0));
+    }
+
+    #[test]
+    fn drop_before_keeps_the_newer_bytes_in_order() {
+        let mut t = HotTail::new(8);
+        t.push(b"abcdefghij");
+        assert_eq!(contents(&t), b"cdefghij");
+        t.drop_before(5);
+        assert_eq!((t.start(), contents(&t)), (5, b"fghij".to_vec()));
+        t.push(b"klm");
+        assert_eq!(contents(&t), b"fghijklm");
+        t.drop_before(99);
+        assert_eq!((t.start(), t.len()), (13, 0));
     }
 
     #[test]

@@ -66,7 +66,6 @@ mod dir;
 mod drain;
 mod drainer;
 mod error;
-mod full_tail;
 mod grep;
 mod hot_tail;
 mod index;
@@ -383,7 +382,7 @@ impl OutputLog {
     /// Counters (no I/O).
     pub fn stats(&self) -> LogStats {
         let st = lock(&self.state);
-        let gap = st.gap(self.config.disk_policy);
+        let gaps = st.gaps();
         LogStats {
             total_bytes: st.total,
             stream_bytes: StreamBytes::from_slots(st.stream_bytes),
@@ -392,16 +391,16 @@ impl OutputLog {
             last_line_incomplete: st.last_byte.is_some_and(|b| b != b'\n'),
             hot_tail_bytes: st.ring.len() as u64,
             spooled_bytes: st.spooled,
-            dropped_bytes: gap.as_ref().map_or(0, |g| g.end - g.start),
-            gaps: gap.into_iter().collect(),
-            cap_reached: st.stop.as_ref().map(|s| s.hit.clone()),
+            dropped_bytes: gaps.iter().map(|g| g.end - g.start).sum(),
+            gaps,
+            cap_reached: st.cap_hit(),
             finished: st.finished,
         }
     }
 
     /// The spool stop, if the cap (or a full disk) was hit.
     pub fn cap_reached(&self) -> Option<CapHit> {
-        lock(&self.state).stop.as_ref().map(|s| s.hit.clone())
+        lock(&self.state).cap_hit()
     }
 
     /// A receiver that sees every change of [`Progress`] (new bytes, cap, finish).

@@ -13,7 +13,7 @@ use tokio::sync::watch;
 
 use super::hot_tail::HotTail;
 use super::index::{self, IndexView, PendingIndex, stream_slot};
-use super::state::{META_VERSION, Meta, State};
+use super::state::{META_VERSION, Meta, Resume, State};
 use super::{CHUNK_BYTES, Files, OutputConfig, OutputError, OutputLog, count_newlines, spool};
 use crate::SessionDir;
 
@@ -126,6 +126,11 @@ impl OutputLog {
             Err(e) => return Err(e),
         };
         let (config, state) = match meta {
+            // Written mid-run at a gap, and its writer died: the layout up to there, the rest
+            // from the spool.
+            Some(m) if !m.finished => {
+                (m.config.clone(), Self::recover(&spool, &index_file, Some(m))?)
+            }
             Some(m) => {
                 let mut st = State::new(0);
                 st.total = m.total_bytes;
@@ -134,14 +139,28 @@ impl OutputLog {
                 st.last_byte = m.last_byte;
                 st.ring = HotTail::empty_at(0, m.total_bytes);
                 st.spooled = m.spooled_bytes;
+                st.hit = m.hit.or_else(|| m.stop.as_ref().map(|s| s.hit.clone()));
                 st.stop = m.stop;
-                st.tail = m.tail;
+                st.resumes = m.resumes;
+                if let Some(t) = m.tail {
+                    // Version 1: one gap, the tail written after it; the spool went on there.
+                    if let Some(stop) = st.stop.take() {
+                        st.resumes = vec![Resume {
+                            log: t.log_start,
+                            phys: t.phys_start,
+                            nl_log: t.newlines_before,
+                            nl_spool: stop.newlines_before,
+                            gap_start: stop.hit.at,
+                            reason: stop.hit.reason,
+                        }];
+                    }
+                }
                 st.index = PendingIndex::new(m.index_records);
                 st.index_error = m.index_error;
                 st.finished = true;
                 (m.config, st)
             }
-            None => (OutputConfig::default(), Self::recover(&spool, &index_file)?),
+            None => (OutputConfig::default(), Self::recover(&spool, &index_file, None)?),
         };
         Ok(Self::assemble(dir, config, dir_fd, spool, index_file, state, false))
     }
@@ -149,7 +168,7 @@ impl OutputLog {
     fn read_meta(fd: OwnedFd, path: &Path) -> Result<Meta, OutputError> {
         let meta: Meta = serde_json::from_reader(std::io::BufReader::new(File::from(fd)))
             .map_err(|e| OutputError::Meta { path: path.to_path_buf(), message: e.to_string() })?;
-        if meta.version != META_VERSION {
+        if meta.version != META_VERSION && meta.version != 1 {
             return Err(OutputError::Meta {
                 path: path.to_path_buf(),
                 message: format!("unknown version {}", meta.version),
@@ -158,14 +177,18 @@ impl OutputLog {
         Ok(meta)
     }
 
-    /// Counters of an unfinished log, from its files (bounded chunks).
-    fn recover(spool: &File, index_file: &File) -> Result<State, OutputError> {
+    /// Counters of an unfinished log, from its files (bounded chunks): the whole spool, or, when
+    /// `base` (a `log.json` written mid-run, at a gap) says where the log stood, what the spool
+    /// took after it, following the last stretch (bytes that waited in memory when the writer
+    /// died are gone, unnamed).
+    fn recover(spool: &File, index_file: &File, base: Option<Meta>) -> Result<State, OutputError> {
         let mut st = State::new(0);
-        let total = spool::file_len(spool)?;
+        let len = spool::file_len(spool)?;
+        let from = base.as_ref().map_or(0, |m| m.spooled_bytes.min(len));
         let mut buf = vec![0u8; CHUNK_BYTES];
-        let mut pos = 0;
-        while pos < total {
-            let n = (total - pos).min(CHUNK_BYTES as u64) as usize;
+        let mut pos = from;
+        while pos < len {
+            let n = (len - pos).min(CHUNK_BYTES as u64) as usize;
             spool
                 .read_exact_at(&mut buf[..n], pos)
                 .map_err(|e| OutputError::io("scan spool", e))?;
@@ -173,11 +196,25 @@ impl OutputLog {
             st.last_byte = buf[..n].last().copied();
             pos += n as u64;
         }
+        let mut total = len;
+        if let Some(m) = base {
+            let (end, nl) = m
+                .stop
+                .as_ref()
+                .map_or((m.total_bytes, m.newlines), |s| (s.hit.at, s.newlines_before));
+            total = end + (len - from);
+            st.newlines += nl;
+            if len == from && m.stop.is_none() {
+                st.last_byte = m.last_byte;
+            }
+            st.resumes = m.resumes;
+            st.hit = m.hit;
+        }
         let records =
             index_file.metadata().map_err(|e| OutputError::io("stat stream index", e))?.len()
                 / index::RECORD_BYTES as u64;
         st.total = total;
-        st.spooled = total;
+        st.spooled = len;
         st.ring = HotTail::empty_at(0, total);
         st.index = PendingIndex::new(records);
         st.finished = true;

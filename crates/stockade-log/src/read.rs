@@ -66,19 +66,14 @@ impl OutputLog {
         for _ in 0..READ_ATTEMPTS {
             let snap = self.snapshot(false)?;
             let from = after.min(snap.total);
-            let mut to = snap.total;
-            if let Some((hs, he)) = snap.hole {
-                if from >= hs && from < he {
-                    buf.clear();
-                    return Ok(he);
-                }
-                if from < hs {
-                    to = hs;
-                }
+            if let Some(g) = snap.gap_at(from) {
+                buf.clear();
+                return Ok(g.end);
             }
-            to = to.min(from + max);
+            // Never across a gap: the next read jumps it.
+            let to = snap.next_gap(from).map_or(snap.total, |g| g.start).min(from + max);
             buf.resize((to - from) as usize, 0);
-            if self.fetch(from, buf)? {
+            if self.fetch(&snap.files, from, buf)? {
                 return Ok(to);
             }
         }

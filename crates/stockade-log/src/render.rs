@@ -8,7 +8,7 @@ use super::collect::{Collected, Direction};
 use super::cut;
 use super::index::stream_slot;
 use super::state::Snap;
-use super::{OutputError, OutputLog, REASON_DISK_CAP, ReadRequest};
+use super::{OutputError, OutputLog, ReadRequest};
 
 /// Content a view always shows when there is any, however small `max_bytes` is.
 const MIN_CONTENT_BYTES: usize = 256;
@@ -30,6 +30,8 @@ pub(super) struct Render<'a> {
     omitted_lines: Option<u64>,
     /// Where a reader reads on from what was left out (the notice's `after`).
     more_after: u64,
+    /// The gap this view stopped at or jumped (the notice's `dropped`).
+    dropped: Option<Gap>,
 }
 
 /// A window of bytes that a view may cut.
@@ -61,13 +63,14 @@ impl<'a> Render<'a> {
             omitted_bytes: 0,
             omitted_lines: None,
             more_after: 0,
+            dropped: None,
         }
     }
 
     /// Bytes a door's hint (and a marker) may take: an upper bound, so the content plus the hint
     /// stays within `max_bytes` where it can.
     fn reserve(&self) -> usize {
-        let dropped = self.snap.hole.map(|(hs, he)| cut::dropped_phrase(hs, he, "disk full"));
+        let dropped = self.snap.gaps.last().map(|g| cut::dropped_phrase(g.start, g.end, &g.reason));
         let hint = cut::HINT_BYTES
             + cut::amount(self.snap.total, Some(self.snap.total_lines)).len()
             + dropped.map_or(0, |d| d.len())
@@ -102,14 +105,16 @@ impl<'a> Render<'a> {
         let snap = self.snap;
         let mut from = after.min(snap.total);
         let mut to = snap.total;
-        if self.req.stream.is_none()
-            && let Some((hs, he)) = snap.hole
-        {
-            if from >= hs && from < he {
-                self.out.push_str(&cut::gap_marker(hs, he, &self.gap_reason()));
-                from = he;
-            } else if from < hs {
-                to = hs; // Never cross the gap silently: stop at it; the next read jumps it.
+        if self.req.stream.is_none() {
+            while let Some(g) = snap.gap_at(from) {
+                self.out.push_str(&cut::gap_marker(g.start, g.end, &g.reason));
+                from = g.end;
+                self.dropped = Some(g.clone());
+            }
+            // Never cross a gap silently: stop at it; the next read jumps it.
+            if let Some(g) = snap.next_gap(from) {
+                to = g.start;
+                self.dropped = Some(g.clone());
             }
         }
         self.start_cursor = from;
@@ -150,13 +155,9 @@ impl<'a> Render<'a> {
         Ok(true)
     }
 
-    fn gap_reason(&self) -> String {
-        self.snap.gap.as_ref().map_or_else(|| REASON_DISK_CAP.to_string(), |g| g.reason.clone())
-    }
-
     fn tail_window(&self, budget: usize) -> Result<Option<Window>, OutputError> {
-        let floor = match (self.req.stream, self.snap.hole) {
-            (None, Some((_, he))) => he,
+        let floor = match (self.req.stream, self.snap.gaps.last()) {
+            (None, Some(g)) => g.end,
             _ => 0,
         };
         let range = (floor, self.snap.total);
@@ -173,7 +174,7 @@ impl<'a> Render<'a> {
     pub(super) fn tail(&mut self) -> Result<bool, OutputError> {
         let Some(w) = self.tail_window(self.max_bytes)? else { return Ok(false) };
         let bytes = &w.c.buf[w.skip..];
-        let whole = w.c.complete && self.snap.hole.is_none_or(|_| self.req.stream.is_some());
+        let whole = w.c.complete && (self.snap.gaps.is_empty() || self.req.stream.is_some());
         let text = lossy(bytes);
         if whole
             && bytes.len() <= self.max_bytes
@@ -206,8 +207,8 @@ impl<'a> Render<'a> {
         }
         let half = self.budget() / 2;
         let (head_lines, tail_lines) = (self.max_lines / 2, self.max_lines - self.max_lines / 2);
-        let to = match (self.req.stream, self.snap.hole) {
-            (None, Some((hs, _))) => hs,
+        let to = match (self.req.stream, self.snap.gaps.first()) {
+            (None, Some(g)) => g.start,
             _ => self.snap.total,
         };
         let Some(h) =
@@ -250,15 +251,16 @@ impl<'a> Render<'a> {
     }
 
     pub(super) fn finish(self) -> OutputView {
-        let gaps: Vec<Gap> = self.snap.gap.iter().cloned().collect();
-        let notice = self.truncated.then(|| Omission {
+        let gaps: Vec<Gap> = self.snap.gaps.clone();
+        let nearest = match self.req.mode {
+            stockade_proto::ReadMode::Middle => gaps.first(),
+            _ => gaps.last(),
+        };
+        let dropped = self.dropped.clone().or_else(|| nearest.cloned());
+        let notice = self.truncated.then_some(Omission {
             omitted_bytes: self.omitted_bytes,
             omitted_lines: self.omitted_lines,
-            dropped: self.snap.hole.map(|(start, end)| Gap {
-                start,
-                end,
-                reason: self.gap_reason(),
-            }),
+            dropped,
             after: self.more_after,
         });
         OutputView {

@@ -4,18 +4,18 @@
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
-use stockade_proto::{DiskPolicy, Gap, Stream};
+use stockade_proto::{Gap, Stream};
 
 use super::hot_tail::HotTail;
 use super::index::{IndexView, PendingIndex};
 use super::{CapHit, OutputConfig, Progress, StreamBytes};
 use crate::SessionDir;
 
-/// Version of the `log.json` layout.
-pub(super) const META_VERSION: u32 = 1;
+/// Version of the `log.json` layout (1: one tail segment after one gap; 2: a resume per gap).
+pub(super) const META_VERSION: u32 = 2;
 
-/// The hot tail written after the gap by `finish()`: log `[log_start, total)` is at spool
-/// offset `phys_start..`.
+/// The hot tail written after the gap by `finish()` in a version-1 `log.json`: log
+/// `[log_start, total)` is at spool offset `phys_start..`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct TailSegment {
     pub(super) log_start: u64,
@@ -24,7 +24,35 @@ pub(super) struct TailSegment {
     pub(super) newlines_before: u64,
 }
 
-/// Where the spool stopped.
+/// Where the spool takes bytes again after a gap: log `[log, …)` is at spool offset `phys..`
+/// (up to the next resume's gap, or where the spool stops), and the log's bytes
+/// `[gap_start, log)` are nowhere. The spool itself never has a hole: it is the log without
+/// its gaps, in order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct Resume {
+    pub(super) log: u64,
+    pub(super) phys: u64,
+    /// Newlines in the log before `log`.
+    pub(super) nl_log: u64,
+    /// Newlines in the spool before `phys`.
+    pub(super) nl_spool: u64,
+    /// First byte of the gap this resume ends.
+    pub(super) gap_start: u64,
+    /// Why the gap's bytes are nowhere (`disk full`, `disk cap`, a truncated spool).
+    pub(super) reason: String,
+}
+
+impl Resume {
+    pub(super) fn gap(&self) -> Option<Gap> {
+        (self.log > self.gap_start).then(|| Gap {
+            start: self.gap_start,
+            end: self.log,
+            reason: self.reason.clone(),
+        })
+    }
+}
+
+/// Where the spool stopped taking bytes (a cap, a full disk), until a resume.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct Stop {
     pub(super) hit: CapHit,
@@ -39,11 +67,17 @@ pub(super) struct State {
     pub(super) stream_bytes: [u64; 4],
     pub(super) newlines: u64,
     pub(super) last_byte: Option<u8>,
+    /// Bytes the spool did not take (yet): only while it is stopped, at most `retained_cap`,
+    /// the newest. They wait here to be written when the spool resumes.
     pub(super) ring: HotTail,
     /// Bytes in the spool file (its physical length).
     pub(super) spooled: u64,
+    /// The spool is stopped now (bytes from `hit.at` on are in the ring or dropped).
     pub(super) stop: Option<Stop>,
-    pub(super) tail: Option<TailSegment>,
+    /// The last time the spool stopped, kept after a resume (what `cap_reached` reports).
+    pub(super) hit: Option<CapHit>,
+    /// Every place the spool took bytes again after a gap, in log order.
+    pub(super) resumes: Vec<Resume>,
     pub(super) current: Option<Stream>,
     pub(super) index: PendingIndex,
     pub(super) index_error: Option<String>,
@@ -62,7 +96,8 @@ impl State {
             ring: HotTail::new(retained_cap),
             spooled: 0,
             stop: None,
-            tail: None,
+            hit: None,
+            resumes: Vec::new(),
             current: None,
             index: PendingIndex::new(0),
             index_error: None,
@@ -71,43 +106,60 @@ impl State {
         }
     }
 
-    pub(super) fn stop_at(&self) -> u64 {
-        self.stop.as_ref().map_or(u64::MAX, |s| s.hit.at)
+    /// Log offset where the bytes on disk end (the spool's end, in log offsets).
+    pub(super) fn disk_end(&self) -> u64 {
+        self.stop.as_ref().map_or(self.total, |s| s.hit.at)
     }
 
     pub(super) fn total_lines(&self) -> u64 {
         self.newlines + u64::from(self.last_byte.is_some_and(|b| b != b'\n'))
     }
 
-    /// Bytes that are neither on disk nor in the ring: `[start, end)`.
-    pub(super) fn hole(&self) -> Option<(u64, u64)> {
-        let stop = self.stop.as_ref()?.hit.at;
-        let readable_from = self.ring.start().min(self.tail.map_or(self.total, |t| t.log_start));
-        (readable_from > stop).then_some((stop, readable_from))
+    /// Every range of the log that is neither on disk nor in memory, in order: the gap before
+    /// each resume, and the bytes between where the spool stopped and the ring's oldest byte.
+    /// The one list every reader names.
+    pub(super) fn gaps(&self) -> Vec<Gap> {
+        let mut gaps: Vec<Gap> = self.resumes.iter().filter_map(Resume::gap).collect();
+        if let Some(stop) = &self.stop {
+            let end = self.ring.start().max(stop.hit.at).min(self.total);
+            if end > stop.hit.at {
+                gaps.push(Gap { start: stop.hit.at, end, reason: stop.hit.reason.clone() });
+            }
+        }
+        gaps
     }
 
-    /// Bytes that are not on disk and never will be.
-    pub(super) fn gap(&self, policy: DiskPolicy) -> Option<Gap> {
-        let stop = self.stop.as_ref()?;
-        let end = if let Some(t) = self.tail {
-            t.log_start
-        } else if self.finished || policy == DiskPolicy::Kill {
-            self.total
-        } else {
-            // keep-head-tail, still running: the ring will reach the disk at finish.
-            self.ring.start().max(stop.hit.at)
+    /// Where log offset `x` (before [`Self::disk_end`]) is in the spool, and the log offset
+    /// where that stretch of the spool ends; `None` inside a gap.
+    pub(super) fn phys(&self, x: u64) -> Option<(u64, u64)> {
+        let i = self.resumes.partition_point(|r| r.log <= x);
+        let (log, phys) = match i.checked_sub(1).map(|k| &self.resumes[k]) {
+            Some(r) => (r.log, r.phys),
+            None => (0, 0),
         };
-        (end > stop.hit.at).then(|| Gap {
-            start: stop.hit.at,
-            end,
-            reason: stop.hit.reason.clone(),
-        })
+        let end = self.resumes.get(i).map_or(self.disk_end(), |r| r.gap_start);
+        (x < end).then(|| (phys + (x - log), end))
+    }
+
+    /// Newlines the gaps before the spool's end hold (log newlines minus spool newlines).
+    pub(super) fn dropped_newlines(&self) -> u64 {
+        self.resumes.last().map_or(0, |r| r.nl_log - r.nl_spool)
+    }
+
+    /// Where the spool stopped now, else where it last stopped.
+    pub(super) fn cap_hit(&self) -> Option<CapHit> {
+        self.stop.as_ref().map(|s| s.hit.clone()).or_else(|| self.hit.clone())
+    }
+
+    /// Frees the ring of a log whose bytes are all on disk (or dropped: a cap's gap).
+    pub(super) fn release_ring(&mut self) {
+        self.ring = HotTail::empty_at(0, self.total);
     }
 
     pub(super) fn progress(&self) -> Progress {
         Progress {
             total_bytes: self.total,
-            cap_reached: self.stop.is_some(),
+            cap_reached: self.hit.is_some(),
             finished: self.finished,
         }
     }
@@ -125,11 +177,25 @@ pub(super) struct Meta {
     pub(super) last_byte: Option<u8>,
     pub(super) spooled_bytes: u64,
     pub(super) stop: Option<Stop>,
+    /// Version 1 only: the one tail segment after the gap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) tail: Option<TailSegment>,
+    #[serde(default)]
+    pub(super) hit: Option<CapHit>,
+    #[serde(default)]
+    pub(super) resumes: Vec<Resume>,
     pub(super) gaps: Vec<Gap>,
     pub(super) index_records: u64,
     pub(super) index_error: Option<String>,
     pub(super) config: OutputConfig,
+    /// Written at the end (or after it); `false`: written mid-run, at a gap, so a reader after
+    /// the writer died knows where the spool's stretches start.
+    #[serde(default = "written_at_the_end")]
+    pub(super) finished: bool,
+}
+
+fn written_at_the_end() -> bool {
+    true
 }
 
 /// Counters and layout at one instant, taken under the lock.
@@ -137,9 +203,11 @@ pub(super) struct Snap {
     pub(super) total: u64,
     pub(super) total_lines: u64,
     pub(super) stream_bytes: [u64; 4],
-    pub(super) hole: Option<(u64, u64)>,
-    pub(super) gap: Option<Gap>,
+    /// Ranges neither on disk nor in memory ([`State::gaps`]), in order.
+    pub(super) gaps: Vec<Gap>,
     pub(super) index: Option<IndexView>,
+    /// The log's files, for the reads of this snapshot.
+    pub(super) files: std::sync::Arc<super::Files>,
 }
 
 impl Snap {
@@ -155,13 +223,21 @@ impl Snap {
         }
     }
 
-    /// Bytes of `[x, y)` that can be read (not in the hole).
+    /// Bytes of `[x, y)` that can be read (in no gap).
     pub(super) fn readable(&self, x: u64, y: u64) -> u64 {
         let len = y.saturating_sub(x);
-        match self.hole {
-            Some((hs, he)) => len - he.min(y).saturating_sub(hs.max(x)).min(len),
-            None => len,
-        }
+        let lost: u64 = self.gaps.iter().map(|g| g.end.min(y).saturating_sub(g.start.max(x))).sum();
+        len.saturating_sub(lost)
+    }
+
+    /// The gap that holds log offset `x`, if any.
+    pub(super) fn gap_at(&self, x: u64) -> Option<&Gap> {
+        self.gaps.iter().find(|g| g.start <= x && x < g.end)
+    }
+
+    /// The first gap that starts at or after `x`.
+    pub(super) fn next_gap(&self, x: u64) -> Option<&Gap> {
+        self.gaps.iter().find(|g| g.start >= x)
     }
 }
 
@@ -178,11 +254,14 @@ impl super::OutputLog {
             last_byte: st.last_byte,
             spooled_bytes: st.spooled,
             stop: st.stop.clone(),
-            tail: st.tail,
-            gaps: st.gap(self.config.disk_policy).into_iter().collect(),
+            tail: None,
+            hit: st.hit.clone(),
+            resumes: st.resumes.clone(),
+            gaps: st.gaps(),
             index_records: st.index.durable,
             index_error: st.index_error.clone(),
             config: self.config.clone(),
+            finished: st.finished,
         }
     }
 

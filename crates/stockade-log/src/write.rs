@@ -8,9 +8,9 @@ use rustix::fs::OFlags;
 use stockade_proto::{Capture, DiskPolicy, Stream};
 
 use super::index::{self, Transition, stream_slot};
-use super::state::{Stop, TailSegment};
+use super::state::Stop;
 use super::{
-    AppendOutcome, CHUNK_BYTES, CapHit, OutputError, OutputLog, REASON_DISK_CAP, REASON_DISK_FULL,
+    AppendOutcome, CapHit, OutputError, OutputLog, REASON_DISK_CAP, REASON_DISK_FULL,
     count_newlines, lock, spool,
 };
 use crate::SessionDir;
@@ -32,16 +32,14 @@ impl OutputLog {
         }
         let _writer = lock(&self.append_lock);
         let files = self.writer_files()?;
-        let (total, spooled, stopped, resumed, resume_due, index_full, switch) = {
+        let (total, stopped, resume_due, index_full, switch) = {
             let st = lock(&self.state);
             if st.finished {
                 return Err(OutputError::Finished);
             }
             (
                 st.total,
-                st.spooled,
                 st.stop.is_some(),
-                st.resumed(),
                 st.resume_due(),
                 st.index.is_full(),
                 st.current != Some(stream),
@@ -53,40 +51,25 @@ impl OutputLog {
         let mut outcome = AppendOutcome::Written;
         let mut written = 0usize;
         let mut new_stop = None;
-        if resume_due && self.resume_spool(&files, data) {
-            written = data.len();
-        } else if resumed {
-            // After a resume the spool takes bytes until the disk fails again.
-            let room = self.config.disk_cap.saturating_sub(spooled);
-            let n = data.len().min(usize::try_from(room).unwrap_or(usize::MAX));
-            let (w, err) = spool::write_at(&files.spool, &data[..n], spooled);
-            match err {
-                None if n == data.len() => written = w,
-                err => {
-                    let reason = err.map_or(REASON_DISK_CAP.to_string(), |e| e.to_string());
-                    self.stop_again(&files, &reason);
-                    outcome = AppendOutcome::NotSpooled { policy: self.config.disk_policy };
-                }
+        if resume_due {
+            written = self.resume_spool(&files, data, false);
+            if let Some(stop) = lock(&self.state).stop.as_ref() {
+                outcome = if stop.hit.at > total {
+                    AppendOutcome::CapReached {
+                        policy: self.config.disk_policy,
+                        reason: stop.hit.reason.clone(),
+                    }
+                } else {
+                    AppendOutcome::NotSpooled { policy: self.config.disk_policy }
+                };
             }
         } else if stopped {
             outcome = AppendOutcome::NotSpooled { policy: self.config.disk_policy };
         } else {
-            let room = self.config.disk_cap.saturating_sub(spooled);
-            let n = data.len().min(usize::try_from(room).unwrap_or(usize::MAX));
-            let (w, err) = spool::write_at(&files.spool, &data[..n], spooled);
-            written = w;
-            let reason = match err {
-                Some(e) if spool::is_disk_full(&e) => Some(REASON_DISK_FULL.to_string()),
-                Some(e) => Some(format!("spool write error: {e}")),
-                None if n < data.len() => Some(REASON_DISK_CAP.to_string()),
-                None => None,
-            };
-            if let Some(reason) = reason {
-                tracing::warn!(spool = %self.spool_path.display(), %reason, "output spool stopped");
-                let at = total + w as u64;
-                new_stop =
-                    Some(CapHit { policy: self.config.disk_policy, reason: reason.clone(), at });
-                outcome = AppendOutcome::CapReached { policy: self.config.disk_policy, reason };
+            (written, new_stop) = self.write_new(&files, data, total);
+            if let Some(hit) = &new_stop {
+                let (policy, reason) = (self.config.disk_policy, hit.reason.clone());
+                outcome = AppendOutcome::CapReached { policy, reason };
             }
         }
         if switch && index_full {
@@ -104,20 +87,47 @@ impl OutputLog {
             }
             if let (Some(hit), Some(nl)) = (new_stop, newlines_before_stop) {
                 let newlines_before = st.newlines + nl;
+                st.hit = Some(hit.clone());
                 st.stop = Some(Stop { hit, newlines_before });
             }
-            st.spooled += written as u64;
+            let keep = st.stop.as_ref().is_none_or(|s| {
+                // Past a `kill` cap nothing is kept: the command is ended, the rest is the gap.
+                !(s.hit.reason == REASON_DISK_CAP && self.config.disk_policy == DiskPolicy::Kill)
+            });
             st.total += data.len() as u64;
             st.stream_bytes[stream_slot(stream)] += data.len() as u64;
             st.newlines += newlines;
             st.last_byte = data.last().copied();
             // What reached the spool is read from there; only bytes it did not take stay in
             // memory (the ring is empty until the spool stops).
-            st.ring.advance(written as u64);
-            st.ring.push(&data[written..]);
+            if keep {
+                st.ring.advance(written as u64);
+                st.ring.push(&data[written..]);
+            } else {
+                st.ring.advance(data.len() as u64);
+            }
             self.progress.send_replace(st.progress());
         }
         Ok(outcome)
+    }
+
+    /// Writes new bytes (log offset `total` on) at the spool's end while it takes output: how
+    /// many it took, and where it stopped if it stopped (a cap, a full disk, a write error).
+    fn write_new(&self, files: &super::Files, data: &[u8], total: u64) -> (usize, Option<CapHit>) {
+        self.check_spool(files);
+        let spooled = lock(&self.state).spooled;
+        let room = self.config.disk_cap.saturating_sub(spooled);
+        let n = data.len().min(usize::try_from(room).unwrap_or(usize::MAX));
+        let (w, err) = spool::write_at(&files.spool, &data[..n], spooled);
+        lock(&self.state).spooled += w as u64;
+        let reason = match err {
+            Some(e) if spool::is_disk_full(&e) => REASON_DISK_FULL.to_string(),
+            Some(e) => format!("spool write error: {e}"),
+            None if n < data.len() => REASON_DISK_CAP.to_string(),
+            None => return (w, None),
+        };
+        tracing::warn!(spool = %self.spool_path.display(), %reason, "output spool stopped");
+        (w, Some(CapHit { policy: self.config.disk_policy, reason, at: total + w as u64 }))
     }
 
     /// Writes the pending index records. Failure is recorded (stream filters then report it),
@@ -180,7 +190,7 @@ impl OutputLog {
             if st.finished {
                 return Err(OutputError::Finished);
             }
-            (st.total, st.stop.is_some())
+            (st.total, st.hit.is_some())
         };
         let files = self.writer_files()?;
         let size = spool::file_len(&files.spool)?;
@@ -220,11 +230,8 @@ impl OutputLog {
         } else if st.total >= self.config.disk_cap {
             // The child writes the file itself: nothing is dropped, the caller must stop it.
             let at = st.total;
-            let hit = CapHit { policy: DiskPolicy::Kill, reason: REASON_DISK_CAP.into(), at };
-            st.stop = Some(Stop { hit, newlines_before: st.newlines });
-            // Everything up to `total` is on disk; later syncs keep counting the overrun.
-            st.tail =
-                Some(TailSegment { log_start: at, phys_start: at, newlines_before: st.newlines });
+            // Everything up to `total` is on disk, and the child's overrun too: no stop, no gap.
+            st.hit = Some(CapHit { policy: DiskPolicy::Kill, reason: REASON_DISK_CAP.into(), at });
             AppendOutcome::CapReached { policy: DiskPolicy::Kill, reason: REASON_DISK_CAP.into() }
         } else {
             AppendOutcome::Written
@@ -263,71 +270,39 @@ impl OutputLog {
         }
         if self.config.capture == Capture::File {
             self.sync_locked()?;
-        } else if lock(&self.state).resume_wanted()
-            && let Ok(files) = self.writer_files()
-            && self.resume_spool(&files, &[])
-        {
-            // Space came back since the last output: the hot tail is on disk after the head.
-        } else if self.config.disk_policy == DiskPolicy::KeepHeadTail {
-            self.write_final_tail()?;
+        } else if let Ok(files) = self.writer_files() {
+            // Space may have come back since the last output; `keep-head-tail` writes its tail
+            // after the gap now, whatever the cap.
+            let (full, stopped) = {
+                let st = lock(&self.state);
+                (st.resume_wanted(), st.stop.is_some())
+            };
+            if full || (stopped && self.config.disk_policy == DiskPolicy::KeepHeadTail) {
+                self.resume_spool(&files, &[], !full);
+            }
         }
         self.flush_index();
-        let meta = {
+        let (meta, pending) = {
             let mut st = lock(&self.state);
             st.finished = true;
-            // Frees the buffer (reads now go to the spool), except the newest bytes a full disk
-            // kept off it.
-            super::full_tail::release_ring(&mut st);
-            self.meta(&st)
+            // Frees the buffer (reads now go to the spool), except bytes that still wait for
+            // the disk: they stay, and `flush_pending` writes them once it has room.
+            let pending = st.pending(self.config.disk_policy);
+            if !pending {
+                st.release_ring();
+            }
+            (self.meta(&st), pending)
         };
-        // A finished log holds no descriptor; later reads open the files themselves.
-        lock(&self.files).take();
+        // A finished log holds no descriptor (later reads open the files themselves), unless
+        // bytes still wait to be written.
+        if !pending {
+            lock(&self.files).take();
+        }
         let later = LaterMeta(meta);
         let result =
             if later.rebuilt_alike() { Ok(Some(later)) } else { later.write(self).map(|()| None) };
         self.progress.send_replace(lock(&self.state).progress());
         result
-    }
-
-    /// `keep-head-tail` after a stop: copy the ring (in bounded chunks, the lock released during
-    /// each write) to the spool right after the head. On failure the spool is cut back to the
-    /// head and the gap runs to the end.
-    fn write_final_tail(&self) -> Result<(), OutputError> {
-        let (stop, start, end) = {
-            let st = lock(&self.state);
-            let Some(stop) = st.stop.as_ref().filter(|_| st.tail.is_none()) else { return Ok(()) };
-            (stop.hit.at, st.ring.start().max(stop.hit.at), st.total)
-        };
-        let files = self.writer_files()?;
-        let mut buf = vec![0u8; CHUNK_BYTES];
-        let mut pos = start;
-        let mut phys = stop;
-        let mut failed = None;
-        while pos < end {
-            let n = (end - pos).min(CHUNK_BYTES as u64) as usize;
-            if !lock(&self.state).ring.copy_to(pos, &mut buf[..n]) {
-                failed = Some("hot tail moved".to_string());
-                break;
-            }
-            let (w, err) = spool::write_at(&files.spool, &buf[..n], phys);
-            if let Some(e) = err {
-                failed = Some(e.to_string());
-                break;
-            }
-            pos += w as u64;
-            phys += w as u64;
-        }
-        let mut st = lock(&self.state);
-        if let Some(err) = failed {
-            tracing::warn!(error = %err, "writing the final hot tail failed");
-            files.spool.set_len(stop).map_err(|e| OutputError::io("truncate spool", e))?;
-            st.spooled = stop;
-        } else {
-            let newlines_before = st.newlines - st.ring.count_newlines_from(start);
-            st.tail = Some(TailSegment { log_start: start, phys_start: stop, newlines_before });
-            st.spooled = phys;
-        }
-        Ok(())
     }
 }
 
@@ -339,7 +314,8 @@ impl LaterMeta {
     fn rebuilt_alike(&self) -> bool {
         let m = &self.0;
         m.stop.is_none()
-            && m.tail.is_none()
+            && m.hit.is_none()
+            && m.resumes.is_empty()
             && m.gaps.is_empty()
             && m.index_error.is_none()
             && m.spooled_bytes == m.total_bytes

@@ -12,7 +12,10 @@
 
 #![deny(missing_docs)]
 
+mod listener;
 pub mod smaps;
+
+pub use listener::{is_stopped, tcp_listener_pid};
 
 /// `PF_KTHREAD` in `/proc/<pid>/stat` field 9.
 const PF_KTHREAD: u64 = 0x0020_0000;

@@ -143,6 +143,13 @@ pub struct DaemonRunArgs {
     pub sweep_interval_ms: Option<u64>,
 }
 
+impl DaemonRunArgs {
+    /// The certificate and key every network listener serves, when given.
+    fn tls(&self) -> Option<TlsFiles> {
+        self.tls_cert.clone().zip(self.tls_key.clone()).map(|(cert, key)| TlsFiles { cert, key })
+    }
+}
+
 /// How long a stopped daemon waits for its blocking threads before the process exits anyway.
 const RUNTIME_SHUTDOWN: Duration = Duration::from_secs(2);
 
@@ -187,11 +194,7 @@ pub fn run(home: Option<PathBuf>, args: DaemonRunArgs) -> anyhow::Result<ExitCod
     config.e2b = args.e2b.zip(e2b_token).map(|(addr, token_file)| stockade_daemon::E2bConfig {
         addr,
         token_file,
-        tls: args
-            .tls_cert
-            .clone()
-            .zip(args.tls_key.clone())
-            .map(|(cert, key)| TlsFiles { cert, key }),
+        tls: args.tls(),
         insecure_plaintext: args.insecure_plaintext,
     });
     let rt = crate::global::runtime()?;
@@ -282,22 +285,14 @@ fn config(home: PathBuf, args: &DaemonRunArgs) -> DaemonConfig {
     config.socket = args.socket.clone();
     config.ws = args.ws.zip(args.token_file.clone()).map(|(addr, token_file)| {
         let mut ws = WsConfig::new(addr, token_file);
-        ws.tls = args
-            .tls_cert
-            .clone()
-            .zip(args.tls_key.clone())
-            .map(|(cert, key)| TlsFiles { cert, key });
+        ws.tls = args.tls();
         ws.insecure_plaintext = args.insecure_plaintext;
         ws
     });
     config.metrics = args.metrics.map(|addr| MetricsConfig {
         addr,
         token_file: args.token_file.clone(),
-        tls: args
-            .tls_cert
-            .clone()
-            .zip(args.tls_key.clone())
-            .map(|(cert, key)| TlsFiles { cert, key }),
+        tls: args.tls(),
         insecure_plaintext: args.insecure_plaintext,
     });
     config.metrics_token_file = args.metrics_token_file.clone();

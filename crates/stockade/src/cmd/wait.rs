@@ -76,7 +76,14 @@ pub fn wait(global: &Global, args: WaitArgs) -> anyhow::Result<ExitCode> {
                 Err(e) if no_such_session(&e) && global.remote.is_none() => {
                     from_disk(global, id, deadline)?
                 }
-                Err(e) if e.downcast_ref::<NoAnswer>().is_some() => {
+                // No answer, or a daemon seen stopped (said at once): exit 124, as at a timeout.
+                Err(e)
+                    if e.downcast_ref::<NoAnswer>().is_some()
+                        || matches!(
+                            e.downcast_ref::<ClientError>(),
+                            Some(ClientError::DaemonStopped { .. })
+                        ) =>
+                {
                     eprintln!("stockade: {e}");
                     return Ok(ExitCode::from(124));
                 }

@@ -109,9 +109,25 @@ fn after_a_full_disk_and_a_restart_nothing_is_lost_or_mislabelled() {
     assert_eq!(read["gaps"][0]["reason"], "disk full", "{read}");
     let spool = Path::new(s["spool_path"].as_str().unwrap());
     let on_disk = std::fs::metadata(spool).unwrap().len();
-    let (bytes, _) = rpc.read_all_raw(&flood_id, 1 << 20);
+    // The newest bytes waited in memory and were written once space was freed: after the gap
+    // (or gaps), each byte is the one printed at its offset.
+    let (bytes, jumps) = read_raw_across(&mut rpc, &flood_id);
     assert_eq!(bytes.len() as u64, on_disk);
-    assert!(bytes.iter().enumerate().all(|(i, &b)| b == if i % 2 == 0 { b'X' } else { b'\n' }));
+    let gaps: Vec<(u64, u64)> = read["gaps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| (g["start"].as_u64().unwrap(), g["end"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(jumps, gaps, "{read}");
+    let mut at = 0u64;
+    let mut offsets = Vec::new();
+    for &(s, e) in &gaps {
+        offsets.extend(at..s);
+        at = e;
+    }
+    offsets.extend(at..at + (bytes.len() - offsets.len()) as u64);
+    assert!(bytes.iter().zip(&offsets).all(|(&b, &i)| b == if i % 2 == 0 { b'X' } else { b'\n' }));
     let s = list["sessions"].as_array().unwrap().iter().find(|s| s["id"] == full_id).unwrap();
     assert_eq!(s["state"], "exited", "listed with its true end: {s}");
     drop(rpc);
@@ -160,7 +176,7 @@ fn a_full_disk_under_the_daemon_log_stops_no_capture() {
 }
 
 /// Fills the tmpfs until about `free` bytes are left; returns the filler file.
-fn fill_leaving(tmpfs: &Tmpfs, free: u64) -> std::path::PathBuf {
+pub(crate) fn fill_leaving(tmpfs: &Tmpfs, free: u64) -> std::path::PathBuf {
     let fill = tmpfs.dir.join("fill");
     let mut f = std::fs::File::create(&fill).unwrap();
     let chunk = vec![0u8; 64 * 1024];
@@ -177,7 +193,7 @@ fn fill_leaving(tmpfs: &Tmpfs, free: u64) -> std::path::PathBuf {
 
 /// Reads a session's whole spool raw, following the cursor across a gap; returns the bytes and
 /// the log offsets of every jump.
-fn read_raw_across(rpc: &mut Rpc, id: &str) -> (Vec<u8>, Vec<(u64, u64)>) {
+pub(crate) fn read_raw_across(rpc: &mut Rpc, id: &str) -> (Vec<u8>, Vec<(u64, u64)>) {
     let (mut out, mut jumps, mut cursor) = (Vec::new(), Vec::new(), 0u64);
     loop {
         let r = rpc.ok(

@@ -20,10 +20,10 @@ fn drain_tid(pid: u32) -> Option<i32> {
 }
 
 /// A thread stopped by ptrace; let go (detached) on drop, even when the test fails.
-struct Stopped(i32);
+pub(crate) struct Stopped(i32);
 
 impl Stopped {
-    fn interrupt(tid: i32) -> Result<Stopped, String> {
+    pub(crate) fn interrupt(tid: i32) -> Result<Stopped, String> {
         // SAFETY: ptrace requests on a thread id, no pointers passed.
         unsafe {
             if libc::ptrace(libc::PTRACE_SEIZE, tid, 0, 0) != 0 {

@@ -82,6 +82,19 @@ fn spawns(d: &DaemonProc) -> u64 {
         .unwrap_or_else(|| panic!("no spawn count in:\n{body}"))
 }
 
+/// `stockade --home HOME ARGS` against `d`, which must succeed; its stdout, trimmed.
+fn cli_of(d: &DaemonProc, args: &[&str]) -> String {
+    let out = Command::new(stockade_testkit::stockade_bin())
+        .arg("--home")
+        .arg(&d.home)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+    text(&out.stdout).trim().to_owned()
+}
+
 fn read_token(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap().trim().to_owned()
 }
@@ -509,28 +522,37 @@ fn the_e2b_file_api_is_held_to_the_ceiling_and_never_reaches_the_home() {
 #[test]
 fn a_sandboxed_session_gets_nothing_at_the_loopback_e2b_door() {
     let s = Sbx::new(User::Root);
-    let _daemon = Reaped(
-        s.cli(&["daemon", "run", "--e2b", "127.0.0.1:0"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let mut child = s
+        .cli(&["daemon", "run", "--e2b", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let _daemon = Reaped(child);
+    // The door's address, from the daemon's start lines (stderr drained to its end meanwhile).
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)).map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut said = String::new();
+    while let Ok(line) = rx.recv_timeout(Duration::from_secs(30)) {
+        said.push_str(&line);
+        said.push('\n');
+        if line.contains("listening on") {
+            break;
+        }
+    }
+    let port = said
+        .split("E2B door on http://")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|a| a.rsplit(':').next())
+        .unwrap_or_else(|| panic!("the daemon names its E2B door:\n{said}"))
+        .to_owned();
     let token_file = s.home.path().join("e2b-token");
-    eventually(Duration::from_secs(20), "the daemon's E2B token", || {
-        token_file.exists().then_some(())
-    });
-    // The door's address, from the socket table: the daemon's one listener besides its socket.
-    let pid = s.daemon_pid();
-    let port = eventually(Duration::from_secs(10), "the E2B door's port", || {
-        let out = Command::new("ss").args(["-Htlnp"]).output().ok()?;
-        text(&out.stdout)
-            .lines()
-            .find(|l| l.contains(&format!("pid={pid},")))
-            .and_then(|l| l.split_whitespace().nth(3))
-            .and_then(|a| a.rsplit(':').next())
-            .map(str::to_owned)
-    });
     let escaped = s.outside.join("escaped-through-e2b");
     let script = format!(
         r#"
@@ -566,17 +588,7 @@ fn kill_all_is_audited_with_the_ids_it_ended() {
     let tmp = tempfile::tempdir().unwrap();
     let audit = tmp.path().join("audit.log");
     let d = DaemonProc::start(&["--audit-log", audit.to_str().unwrap()]);
-    let cli = |args: &[&str]| {
-        let out = Command::new(stockade_testkit::stockade_bin())
-            .arg("--home")
-            .arg(&d.home)
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
-        text(&out.stdout).trim().to_owned()
-    };
+    let cli = |args: &[&str]| cli_of(&d, args);
     let ids = [cli(&["run", "--bg", "-q", "sleep 100"]), cli(&["run", "--bg", "-q", "sleep 100"])];
     cli(&["kill", "--all"]);
     let line = eventually(Duration::from_secs(10), "the audit line of kill --all", || {
@@ -611,17 +623,7 @@ fn rss(pid: u32) -> u64 {
 fn pipelined_large_reads_that_are_never_read_stay_within_the_budget() {
     use std::os::unix::net::UnixStream;
     let d = DaemonProc::start(&[]);
-    let cli = |args: &[&str]| {
-        let out = Command::new(stockade_testkit::stockade_bin())
-            .arg("--home")
-            .arg(&d.home)
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
-        text(&out.stdout).trim().to_owned()
-    };
+    let cli = |args: &[&str]| cli_of(&d, args);
     // 8 MiB of output to read from.
     let id = cli(&["run", "--bg", "-q", "head -c 6291456 /dev/zero | base64 -w 0"]);
     cli(&["wait", &id]);
