@@ -324,3 +324,68 @@ fn full() -> Response {
     headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
     closing(response)
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    /// A gated door answering `ok` to everything, whose token is the header `x-key: k`.
+    fn door() -> (SocketAddr, CancellationToken) {
+        let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
+        let door = GatedDoor::bind(loopback, None, Admission::new()).unwrap();
+        let addr = door.local_addr().unwrap();
+        let router = Router::new().fallback(|| async { "ok" });
+        let key: Authenticates = Arc::new(|h: &HeaderMap| h.get("x-key").is_some_and(|v| v == "k"));
+        let stop = CancellationToken::new();
+        tokio::spawn(door.serve(router, key, stop.clone()));
+        (addr, stop)
+    }
+
+    /// Reads until the answer's body `ok` has come, or the connection ends.
+    async fn answer(s: &mut TcpStream) -> String {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !got.ends_with(b"ok") {
+            match tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf)).await {
+                Ok(Ok(n)) if n > 0 => got.extend_from_slice(&buf[..n]),
+                _ => break,
+            }
+        }
+        String::from_utf8_lossy(&got).into_owned()
+    }
+
+    #[tokio::test]
+    async fn a_request_without_the_token_is_answered_and_its_connection_closed() {
+        let (addr, stop) = door();
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+        let said = answer(&mut s).await;
+        assert!(said.starts_with("HTTP/1.1 200") && said.contains("connection: close"), "{said}");
+        let mut rest = Vec::new();
+        let end = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut rest)).await;
+        assert!(matches!(end, Ok(Ok(0))), "the connection is closed after the answer");
+        stop.cancel();
+    }
+
+    #[tokio::test]
+    async fn a_token_holder_keeps_its_connection_past_the_deadline_a_silent_one_does_not() {
+        let (addr, stop) = door();
+        let mut silent = TcpStream::connect(addr).await.unwrap();
+        let mut holder = TcpStream::connect(addr).await.unwrap();
+        let ask = b"GET / HTTP/1.1\r\nHost: x\r\nx-key: k\r\n\r\n";
+        holder.write_all(ask).await.unwrap();
+        let said = answer(&mut holder).await;
+        assert!(said.starts_with("HTTP/1.1 200") && !said.contains("close"), "{said}");
+        tokio::time::sleep(HEAD_DEADLINE + Duration::from_millis(500)).await;
+        // The silent one was closed at the deadline; the token holder's is still served.
+        let mut rest = Vec::new();
+        let end = tokio::time::timeout(Duration::from_secs(1), silent.read_to_end(&mut rest)).await;
+        assert!(matches!(end, Ok(Ok(0))), "a silent connection is closed at the deadline");
+        holder.write_all(ask).await.unwrap();
+        let said = answer(&mut holder).await;
+        assert!(said.starts_with("HTTP/1.1 200"), "{said}");
+        stop.cancel();
+    }
+}
