@@ -1,7 +1,8 @@
 //! What a client looks at while its daemon does not answer: the daemon's process, from the
 //! pid in its lock file (a local daemon) or from who listens on the door's port (a remote URL
 //! on this machine). A daemon stopped by a signal (`kill -STOP`, state `T`) is named within a
-//! fraction of a second, with the command that continues it, instead of a call timeout later;
+//! fraction of a second, with the command that continues it, instead of a call timeout later
+//! (a call already sent when it stops waits out a stop of up to [`STOPPED_PATIENCE`]);
 //! a local daemon whose heartbeat (the stamp of its `daemon.beat`, see `stockade_proto::home`) has been
 //! still for 1.5 s while an answer is late is named hung.
 
@@ -14,6 +15,11 @@ use stockade_proto::home::{HEARTBEAT_FILE, HEARTBEAT_STALE_MS};
 pub(crate) const LOOK_EVERY: Duration = Duration::from_millis(200);
 /// How late an answer must be before the daemon's heartbeat is looked at.
 const LATE: Duration = Duration::from_millis(500);
+/// How long a call already sent waits out a daemon stopped meanwhile (a debugger's step, an
+/// orchestrator's freeze, an operator's short `kill -STOP`) before it says so: the request is in
+/// the daemon's socket and is answered when it continues. A call to a daemon that is stopped
+/// already is refused before it is sent, at once.
+pub(crate) const STOPPED_PATIENCE: Duration = Duration::from_secs(5);
 
 /// Why a daemon gives no answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,14 +87,18 @@ impl DaemonWatch {
     }
 
     /// Waits until `ready` says the answer has begun to arrive, or `deadline`, looking at the
-    /// daemon every [`LOOK_EVERY`]: an error as soon as it is stopped, or (once the answer is
-    /// [`LATE`] late) its heartbeat says it is hung.
+    /// daemon every [`LOOK_EVERY`]: an error once it has been stopped for
+    /// [`STOPPED_PATIENCE`], or (once the answer is [`LATE`] late, and the daemon has not been
+    /// stopped for a heartbeat's staleness) its heartbeat says it is hung.
     pub(crate) fn wait(
         &mut self,
         deadline: Instant,
         mut ready: impl FnMut(Duration) -> std::io::Result<bool>,
     ) -> Result<(), Silent> {
         let sent = Instant::now();
+        let stale = Duration::from_millis(HEARTBEAT_STALE_MS);
+        let (mut stopped_since, mut last_stopped): (Option<Instant>, Option<Instant>) =
+            (None, None);
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() || matches!(self, DaemonWatch::Remote) {
@@ -99,9 +109,18 @@ impl DaemonWatch {
                 return Ok(());
             }
             if let Some(pid) = self.stopped() {
-                return Err(Silent::Stopped(pid));
+                let since = *stopped_since.get_or_insert_with(Instant::now);
+                last_stopped = Some(Instant::now());
+                if since.elapsed() >= STOPPED_PATIENCE {
+                    return Err(Silent::Stopped(pid));
+                }
+                continue;
             }
+            stopped_since = None;
+            // A daemon just continued has not stamped its heartbeat yet: not hung.
+            let beating_again = last_stopped.is_none_or(|t| t.elapsed() >= stale);
             if sent.elapsed() >= LATE
+                && beating_again
                 && let Some((pid, still)) = self.hung()
             {
                 return Err(Silent::Hung(pid, still));
