@@ -64,7 +64,7 @@ pub async fn call(
     match method {
         "Start" => start(door, visitor, headers, body, streaming).await,
         "Connect" => reconnect(door, headers, body, streaming).await,
-        "StreamInput" => stream_input(door, body).await,
+        "StreamInput" => stream_input(door, visitor, body).await,
         _ => connect::unary(unary(&door, visitor, method, body, streaming).await),
     }
 }
@@ -268,7 +268,7 @@ fn serve_events(door: Arc<Door>, session: Arc<Session>, keepalive: Option<Durati
 }
 
 /// `StreamInput`: a `start` naming the command, then `data` messages written in order.
-async fn stream_input(door: Arc<Door>, body: Body) -> Response {
+async fn stream_input(door: Arc<Door>, visitor: &Visitor, body: Body) -> Response {
     let result = async {
         let mut frames = Envelopes::default();
         let mut body = body.into_data_stream();
@@ -280,7 +280,10 @@ async fn stream_input(door: Arc<Door>, body: Body) -> Response {
             while let Some((_, message)) = frames.next_frame()? {
                 let m: StreamInputRequest = connect::decode(&message)?;
                 if let Some(start) = m.start {
-                    session = Some(door.select(start.process.as_ref())?);
+                    let s = door.select(start.process.as_ref())?;
+                    // One audit line per input stream, as `SendInput` has one per write.
+                    door.hall.audit(visitor, "write", Some(s.id()));
+                    session = Some(s);
                 } else if let Some(data) = m.data {
                     let Some(s) = session.as_ref() else {
                         return Err(RpcError::invalid("data before the start message"));
