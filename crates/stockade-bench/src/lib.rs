@@ -32,8 +32,10 @@
 
 pub mod bulk;
 pub mod daemon;
+mod edge_cases;
 pub mod edges;
 mod error;
+pub mod growth_plots;
 pub mod memory;
 pub mod meta;
 pub mod peers;

@@ -140,7 +140,7 @@ pub fn growth(cfg: &GrowthConfig) -> Result<Vec<RunSummary>> {
     pb.finish_and_clear();
     let all = summary::read_jsonl(&cfg.out.join("summary.jsonl"))?;
     summary::write_markdown(&cfg.out.join("summary.md"), &all)?;
-    crate::plots::growth_plots(&cfg.out, &all, cfg.memory_line_mib)?;
+    crate::growth_plots::growth_plots(&cfg.out, &all, cfg.memory_line_mib)?;
     Ok(done)
 }
 

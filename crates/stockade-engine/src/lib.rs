@@ -35,6 +35,7 @@
 
 pub mod blocking;
 mod engine;
+mod engine_config;
 mod error;
 mod input;
 mod key_mark;
@@ -54,9 +55,9 @@ mod state_dir;
 mod view;
 mod wait;
 
-pub use engine::{
-    Engine, EngineConfig, EngineLimits, EngineStats, Forgotten, MAX_RETAINED_CAP, MIN_RETAINED_CAP,
-    Started,
+pub use engine::Engine;
+pub use engine_config::{
+    EngineConfig, EngineLimits, EngineStats, Forgotten, MAX_RETAINED_CAP, MIN_RETAINED_CAP, Started,
 };
 pub use error::EngineError;
 pub use input::{InputKind, InputRefused};

@@ -13,7 +13,7 @@ use clap::Parser;
 use stockade_bench::meta::RunMeta;
 use stockade_bench::peers;
 use stockade_bench::runner::{self, GrowthConfig, Variant};
-use stockade_bench::{BenchError, Result, edges, memory, plots, scale, speed, summary};
+use stockade_bench::{BenchError, Result, edges, memory, scale, speed, summary};
 use stockade_proto::Capture;
 
 use args::{BenchCommand, Cli, GrowthArgs, MemoryArgs, PlotArgs};
@@ -134,7 +134,11 @@ fn bench(cli: Cli) -> Result<ExitCode> {
 fn plot(a: &PlotArgs) -> Result<ExitCode> {
     let rows = summary::read_jsonl(&a.out.join("summary.jsonl"))?;
     summary::write_markdown(&a.out.join("summary.md"), &rows)?;
-    let written = plots::growth_plots(&a.out, &rows, a.memory_line as f64 / (1 << 20) as f64)?;
+    let written = stockade_bench::growth_plots::growth_plots(
+        &a.out,
+        &rows,
+        a.memory_line as f64 / (1 << 20) as f64,
+    )?;
     for p in written {
         println!("{}", p.display());
     }
