@@ -4,7 +4,7 @@
 use std::os::unix::fs::PermissionsExt as _;
 use std::time::{Duration, Instant};
 
-use stockade_testkit::{Home, text};
+use stockade_testkit::{Home, eventually, text};
 
 #[test]
 fn a_shared_directory_is_refused_as_home_and_left_as_it_was() {
@@ -201,6 +201,11 @@ fn wait_timeout_holds_against_a_stopped_daemon() {
     let pid = home.daemon_pid().unwrap();
     // SAFETY: kill(2) on the daemon this test's home started (its pid from its lock file).
     unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+    // The stop is delivered asynchronously: the call is made once the daemon is stopped.
+    eventually(Duration::from_secs(5), "the daemon in state T", || {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        (stat.rsplit(')').next()?.split_whitespace().next()? == "T").then_some(())
+    });
     let started = Instant::now();
     let out = home.run(&["wait", "--timeout", "2s", &id]);
     let took = started.elapsed();
