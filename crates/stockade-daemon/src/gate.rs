@@ -37,8 +37,8 @@ use tower::ServiceExt as _;
 
 use crate::admission::{Admission, Pending, Stage, UNIX_RESERVE};
 use crate::config::MAX_CONNECTIONS;
-use crate::reload::LiveTls;
-use crate::tls::{DoorStream, TlsDoor};
+use crate::reload::{DoorCert, LiveTls};
+use crate::tls::DoorStream;
 
 /// How long a connection has, from when it is looked at, to send its first byte, finish TLS and
 /// send a request head that authenticates. It holds one of the few pending places until then.
@@ -70,7 +70,6 @@ pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
 #[derive(Clone)]
 pub(crate) enum DoorTls {
     Plain,
-    Fixed(Arc<TlsAcceptor>),
     Live(LiveTls),
 }
 
@@ -79,7 +78,6 @@ impl DoorTls {
     pub(crate) fn now(&self) -> Option<Arc<TlsAcceptor>> {
         match self {
             DoorTls::Plain => None,
-            DoorTls::Fixed(acceptor) => Some(Arc::clone(acceptor)),
             DoorTls::Live(live) => Some(live.get()),
         }
     }
@@ -132,9 +130,10 @@ pub struct GatedDoor {
 }
 
 impl GatedDoor {
-    /// A door outside the daemon (`stockade mcp --http`): `admission` is that process's own.
-    pub fn new(listener: TcpListener, tls: Option<TlsDoor>, admission: Arc<Admission>) -> Self {
-        let tls = tls.map_or(DoorTls::Plain, |t| DoorTls::Fixed(Arc::new(t.acceptor())));
+    /// A door outside the daemon (`stockade mcp --http`): its certificate and key as a
+    /// [`Keyring`](crate::Keyring) reloads them; `admission` is that process's own.
+    pub fn new(listener: TcpListener, tls: Option<DoorCert>, admission: Arc<Admission>) -> Self {
+        let tls = tls.map_or(DoorTls::Plain, |t| DoorTls::Live(t.0));
         GatedDoor { listener, tls, admission }
     }
 
@@ -142,7 +141,7 @@ impl GatedDoor {
     /// runtime.
     pub fn bind(
         addr: SocketAddr,
-        tls: Option<TlsDoor>,
+        tls: Option<DoorCert>,
         admission: Arc<Admission>,
     ) -> std::io::Result<Self> {
         Ok(GatedDoor::new(bind(addr)?, tls, admission))

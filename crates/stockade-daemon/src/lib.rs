@@ -69,10 +69,10 @@ pub use gate::{Authenticates, GatedDoor, HEAD_DEADLINE};
 pub use hall::{FileAccess, Hall, StartError, Visitor};
 pub use memory::ALLOCATOR;
 pub use outer_door::{DoorKey, OuterDoor};
-pub use reload::Reloader;
+pub use reload::{DoorCert, Keyring, Reloader};
 pub use schedule::{CRASH_AFTER_CLAIM_ENV, MIN_INTERVAL_ENV};
 pub use server::Daemon;
-pub use tls::{DoorStream, TlsDoor, TlsFiles};
+pub use tls::{DoorStream, TlsFiles};
 pub use tokio_util::sync::CancellationToken;
 
 /// Bind the daemon for `config` and serve until `token` is cancelled (or a `shutdown` request

@@ -41,6 +41,22 @@ impl std::fmt::Debug for DoorKey {
 }
 
 impl DoorKey {
+    pub(crate) fn from_live(token: LiveToken) -> DoorKey {
+        DoorKey(token)
+    }
+
+    /// A token given on the command line rather than in a file (never reloaded), under the
+    /// same rules as a token file's content.
+    pub fn fixed(token: &str) -> Result<DoorKey, stockade_proto::token::TokenFileError> {
+        crate::token::WsToken::given(token).map(|t| DoorKey(Arc::new(crate::reload::Live::new(t))))
+    }
+
+    /// Whether a request with these headers carries `Authorization: Bearer <token>` with the
+    /// token in force now (any case of the scheme; constant time in the token).
+    pub fn authorizes(&self, headers: &axum::http::HeaderMap) -> bool {
+        self.0.authorizes(headers)
+    }
+
     /// The fingerprint of the token (for the audit log) when `presented` is the one in force now,
     /// compared in constant time; `None` otherwise.
     pub fn check(&self, presented: &[u8]) -> Option<String> {

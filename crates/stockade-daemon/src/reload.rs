@@ -44,7 +44,7 @@ pub(crate) const POLL: Duration = Duration::from_secs(1);
 pub(crate) struct Live<T>(RwLock<Arc<T>>);
 
 impl<T> Live<T> {
-    fn new(value: T) -> Live<T> {
+    pub(crate) fn new(value: T) -> Live<T> {
         Live(RwLock::new(Arc::new(value)))
     }
 
@@ -168,6 +168,67 @@ impl Reloader {
     /// Read every token file and the certificate and key again now, changed or not.
     pub fn reload(&self) {
         self.0.notify_one();
+    }
+
+    /// Reload on every SIGHUP from now on (must be called inside a tokio runtime). With the
+    /// handler, SIGHUP is never the end of the process (without one it would be, and as PID 1
+    /// it would be ignored), with or without a door.
+    pub fn on_sighup(&self) -> std::io::Result<()> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut hangups = signal(SignalKind::hangup())?;
+        let reloader = self.clone();
+        tokio::spawn(async move {
+            while hangups.recv().await.is_some() {
+                reloader.reload();
+            }
+        });
+        Ok(())
+    }
+}
+
+/// The credentials of a network door served by another process (`stockade mcp --http`), read
+/// and reloaded by the mechanism the daemon's own doors use: the same token-file rules, the same
+/// poll of each file's identity and SIGHUP ([`Reloader`]), the same constant-time compare
+/// ([`DoorKey`](crate::DoorKey)) and TLS acceptor.
+#[derive(Default)]
+pub struct Keyring {
+    credentials: Credentials,
+}
+
+/// A certificate and key in force for a door, as reloaded (cheap to clone).
+#[derive(Clone)]
+pub struct DoorCert(pub(crate) LiveTls);
+
+impl std::fmt::Debug for DoorCert {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DoorCert(<certificate and key>)")
+    }
+}
+
+impl Keyring {
+    /// An empty keyring.
+    pub fn new() -> Keyring {
+        Keyring::default()
+    }
+
+    /// Read the token in `path` (the token-file rules: private to its owner, long enough) and
+    /// reload it from then on. `what` names it in the log ("the MCP server's token").
+    pub fn token(
+        &mut self,
+        what: &'static str,
+        path: &Path,
+    ) -> Result<crate::DoorKey, WsSetupError> {
+        self.credentials.token(what, path).map(crate::DoorKey::from_live)
+    }
+
+    /// Load the certificate and key and reload them, together, from then on.
+    pub fn tls(&mut self, files: &TlsFiles) -> Result<DoorCert, WsSetupError> {
+        self.credentials.tls(files).map(DoorCert)
+    }
+
+    /// Reload on `reloader` and when a file changes, until `stop` is cancelled.
+    pub async fn watch(self, reloader: Reloader, stop: CancellationToken) {
+        run(self.credentials, reloader, Metrics::default(), stop).await;
     }
 }
 

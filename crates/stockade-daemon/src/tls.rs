@@ -64,29 +64,6 @@ pub(crate) fn acceptor(files: &TlsFiles) -> Result<TlsAcceptor, WsSetupError> {
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
 
-/// A loaded certificate and key, for a listener outside this crate (`stockade mcp --http`):
-/// the same files, checks and TLS setup as the WebSocket door.
-#[derive(Clone)]
-pub struct TlsDoor(TlsAcceptor);
-
-impl TlsDoor {
-    /// Load the certificate chain and key.
-    pub fn load(files: &TlsFiles) -> Result<TlsDoor, WsSetupError> {
-        acceptor(files).map(TlsDoor)
-    }
-
-    /// The connection once its TLS handshake is done; `None` when it failed. The caller bounds
-    /// how long it may take.
-    pub async fn accept(&self, stream: TcpStream, peer: SocketAddr) -> Option<DoorStream> {
-        accept(stream, Some(&self.0), peer).await
-    }
-
-    /// The acceptor, for the admission gate (`gate`).
-    pub(crate) fn acceptor(&self) -> TlsAcceptor {
-        self.0.clone()
-    }
-}
-
 /// The transport under one door connection.
 enum Inner {
     Plain(TcpStream),

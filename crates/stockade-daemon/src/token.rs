@@ -28,6 +28,12 @@ impl WsToken {
             .map_err(|problem| WsSetupError::TokenFile { path: path.to_owned(), problem })
     }
 
+    /// A token given whole rather than read from a file, under the same length rule.
+    pub(crate) fn given(token: &str) -> Result<WsToken, stockade_proto::token::TokenFileError> {
+        stockade_proto::token::check_token(token.as_bytes())?;
+        Ok(WsToken(token.as_bytes().to_vec()))
+    }
+
     /// Whether `presented` is the token. Constant time in the token's content (a different
     /// length is refused at once: the length is not the secret).
     fn matches(&self, presented: &[u8]) -> bool {

@@ -17,8 +17,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use stockade_daemon::{Admission, Authenticates, GatedDoor, TlsDoor, TlsFiles};
-use stockade_proto::token;
+use stockade_daemon::{Admission, Authenticates, DoorKey, GatedDoor, Keyring, Reloader, TlsFiles};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
@@ -28,12 +27,26 @@ use crate::server::StockadeMcp;
 /// The path the MCP endpoint is served on.
 pub const MCP_PATH: &str = "/mcp";
 
+/// Where the bearer token comes from.
+#[derive(Clone)]
+pub enum HttpToken {
+    /// Given whole (`--token`): never changes.
+    Given(String),
+    /// A token file (`--token-file`, or the home's `mcp-token`), read under the token-file rules
+    /// and read again when it changes (a kubelet's `..data` swap, a rename) or on
+    /// [`HttpGuard::reloader`] (SIGHUP), as the daemon's doors read theirs.
+    File(std::path::PathBuf),
+}
+
 /// How an HTTP server is guarded. Its `Debug` never shows the token.
 #[derive(Clone)]
 pub struct HttpGuard {
     /// The bearer token every request must carry (at least
     /// [`MIN_TOKEN_LEN`](stockade_proto::token::MIN_TOKEN_LEN) bytes).
-    pub token: String,
+    pub token: HttpToken,
+    /// Reads the token file and the certificate and key again when asked (the binary asks on
+    /// SIGHUP); they are also read again when their files change.
+    pub reloader: Reloader,
     /// Browser origins allowed to call (e.g. `http://localhost:6274`); a request with any other
     /// `Origin` header is refused with 403. Requests without one (non-browser clients) pass.
     pub allowed_origins: Vec<String>,
@@ -60,15 +73,25 @@ impl std::fmt::Debug for HttpGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "HttpGuard(token: <redacted>, origins: {:?}, max_sessions: {}, max_streams: {})",
-            self.allowed_origins, self.max_sessions, self.max_streams
+            "HttpGuard(token: {}, origins: {:?}, max_sessions: {}, max_streams: {})",
+            match &self.token {
+                HttpToken::Given(_) => "<redacted>".to_owned(),
+                HttpToken::File(path) => format!("file {}", path.display()),
+            },
+            self.allowed_origins,
+            self.max_sessions,
+            self.max_streams
         )
     }
 }
 
 /// Check the guard before anything listens.
 pub fn check_guard(guard: &HttpGuard) -> Result<(), ServeError> {
-    token::check_token(guard.token.as_bytes()).map_err(|problem| ServeError::BadToken { problem })
+    match &guard.token {
+        HttpToken::Given(token) => DoorKey::fixed(token).map(drop),
+        HttpToken::File(path) => stockade_proto::token::read_token_file(path).map(drop),
+    }
+    .map_err(|problem| ServeError::BadToken { problem })
 }
 
 /// Serve `server` on `addr` until `cancel` fires. `ready` receives the bound address (useful
@@ -81,9 +104,17 @@ pub async fn serve(
     cancel: CancellationToken,
     ready: impl FnOnce(SocketAddr),
 ) -> Result<(), ServeError> {
-    check_guard(&guard)?;
-    // Before anything listens: a bad certificate or key is the operator's to fix now.
-    let door = tls.as_ref().map(TlsDoor::load).transpose()?;
+    // Before anything listens: a bad token, certificate or key is the operator's to fix now.
+    // Then they are reloaded by the mechanism the daemon's doors use (see `Keyring`).
+    let mut keyring = Keyring::new();
+    let key = match &guard.token {
+        HttpToken::Given(token) => {
+            DoorKey::fixed(token).map_err(|problem| ServeError::BadToken { problem })?
+        }
+        HttpToken::File(path) => keyring.token("the MCP server's token", path)?,
+    };
+    let door = tls.as_ref().map(|files| keyring.tls(files)).transpose()?;
+    tokio::spawn(keyring.watch(guard.reloader.clone(), cancel.clone()));
     let mut config = StreamableHttpServerConfig::default()
         .with_cancellation_token(cancel.clone())
         .with_allowed_origins(guard.allowed_origins.clone())
@@ -111,8 +142,7 @@ pub async fn serve(
     });
     let service: StreamableHttpService<StockadeMcp, LocalSessionManager> =
         StreamableHttpService::new(move || Ok(server.clone()), sessions, config);
-    let expected: Arc<[u8]> = Arc::from(guard.token.into_bytes());
-    let checked = Arc::clone(&expected);
+    let checked = key.clone();
     // Outermost first: the token, then the caps (so nobody without it learns how full we are).
     let router = axum::Router::new()
         .nest_service(MCP_PATH, service)
@@ -129,26 +159,18 @@ pub async fn serve(
     // A connection is in once a request head carries the token; until then it is pending at
     // the admission gate the daemon's doors pass (a few places, a head deadline, silent and
     // trickling connections dropped to make room), so a flood cannot keep a token holder out.
-    let authenticates: Authenticates = Arc::new(move |headers| carries(headers, &expected));
+    let authenticates: Authenticates = Arc::new(move |headers| key.authorizes(headers));
     door.serve(router, authenticates, cancel).await;
     Ok(())
 }
 
-/// Whether a request carries the bearer token (compared in constant time).
-fn carries(headers: &HeaderMap, expected: &[u8]) -> bool {
-    headers
-        .get_all(header::AUTHORIZATION)
-        .iter()
-        .any(|v| token::bearer(v.as_bytes()).is_some_and(|t| constant_time_eq(t, expected)))
-}
-
 async fn require_bearer(
-    State(expected): State<Arc<[u8]>>,
+    State(key): State<DoorKey>,
     headers: HeaderMap,
     request: Request,
     next: Next,
 ) -> Response {
-    if carries(&headers, &expected) {
+    if key.authorizes(&headers) {
         return next.run(request).await;
     }
     let presented = headers.contains_key(header::AUTHORIZATION);
@@ -288,35 +310,15 @@ async fn closed_is_ok(request: Request, next: Next) -> Response {
     response
 }
 
-/// Compare without an early exit, so the time taken does not reveal how much of a guess was
-/// right. (The length is not secret: it is the same for every correct token.)
-#[inline(never)]
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    let mut diff = u8::from(a.len() != b.len());
-    for (i, y) in b.iter().enumerate() {
-        let x = a.get(i).copied().unwrap_or(0);
-        diff |= x ^ y;
-    }
-    std::hint::black_box(diff) == 0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn tokens_compare_exactly() {
-        assert!(constant_time_eq(b"Bearer abc", b"Bearer abc"));
-        assert!(!constant_time_eq(b"Bearer abd", b"Bearer abc"));
-        assert!(!constant_time_eq(b"Bearer ab", b"Bearer abc"));
-        assert!(!constant_time_eq(b"Bearer abcd", b"Bearer abc"));
-        assert!(!constant_time_eq(b"", b"Bearer abc"));
-    }
-
-    #[test]
     fn every_bind_needs_a_long_token() {
         let guard = |t: &str| HttpGuard {
-            token: t.to_owned(),
+            token: HttpToken::Given(t.to_owned()),
+            reloader: Reloader::default(),
             allowed_origins: vec![],
             max_sessions: DEFAULT_MAX_SESSIONS,
             max_streams: DEFAULT_MAX_STREAMS,

@@ -237,7 +237,7 @@ pub fn run(home: Option<PathBuf>, args: DaemonRunArgs) -> anyhow::Result<ExitCod
             signals.recv().await;
             on_signal.cancel();
         });
-        reload_on_sighup(daemon.reloader()).context("cannot watch SIGHUP")?;
+        daemon.reloader().on_sighup().context("cannot watch SIGHUP")?;
         let served = daemon.serve(token).await;
         if let Some(stop) = e2b {
             stop.cancel();
@@ -351,19 +351,6 @@ fn config(home: PathBuf, args: &DaemonRunArgs) -> DaemonConfig {
         config.sweep_interval = Duration::from_millis(ms);
     }
     config
-}
-
-/// SIGHUP reads the tokens and certificate again; never the end of the daemon (without a
-/// handler it would be, and as PID 1 it would be ignored), with or without a door.
-fn reload_on_sighup(reloader: stockade_daemon::Reloader) -> std::io::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut hangups = signal(SignalKind::hangup())?;
-    tokio::spawn(async move {
-        while hangups.recv().await.is_some() {
-            reloader.reload();
-        }
-    });
-    Ok(())
 }
 
 /// SIGTERM or SIGINT, whichever comes first.

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use stockade_mcp::http::HttpGuard;
+use stockade_mcp::http::{HttpGuard, HttpToken};
 use stockade_mcp::{Answers, CancellationToken, Daemon, RunDefaults, Transport};
 
 use crate::global::Global;
@@ -107,12 +107,13 @@ pub fn mcp(global: &Global, mut args: McpArgs) -> anyhow::Result<ExitCode> {
     let transport = match args.http {
         Some(addr) => {
             let token = match (&args.token, &args.token_file) {
-                (_, Some(path)) => read_token(path)?,
-                (Some(t), None) => t.clone(),
-                (None, None) => default_token(global)?,
+                (_, Some(path)) => HttpToken::File(checked_token_file(path)?),
+                (Some(t), None) => HttpToken::Given(t.clone()),
+                (None, None) => HttpToken::File(default_token(global)?),
             };
             let guard = HttpGuard {
                 token,
+                reloader: stockade_daemon::Reloader::default(),
                 allowed_origins: args.allow_origin,
                 max_sessions: args.max_sessions.unwrap_or(stockade_mcp::http::DEFAULT_MAX_SESSIONS),
                 max_streams: args.max_streams.unwrap_or(stockade_mcp::http::DEFAULT_MAX_STREAMS),
@@ -164,6 +165,10 @@ pub fn mcp(global: &Global, mut args: McpArgs) -> anyhow::Result<ExitCode> {
             }
             on_signal.cancel();
         });
+        // SIGHUP reads the token file and the certificate and key again, as the daemon does.
+        if let Transport::Http { guard, .. } = &transport {
+            guard.reloader.on_sighup().context("cannot watch SIGHUP")?;
+        }
         let sandbox = ceiling(args.sandbox.policy(), &defaults);
         let answers = Answers { structured: args.structured, sandbox };
         stockade_mcp::serve(daemon, transport, answers, defaults, cancel, |addr| {
@@ -202,24 +207,24 @@ fn ceiling(
 }
 
 /// The token in `path`, under the same rules as the daemon's WebSocket door.
-fn read_token(path: &Path) -> anyhow::Result<String> {
-    let token = stockade_proto::token::read_token_file(path)
+/// `path` once its token is known to be usable (it is read again whenever it changes).
+fn checked_token_file(path: &Path) -> anyhow::Result<PathBuf> {
+    stockade_proto::token::read_token_file(path)
         .map_err(|problem| anyhow::anyhow!("token file {}: {problem}", path.display()))?;
-    String::from_utf8(token)
-        .map_err(|_| anyhow::anyhow!("token file {}: the token is not UTF-8 text", path.display()))
+    Ok(path.to_owned())
 }
 
 /// The token of the state directory's `mcp-token` file, generated (0600) the first time; its
 /// path is printed so clients can be given it.
-fn default_token(global: &Global) -> anyhow::Result<String> {
-    let path = crate::global::home_token_file(global.home.clone(), TOKEN_FILE)?;
-    let token = read_token(&path)?;
+fn default_token(global: &Global) -> anyhow::Result<PathBuf> {
+    let path =
+        checked_token_file(&crate::global::home_token_file(global.home.clone(), TOKEN_FILE)?)?;
     let _ = writeln!(
         std::io::stderr(),
         "stockade mcp: clients must send `Authorization: Bearer <token>` with the token in {}",
         path.display()
     );
-    Ok(token)
+    Ok(path)
 }
 
 /// Whether any flag that only means something with `--http` was given.

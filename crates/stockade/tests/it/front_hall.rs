@@ -186,35 +186,6 @@ fn an_e2b_start_is_audited_and_counted_like_any_run() {
     assert_eq!(spawns(&d), 1, "one spawn counted");
 }
 
-/// The E2B door's token is reloaded with the WebSocket door's from their one file: after the
-/// file is replaced (as a kubelet does, by rename), the old token is refused at both doors and
-/// the new one let in at both.
-#[test]
-fn a_rotated_token_moves_the_e2b_and_websocket_doors_together() {
-    let tmp = tempfile::tempdir().unwrap();
-    let file = stockade_testkit::owner_token_file(tmp.path(), "old-token-0123456789abcdef");
-    let f = file.to_str().unwrap();
-    let d = DaemonProc::start(&["--e2b", "127.0.0.1:0", "--ws", "127.0.0.1:0", "--token-file", f]);
-    let (e2b, ws) = (d.e2b_addr(), d.ws_addr());
-    assert_eq!(stat(e2b, Some("old-token-0123456789abcdef"), "/").0, 200);
-    assert!(!d.home.join("e2b-token").exists(), "no token is made when one is given");
-    // Replace the file by rename, as a kubelet's `..data` swap replaces what the path names.
-    let new = tmp.path().join("token.new");
-    std::fs::write(&new, "new-token-0123456789abcdef\n").unwrap();
-    std::fs::set_permissions(&new, std::fs::Permissions::from_mode(0o600)).unwrap();
-    std::fs::rename(&new, &file).unwrap();
-    eventually(Duration::from_secs(10), "the new token at the E2B door", || {
-        (stat(e2b, Some("new-token-0123456789abcdef"), "/").0 == 200).then_some(())
-    });
-    assert_eq!(stat(e2b, Some("old-token-0123456789abcdef"), "/").0, 401, "old refused");
-    let bearer = |t: &str| format!("Bearer {t}");
-    eventually(Duration::from_secs(10), "the new token at the WebSocket door", || {
-        stockade_testkit::ws::connect(ws, Some(&bearer("new-token-0123456789abcdef"))).ok()
-    });
-    let old = stockade_testkit::ws::refused_status(ws, Some(&bearer("old-token-0123456789abcdef")));
-    assert_eq!(old, 401, "the old token is refused at the WebSocket door too");
-}
-
 /// No door's secret is readable from a sandbox, as root and as nobody: the WebSocket and E2B
 /// token file outside the home, the read-only metrics token, the TLS private key, the audit log
 /// (and its rotated copy), the token made in the home.
