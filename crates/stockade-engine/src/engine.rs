@@ -69,6 +69,9 @@ pub struct Engine {
     pub(crate) others: tokio::sync::Mutex<crate::others_memo::OthersState>,
     /// Session directories made ahead of time (`prepared_dirs > 0`).
     slots: Option<Arc<Slots>>,
+    /// Paths hidden from sandboxed commands since the start ([`Engine::hide`]), beside the
+    /// configuration's.
+    hidden_added: std::sync::RwLock<Arc<Vec<PathBuf>>>,
 }
 
 impl Engine {
@@ -90,7 +93,37 @@ impl Engine {
             starting: crate::starting::Starting::default(),
             others: tokio::sync::Mutex::new(crate::others_memo::OthersState::default()),
             slots,
+            hidden_added: std::sync::RwLock::default(),
         })
+    }
+
+    /// Keep `paths` (absolute; canonical where they exist) from every sandboxed command started
+    /// from now on, beside the configuration's hidden paths: a door's secret the daemon was not
+    /// started with. Answers every path hidden now besides the home.
+    pub fn hide(&self, paths: &[PathBuf]) -> Result<Vec<PathBuf>, EngineError> {
+        let mut resolved = Vec::with_capacity(paths.len());
+        for path in paths {
+            if !path.is_absolute() {
+                return Err(EngineError::Invalid(format!(
+                    "the path to hide {} is not absolute; give a full path",
+                    path.display()
+                )));
+            }
+            resolved.push(std::fs::canonicalize(path).unwrap_or_else(|_| path.clone()));
+        }
+        let mut added = self.hidden_added.write().unwrap_or_else(PoisonError::into_inner);
+        let mut now = Vec::clone(&added);
+        for path in resolved {
+            if !now.contains(&path) && !self.config.sandbox.hidden.contains(&path) {
+                now.push(path);
+            }
+        }
+        *added = Arc::new(now);
+        Ok(self.config.sandbox.hidden.iter().chain(added.iter()).cloned().collect())
+    }
+
+    fn hidden_added(&self) -> Arc<Vec<PathBuf>> {
+        Arc::clone(&self.hidden_added.read().unwrap_or_else(PoisonError::into_inner))
     }
 
     /// This instance's directory. Made (and probed for writing) in [`Engine::new`]; per run only
@@ -340,6 +373,7 @@ impl Engine {
         let started = (|| {
             let sandbox = crate::sandbox::resolve(
                 &self.config.sandbox,
+                &self.hidden_added(),
                 self.config.state_dir.root(),
                 &spec,
                 &dir,

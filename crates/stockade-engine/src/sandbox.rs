@@ -37,9 +37,11 @@ pub(crate) struct Resolved {
 
 /// The policy of `spec` under `config`; `None` when it asks for nothing. Refuses in one sentence
 /// a policy beyond a ceiling or a writable root that would expose `home`. The private temporary
-/// directory is one `slots` made ahead of time when one is ready.
+/// directory is one `slots` made ahead of time when one is ready. `hidden_added` is hidden as
+/// the configuration's `hidden` is.
 pub(crate) fn resolve(
     config: &SandboxConfig,
+    hidden_added: &[PathBuf],
     home: &Path,
     spec: &RunSpec,
     session_dir: &Path,
@@ -92,7 +94,7 @@ pub(crate) fn resolve(
     let mut roots = Vec::new();
     let mut tmpdir = None;
     let mut hidden = vec![home.clone()];
-    hidden.extend(config.hidden.iter().cloned());
+    hidden.extend(config.hidden.iter().chain(hidden_added).cloned());
     if policy.mode == SandboxMode::WorkspaceWrite {
         roots.push(cwd);
         roots.extend(explicit);

@@ -128,6 +128,14 @@ pub enum ServeError {
     /// The MCP transport failed.
     #[error("MCP transport error: {0}")]
     Transport(String),
+    /// The daemon could not be told to hide this server's secrets from sandboxed commands.
+    #[error(
+        "the daemon could not be asked to hide this server's token file and TLS key from sandboxed commands ({reason}), so the server does not start: a sandboxed command could read the token; start it where the daemon can be reached, outside any sandbox"
+    )]
+    HideSecrets {
+        /// Why the call failed.
+        reason: String,
+    },
     /// Another I/O error.
     #[error("{context}: {source}")]
     Io {

@@ -129,7 +129,7 @@ async fn serve_with(
     cancel: CancellationToken,
     on_ready: impl FnOnce(Option<SocketAddr>),
 ) -> Result<(), ServeError> {
-    let server = StockadeMcp::with_answers(backend, answers).with_defaults(defaults);
+    let server = StockadeMcp::with_answers(backend.clone(), answers).with_defaults(defaults);
     match transport {
         Transport::Stdio => {
             on_ready(None);
@@ -150,9 +150,40 @@ async fn serve_with(
             Ok(())
         }
         Transport::Http { addr, guard, tls } => {
+            hide_secrets(&backend, &guard, tls.as_ref()).await?;
             http::serve(server, addr, guard, tls, cancel, |bound| on_ready(Some(bound))).await
         }
     }
+}
+
+/// Tells the daemon (a local one: a remote daemon's sandboxes are on another machine) to keep
+/// this server's token file and TLS key from every sandboxed command, as it keeps its own doors'
+/// secrets: whoever reads the token can run commands here unsandboxed. A daemon that cannot be
+/// told is a server that does not start.
+async fn hide_secrets(
+    backend: &Backend,
+    guard: &http::HttpGuard,
+    tls: Option<&stockade_daemon::TlsFiles>,
+) -> Result<(), ServeError> {
+    if backend.options().remote.is_some() {
+        return Ok(());
+    }
+    let mut paths = Vec::new();
+    if let http::HttpToken::File(path) = &guard.token {
+        paths.push(std::path::absolute(path).unwrap_or_else(|_| path.clone()));
+    }
+    if let Some(files) = tls {
+        paths.push(std::path::absolute(&files.key).unwrap_or_else(|_| files.key.clone()));
+    }
+    if paths.is_empty() {
+        return Ok(());
+    }
+    let params = stockade_proto::rpc::HideParams { paths };
+    backend
+        .call(move |c| c.call::<stockade_proto::rpc::method::Hide>(params))
+        .await
+        .map(drop)
+        .map_err(|e| ServeError::HideSecrets { reason: e.to_string() })
 }
 
 /// A private daemon served by this process on a socket in a temporary state directory.

@@ -9,6 +9,7 @@ mod cleanup;
 mod ctx;
 mod forget;
 mod grep;
+mod hide;
 mod kill;
 mod list;
 mod read;
@@ -79,6 +80,7 @@ pub(crate) async fn dispatch(ctx: &Ctx, name: &str, params: Value) -> Result<Rep
         MethodName::Forget => {
             answer::<m::Forget>(forget::handle(ctx, parse::<m::Forget>(params)?).await)
         }
+        MethodName::Hide => answer::<m::Hide>(hide::handle(ctx, parse::<m::Hide>(params)?).await),
         MethodName::Cleanup => {
             answer::<m::Cleanup>(cleanup::handle(ctx, parse::<m::Cleanup>(params)?).await)
         }

@@ -11,10 +11,11 @@ use serde::de::DeserializeOwned;
 
 use super::{
     CleanupParams, CleanupResult, DEFAULT_WRITE_YIELD_MS, ForgetParams, ForgetResult, GrepParams,
-    GrepResultMsg, KillManyParams, KillManyResult, KillParams, KillResult, ListParams, ListResult,
-    NoParams, ReadParams, ReadResult, ResizeParams, ResizeResult, RestartParams, RunParams,
-    ScheduleAddParams, ScheduleFireResult, ScheduleInfo, ScheduleListResult, ScheduleNameParams,
-    ScheduleRunsParams, ScheduleRunsResult, ShutdownResult, StatsResult, StatusResult, WriteParams,
+    GrepResultMsg, HideParams, HideResult, KillManyParams, KillManyResult, KillParams, KillResult,
+    ListParams, ListResult, NoParams, ReadParams, ReadResult, ResizeParams, ResizeResult,
+    RestartParams, RunParams, ScheduleAddParams, ScheduleFireResult, ScheduleInfo,
+    ScheduleListResult, ScheduleNameParams, ScheduleRunsParams, ScheduleRunsResult, ShutdownResult,
+    StatsResult, StatusResult, WriteParams,
 };
 use crate::{DEFAULT_GRACE_MS, RunResult};
 
@@ -111,6 +112,8 @@ methods! {
     List = "list", ListParams => ListResult;
     /// `forget`: terminate if running, delete the spool, drop the record.
     Forget = "forget", ForgetParams => ForgetResult, wait |_p| DEFAULT_GRACE_MS;
+    /// `hide`: keep more paths from every sandboxed command (a door's secret).
+    Hide = "hide", HideParams => HideResult;
     /// `cleanup`: forget finished sessions (or all).
     Cleanup = "cleanup", CleanupParams => CleanupResult, wait |_p| DEFAULT_GRACE_MS;
     /// `resize`: resize a PTY.

@@ -563,6 +563,24 @@ pub struct ForgetResult {
     pub removed_bytes: u64,
 }
 
+/// `hide` parameters.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HideParams {
+    /// Absolute paths (files or directories) no sandboxed command may read from now on: a
+    /// door's secret the daemon was not started with (`stockade mcp --http --token-file`, its
+    /// TLS key).
+    pub paths: Vec<std::path::PathBuf>,
+}
+
+/// `hide` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HideResult {
+    /// Every path hidden now besides the daemon's home, after this call (its own secrets and
+    /// every path added by `hide`), canonical.
+    pub hidden: Vec<std::path::PathBuf>,
+}
+
 /// `cleanup` parameters.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -188,7 +188,8 @@ fn an_e2b_start_is_audited_and_counted_like_any_run() {
 
 /// No door's secret is readable from a sandbox, as root and as nobody: the WebSocket and E2B
 /// token file outside the home, the read-only metrics token, the TLS private key, the audit log
-/// (and its rotated copy), the token made in the home.
+/// (and its rotated copy), the token made in the home, and the token file of a `stockade mcp
+/// --http` started after the daemon.
 #[test]
 fn no_doors_secret_is_readable_from_a_sandbox() {
     for user in users() {
@@ -254,12 +255,30 @@ fn no_doors_secret_is_readable_from_a_sandbox() {
         // A first run, so the audit log has a line (and `.1` may exist as a name to hide).
         assert_eq!(s.run(&[], "echo warm")["output"], "warm\n");
         assert!(exists(&audit));
+        // `stockade mcp --http` with a token file the daemon was not started with: the server
+        // has the daemon hide it before it listens.
+        let mcp_token = arg(&file("mcp-token", "mcp-token-0123456789abcdef\n"));
+        let mut mcp = Reaped(
+            s.cli(&["mcp", "--http", "127.0.0.1:0", "--token-file", &mcp_token])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+        let mut said = std::io::BufReader::new(mcp.0.stderr.take().unwrap());
+        let mut line = String::new();
+        while !line.contains("listening on") {
+            line.clear();
+            use std::io::BufRead as _;
+            assert!(said.read_line(&mut line).unwrap() > 0, "stockade mcp --http ended");
+        }
         let script = format!(
-            "t token cat {tok}\nt scrape cat {scr}\nt audit cat {aud}\nt key cat {k}\nt cert_readable cat {crt}"
+            "t token cat {tok}\nt scrape cat {scr}\nt audit cat {aud}\nt key cat {k}\nt mcp cat {mcp_token}\nt cert_readable cat {crt}"
         );
         for policy in [&["--sandbox", "read-only"][..], &["--sandbox", "workspace-write"]] {
             let (v, answer) = s.verdicts(policy, &script);
-            v.expect("denied", &["token", "scrape", "audit", "key"], user);
+            v.expect("denied", &["token", "scrape", "audit", "key", "mcp"], user);
             // The certificate is public: reading it is no leak (and shows the reads above ran).
             v.expect("allowed", &["cert_readable"], user);
             assert!(answer["sandbox"].as_str().is_some(), "{answer}");
