@@ -30,6 +30,7 @@ const AUDITED: &[&str] = &[
     "write",
     "restart",
     "forget",
+    "hide",
     "cleanup",
     "shutdown",
     "schedule.add",
@@ -156,24 +157,51 @@ impl Audit {
         sessions: Vec<String>,
         command: Option<&str>,
     ) {
-        let line = Line {
-            time: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-            peer: &peer.peer,
-            door: peer.door,
-            token_id: peer.token_id.as_deref(),
-            method,
-            session,
-            sessions,
-            command,
-        };
-        let Ok(mut bytes) = serde_json::to_vec(&line) else { return };
-        bytes.push(b'\n');
+        let Some(bytes) = line(peer, method, session, sessions, command) else { return };
         if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = self.tx.try_send(bytes)
         {
             let n = self.lost.fetch_add(1, Ordering::Relaxed) + 1;
             tracing::warn!(lost = n, "an audit line was dropped: the writer is behind or gone");
         }
     }
+}
+
+/// One line of the log, with its newline.
+fn line(
+    peer: &Peer,
+    method: &str,
+    session: Option<&str>,
+    sessions: Vec<String>,
+    command: Option<&str>,
+) -> Option<Vec<u8>> {
+    let line = Line {
+        time: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        peer: &peer.peer,
+        door: peer.door,
+        token_id: peer.token_id.as_deref(),
+        method,
+        session,
+        sessions,
+        command,
+    };
+    let mut bytes = serde_json::to_vec(&line).ok()?;
+    bytes.push(b'\n');
+    Some(bytes)
+}
+
+/// Appends one line to the log at `path` from another process (a foreground run of the
+/// daemon's home): one `write(2)` with `O_APPEND`, so it never lands inside a line of the
+/// daemon's. The daemon's writer counts it when it next writes.
+pub(crate) fn append_once(
+    path: &Path,
+    peer: &Peer,
+    method: &str,
+    session: Option<&str>,
+    command: Option<&str>,
+) -> std::io::Result<()> {
+    let bytes = line(peer, method, session, Vec::new(), command)
+        .ok_or_else(|| std::io::Error::other("the audit line cannot be encoded"))?;
+    open(path)?.write_all(&bytes)
 }
 
 /// The first 8 hex digits of the SHA-256 of `token`: names it in the log without revealing it.
@@ -192,6 +220,8 @@ struct Writer {
 
 impl Writer {
     fn write(&mut self, line: &[u8]) -> std::io::Result<()> {
+        // Foreground runs append too (`append_once`): the file's size, not only ours.
+        self.len = self.file.metadata().map_or(self.len, |m| m.len());
         if self.len > 0 && self.len + line.len() as u64 > self.max_bytes {
             let mut rotated = self.path.clone().into_os_string();
             rotated.push(".1");

@@ -38,6 +38,7 @@ mod framing;
 mod gate;
 mod hall;
 mod handlers;
+mod home_doors;
 mod http;
 mod janitor;
 mod lockfile;
@@ -67,6 +68,7 @@ pub use config::{
 pub use error::{DaemonError, WsSetupError};
 pub use gate::{Authenticates, GatedDoor, HEAD_DEADLINE};
 pub use hall::{FileAccess, Hall, StartError, Visitor};
+pub use home_doors::{HOME_DOORS_FILE, HomeDoors};
 pub use memory::ALLOCATOR;
 pub use outer_door::{DoorKey, OuterDoor};
 pub use reload::{DoorCert, Keyring, Reloader};

@@ -116,6 +116,17 @@ impl Daemon {
             })
         });
         let audit = audit.transpose()?;
+        // The home's foreground runs (in the CLI's own process) audit and hide as we do.
+        let doors = crate::home_doors::HomeDoors {
+            audit_log: config
+                .audit_log
+                .as_deref()
+                .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.to_owned())),
+            hidden: engine.config().sandbox.hidden.clone(),
+        };
+        if let Err(e) = doors.write(engine.config().state_dir.root()) {
+            tracing::warn!(error = %e, "cannot tell foreground runs of this home about the audit log and hidden paths ({})", crate::home_doors::HOME_DOORS_FILE);
+        }
         let listener = crate::socket::bind(&socket)?;
         let socket_ino = std::fs::symlink_metadata(&socket)
             .map(|m| (m.dev(), m.ino()))

@@ -4,7 +4,7 @@
 //! that terminal too, the command gets a terminal of its own (`run_pty.rs`). Other `--pty` runs
 //! go through the daemon (the session can then be typed into with `send`/`attach`).
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write as _};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -195,7 +195,10 @@ pub fn run(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let state_dir = crate::global::state_dir(global.home.clone())?;
+    // What the home's daemon keeps from sandboxes and where it audits: this run does the same.
+    let doors = stockade_daemon::HomeDoors::read(state_dir.root());
     let mut config = EngineConfig::new(state_dir, crate::global::oneshot_instance());
+    config.sandbox.hidden.extend(doors.hidden.iter().cloned());
     config.grace = Duration::from_millis(args.grace_ms.unwrap_or(stockade_proto::DEFAULT_GRACE_MS));
     if args.no_cgroup {
         config.containment =
@@ -211,10 +214,11 @@ pub fn run(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
     let (by_signal, result) = if on_terminal {
         let fallback = PtySize { rows: args.rows, cols: args.cols };
         let spec = RunSpec { stdin_from: None, ..spec };
-        let (by_signal, session, newline) = super::run_pty::run(config, spec, fallback, stream)?;
+        let (by_signal, session, newline) =
+            super::run_pty::run(config, spec, fallback, &doors, stream)?;
         (by_signal, Answer::streamed(&session, newline))
     } else {
-        foreground(config, spec, &request, live)?
+        foreground(config, spec, &request, &doors, live)?
     };
     let code = print_answer(result, args.json)?;
     if let Some(sig) = by_signal {
@@ -226,12 +230,24 @@ pub fn run(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
     Ok(code)
 }
 
+/// The audit line of a foreground run, in the home's daemon's audit log when it has one; a line
+/// that cannot be written is said on stderr (the run goes on).
+pub(super) fn audit_foreground(doors: &stockade_daemon::HomeDoors, session: &Session) {
+    if let Err(e) = doors.audit_foreground(session.id(), session.command()) {
+        let _ = writeln!(
+            std::io::stderr(),
+            "stockade: warning: this run could not be written to the audit log: {e}"
+        );
+    }
+}
+
 /// A foreground run without a terminal of its own: the output streamed live (`live`) or
 /// answered bounded by `request`; the signal this client got, if one ended it.
 fn foreground(
     config: EngineConfig,
     spec: RunSpec,
     request: &ReadRequest,
+    doors: &stockade_daemon::HomeDoors,
     live: bool,
 ) -> anyhow::Result<(Option<Signal>, Answer)> {
     let rt = crate::global::runtime()?;
@@ -241,6 +257,7 @@ fn foreground(
         let interrupted = interrupted()?;
         let engine = Engine::new(config)?;
         let session = engine.run(spec)?;
+        audit_foreground(doors, &session);
         let streamed = live.then(|| tokio::spawn(stream(Arc::clone(session.log()))));
         // Ctrl-C or SIGTERM to this client ends the command's whole tree, through the same
         // terminate routine as everything else.

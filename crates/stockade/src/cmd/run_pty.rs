@@ -66,6 +66,7 @@ pub fn run<F, Fut>(
     config: EngineConfig,
     spec: RunSpec,
     fallback: PtySize,
+    doors: &stockade_daemon::HomeDoors,
     stream: F,
 ) -> anyhow::Result<Ended>
 where
@@ -91,6 +92,7 @@ where
     let result = rt.block_on(async {
         let engine = Engine::new(config)?;
         let session = engine.run(spec)?;
+        super::run::audit_foreground(doors, &session);
         let streamed = tokio::spawn(stream(Arc::clone(session.log())));
         let writer = {
             let (session, mut typed) = (Arc::clone(&session), typed);

@@ -45,6 +45,7 @@ mod faults_drain;
 mod faults_stop;
 mod file_cap;
 mod front_hall;
+mod front_hall_foreground;
 mod front_hall_rotation;
 mod grep_bounds;
 mod hardening;
