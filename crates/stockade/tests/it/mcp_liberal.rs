@@ -301,32 +301,74 @@ fn a_build_whose_mcp_server_is_sigtermed_or_whose_agent_dies_runs_to_its_end() {
 }
 
 #[test]
-fn a_retried_exec_command_gets_the_running_session_back() {
+fn a_timed_out_call_asked_again_gets_the_running_session_back() {
     let home = Home::new();
     let mut mcp = Stdio2::initialized(&home, "mcp");
-    let cmd = "for i in 1 2 3 4 5 6 7 8; do echo step $i; sleep 1; done; echo BUILD-DONE-retry";
-    // The default wait answers within the Agents SDK's 5 s timeout, with the session id.
-    let asked = Instant::now();
-    let first = mcp.tool("exec_command", json!({"cmd": cmd}));
-    let took = asked.elapsed();
-    assert!(took < Duration::from_millis(4_900), "the default wait took {took:?}");
-    assert!(first.contains("Process running with session ID"), "{first}");
-    let id = session_id(&first);
-    // The Agents SDK gave up at 5 s and the model asks again.
-    let again = mcp.tool("exec_command", json!({"cmd": cmd, "yield_time_ms": 20000}));
-    assert!(
-        again.contains("started") && again.contains("instead of starting a second copy"),
-        "{again}"
+    let cmd = "for i in 1 2 3 4 5 6; do echo step $i; sleep 0.5; done; echo BUILD-DONE-retry";
+    // The client gives up on the call (it cancels it) before any answer came.
+    let first = mcp.request(
+        "tools/call",
+        json!({"name":"exec_command","arguments":{"cmd":cmd,"yield_time_ms":20000}}),
     );
+    let id = wait_for_session(&home, cmd);
+    mcp.send(&json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":first,"reason":"timeout"}}));
+    // The model asks again: the answer is the first call's session, to its end.
+    let again = mcp.tool("exec_command", json!({"cmd": cmd, "yield_time_ms": 20000}));
+    assert!(again.contains("never reached you") && again.contains("second copy"), "{again}");
     assert_eq!(session_id(&again), id, "{again}");
     assert!(again.contains("BUILD-DONE-retry") && again.contains("Exit code: 0"), "{again}");
     assert_eq!(marker_count(&home, &id, "BUILD-DONE-retry"), 1);
-    let all = home.json(&["ps", "--all"]);
-    let copies = all["sessions"].as_array().unwrap().iter().filter(|s| s["command"] == cmd).count();
-    assert_eq!(copies, 1, "one build: {all}");
-    // Once it has ended, the same command is a new run.
-    let third = mcp.tool("exec_command", json!({"cmd": "echo fresh", "yield_time_ms": 20000}));
-    assert!(!third.contains("second copy"), "{third}");
+    assert_eq!(sessions_running(&home, cmd), 1, "one build");
+    // A call asked again while the first still waits on this connection (a client that gave
+    // up without cancelling) follows it too.
+    let cmd = "sleep 2; echo BUILD-DONE-waiting";
+    let first = mcp.request(
+        "tools/call",
+        json!({"name":"exec_command","arguments":{"cmd":cmd,"yield_time_ms":20000}}),
+    );
+    let id = wait_for_session(&home, cmd);
+    let again = mcp.tool("exec_command", json!({"cmd": cmd, "yield_time_ms": 20000}));
+    assert!(again.contains("still waiting for its answer"), "{again}");
+    assert_eq!(session_id(&again), id, "{again}");
+    let first = text_of(&mcp.answer(first));
+    assert_eq!(session_id(&first), id, "{first}");
+    assert_eq!(sessions_running(&home, cmd), 1, "one run");
+}
+
+#[test]
+fn a_command_whose_answer_was_delivered_runs_again_with_the_new_result() {
+    let home = Home::new();
+    let mut mcp = Stdio2::initialized(&home, "mcp");
+    std::fs::write(home.path().join("verdict"), "FAIL\n").unwrap();
+    // Still running when answered (the answer names it), as a slow test suite is.
+    let cmd = "cat verdict; sleep 30";
+    let first = mcp.tool("exec_command", json!({"cmd": cmd, "yield_time_ms": 300}));
+    assert!(first.contains("FAIL") && first.contains("Process running"), "{first}");
+    // The model edits and re-runs within seconds: the new run, not the old one.
+    std::fs::write(home.path().join("verdict"), "PASS\n").unwrap();
+    let second = mcp.tool("exec_command", json!({"cmd": cmd, "yield_time_ms": 300}));
+    assert!(!second.contains("second copy"), "{second}");
+    assert!(second.contains("PASS") && !second.contains("FAIL"), "{second}");
+    assert_ne!(session_id(&first), session_id(&second));
+    assert_eq!(sessions_running(&home, cmd), 2, "two runs");
+    for answer in [first, second] {
+        home.ok(&["kill", &session_id(&answer)]);
+    }
+}
+
+#[test]
+fn two_servers_running_one_command_in_one_directory_at_once_get_two_sessions() {
+    let home = Home::new();
+    let mut one = Stdio2::initialized(&home, "claude-code");
+    let mut two = Stdio2::initialized(&home, "claude-code");
+    let cmd = "sleep 1; echo BUILD-DONE-two";
+    let args = json!({"name":"exec_command","arguments":{"cmd":cmd,"yield_time_ms":20000}});
+    let (a, b) = (one.request("tools/call", args.clone()), two.request("tools/call", args));
+    let (a, b) = (text_of(&one.answer(a)), text_of(&two.answer(b)));
+    assert!(a.contains("BUILD-DONE-two") && b.contains("BUILD-DONE-two"), "{a}\n{b}");
+    assert!(!a.contains("second copy") && !b.contains("second copy"), "{a}\n{b}");
+    assert_ne!(session_id(&a), session_id(&b), "{a}\n{b}");
+    assert_eq!(sessions_running(&home, cmd), 2, "two runs");
 }
 
 /// The running session whose command is `cmd`, waited for (bounded).
