@@ -99,8 +99,7 @@ impl Calls {
         calls
             .iter()
             .filter(|(_, c)| {
-                c.shape == *shape
-                    && (c.fate == Fate::Unanswered || c.connection == connection)
+                c.shape == *shape && (c.fate == Fate::Unanswered || c.connection == connection)
             })
             .max_by_key(|(_, c)| c.started)
             .map(|(key, c)| Earlier {

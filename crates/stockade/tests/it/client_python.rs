@@ -199,3 +199,27 @@ fn the_async_client_goes_on_after_a_restart_and_a_cancelled_run_ends() {
     assert!(out.status.success(), "{}", out.stderr);
     assert_eq!(out.stdout, "before\nafter\ncancelled\nkilled\n", "{}", out.stderr);
 }
+
+#[test]
+fn the_python_client_and_its_docs_examples_pass_mypy_strict() {
+    let mypy = python_source().join("../target/mypy-venv/bin/mypy");
+    if !mypy.exists() {
+        stockade_testkit::cannot_run("no mypy: run tests/packaging/install-deps.sh");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let doc = std::fs::read_to_string(python_source().join("../docs/clients.md")).unwrap();
+    let mut files = vec![python_source().join("stockade").to_str().unwrap().to_owned()];
+    for (i, block) in doc.split("```python\n").skip(1).enumerate() {
+        let path = dir.path().join(format!("example{i}.py"));
+        std::fs::write(&path, block.split("```").next().unwrap()).unwrap();
+        files.push(path.to_str().unwrap().to_owned());
+    }
+    assert!(files.len() > 1, "no ```python block in docs/clients.md");
+    let mut check = Command::new(mypy);
+    // websockets is imported only for a remote daemon; its types are not needed here.
+    check.args(["--strict", "--ignore-missing-imports"]).args(&files);
+    check.env("MYPYPATH", python_source()).current_dir(dir.path());
+    let out = run_bounded(&mut check, PROGRAM);
+    assert!(out.status.success(), "mypy --strict: {}{}", out.stdout, out.stderr);
+}

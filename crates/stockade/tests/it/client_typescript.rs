@@ -105,3 +105,55 @@ fn typescript_run_uses_the_callers_world_ends_on_abort_and_needs_no_close() {
     assert_eq!(got["aborted"]["state"], "killed", "{got}");
     assert_eq!(got["after"], "after\n", "{got}");
 }
+
+/// The ```ts blocks of `doc`.
+fn ts_blocks(doc: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(repo().join(doc)).unwrap();
+    text.split("```ts\n").skip(1).map(|b| b.split("```").next().unwrap().to_owned()).collect()
+}
+
+#[test]
+fn the_typescript_docs_examples_pass_tsc_strict() {
+    let build = tempfile::tempdir().unwrap();
+    let Some(index) = compiled(build.path()) else { return };
+    let package = index.parent().unwrap().parent().unwrap();
+    // A project that installed the package: `import … from "@stockade-sh/cli"` resolves to it.
+    let project = build.path().join("project");
+    let scope = project.join("node_modules/@stockade-sh");
+    std::fs::create_dir_all(&scope).unwrap();
+    std::os::unix::fs::symlink(package, scope.join("cli")).unwrap();
+    let types = repo().join("target/npm-build/node_modules/@types");
+    std::os::unix::fs::symlink(types, project.join("node_modules/@types")).unwrap();
+    std::fs::write(project.join("package.json"), r#"{"type":"module"}"#).unwrap();
+    let blocks = ts_blocks("docs/clients-typescript.md");
+    assert!(!blocks.is_empty(), "no ```ts block in docs/clients-typescript.md");
+    let mut files = Vec::new();
+    for (i, block) in blocks.iter().enumerate() {
+        let name = format!("example{i}.ts");
+        std::fs::write(project.join(&name), format!("{block}\nexport {{}};\n")).unwrap();
+        files.push(name);
+    }
+    let tsc = repo().join("target/npm-build/node_modules/typescript/bin/tsc");
+    let strict = [
+        "--strict",
+        "--noEmit",
+        "--module",
+        "nodenext",
+        "--moduleResolution",
+        "nodenext",
+        "--target",
+        "es2022",
+        "--lib",
+        "es2022,esnext.disposable",
+        "--types",
+        "node",
+    ];
+    let out = Command::new("node")
+        .arg(tsc)
+        .args(strict)
+        .args(&files)
+        .current_dir(&project)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "tsc --strict: {}{}", text(&out.stdout), text(&out.stderr));
+}
