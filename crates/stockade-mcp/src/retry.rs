@@ -158,6 +158,18 @@ impl Drop for Pending {
     }
 }
 
+/// The id of the session started with `key`, if the daemon names it within a second.
+pub async fn session_of(backend: &Backend, key: &str) -> Option<String> {
+    let params = ListParams {
+        limit: Some(1),
+        idempotency_key: Some(key.to_owned()),
+        ..ListParams::default()
+    };
+    let listed = backend.call(move |c| c.call::<method::List>(params));
+    let listed = tokio::time::timeout(Duration::from_secs(1), listed).await.ok()?.ok()?;
+    listed.sessions.into_iter().next().map(|s| s.id)
+}
+
 /// Whether the session started with `key` still runs (a failed list counts as no).
 pub async fn still_running(backend: &Backend, key: &str) -> bool {
     let params = ListParams {

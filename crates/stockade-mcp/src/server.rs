@@ -284,7 +284,11 @@ impl StockadeMcp {
         let pending = self.calls.begin(&key, shape, self.connection);
         let r = self.backend.call_until(cancel, move |c| c.call::<method::Run>(params)).await;
         let r = match r {
-            Err(ToolError::Cancelled) => return Err(ToolError::Cancelled),
+            Err(ToolError::Cancelled) => {
+                // Most clients drop this answer; one that shows it names the session.
+                let found = retry::session_of(&self.backend, &key).await;
+                return Err(found.map_or(ToolError::Cancelled, ToolError::CancelledRun));
+            }
             other => {
                 // An answer (or an error sentence naming the key) goes to the client.
                 pending.answered();

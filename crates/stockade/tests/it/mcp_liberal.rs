@@ -405,3 +405,62 @@ fn sessions_running(home: &Home, cmd: &str) -> usize {
     let list = home.json(&["ps", "--all"]);
     list["sessions"].as_array().unwrap().iter().filter(|s| s["command"] == cmd).count()
 }
+
+#[test]
+fn a_stream_read_of_one_pipe_and_a_key_whose_session_died_with_the_daemon_say_so() {
+    let home = Home::new();
+    let mut mcp = Stdio2::initialized(&home, "mcp");
+    let both = mcp.tool("exec_command", json!({"cmd": "echo out; echo err >&2"}));
+    let read =
+        mcp.tool("read_output", json!({"session_id": session_id(&both), "stream": "stderr"}));
+    let first = read.lines().next().unwrap();
+    assert!(first.starts_with("Note: stream=stderr cannot be split out"), "{read}");
+    assert!(read.contains("out") && read.contains("err"), "both streams are shown: {read}");
+
+    let cmd = "sleep 300";
+    let args = json!({"cmd": cmd, "yield_time_ms": 100, "idempotency_key": "key-of-a-dead-run"});
+    let started = mcp.tool("exec_command", args.clone());
+    assert!(started.contains("Process running"), "{started}");
+    let daemon = home.daemon_pid().expect("a daemon");
+    // SAFETY: kill(2) on the daemon this test's server started.
+    unsafe { libc::kill(daemon as i32, libc::SIGKILL) };
+    let killed = Instant::now();
+    while procs::pid_alive(daemon) && killed.elapsed() < STOP_TIMEOUT {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(!procs::pid_alive(daemon), "the daemon outlived SIGKILL");
+    // The next call starts a daemon again, whose recovery ended the session.
+    let again = mcp.tool("exec_command", args);
+    let first = again.lines().next().unwrap();
+    assert!(
+        first.contains(
+            "it was terminated when the daemon died: call again without idempotency_key to run it"
+        ),
+        "{again}"
+    );
+    let fresh = mcp.tool("exec_command", json!({"cmd": cmd, "yield_time_ms": 100}));
+    assert!(fresh.contains("Process running") && !fresh.contains("Note:"), "{fresh}");
+    home.ok(&["kill", &session_id(&fresh)]);
+}
+
+#[test]
+fn a_server_started_with_a_stripped_environment_says_so_on_stderr() {
+    let home = Home::new();
+    let run = |env: &[(&str, &str)]| {
+        let mut c = Command::new(stockade_bin());
+        c.args(["--home", home.path_str(), "mcp"]).env_clear().envs(env.iter().copied());
+        stockade_testkit::child::run_bounded(&mut c, ANSWER)
+    };
+    // What the MCP SDKs pass a stdio server by default.
+    let stripped = run(&[("HOME", home.path_str()), ("PATH", "/usr/bin:/bin"), ("USER", "u")]);
+    assert!(stripped.status.success(), "{}", stripped.stderr);
+    assert!(
+        stripped.stderr.contains("started with a stripped environment (only")
+            && stripped.stderr.contains("env_vars"),
+        "{}",
+        stripped.stderr
+    );
+    let full = run(&[("HOME", home.path_str()), ("PATH", "/usr/bin:/bin"), ("PROJECT", "x")]);
+    assert!(full.status.success(), "{}", full.stderr);
+    assert!(!full.stderr.contains("stripped"), "{}", full.stderr);
+}
