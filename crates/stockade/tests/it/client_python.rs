@@ -223,3 +223,54 @@ fn the_python_client_and_its_docs_examples_pass_mypy_strict() {
     let out = run_bounded(&mut check, PROGRAM);
     assert!(out.status.success(), "mypy --strict: {}{}", out.stdout, out.stderr);
 }
+
+/// A wheel as maturin makes it (tagged manylinux_2_17 only), with one script, written by
+/// Python's zipfile.
+const MAKE_WHEEL: &str = r##"
+import base64, hashlib, sys, zipfile
+out = sys.argv[1]
+di = "demo-0.1.0.dist-info"
+files = {f"{di}/METADATA": "Metadata-Version: 2.1\nName: demo\nVersion: 0.1.0\n",
+         f"{di}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: py3-none-manylinux_2_17_x86_64\n",
+         "demo-0.1.0.data/scripts/demo": "#!/bin/sh\necho demo\n"}
+record = [f"{k},sha256={base64.urlsafe_b64encode(hashlib.sha256(v.encode()).digest()).rstrip(b'=').decode()},{len(v)}" for k, v in files.items()]
+files[f"{di}/RECORD"] = "\n".join(record + [f"{di}/RECORD,,"]) + "\n"
+with zipfile.ZipFile(f"{out}/demo-0.1.0-py3-none-manylinux_2_17_x86_64.whl", "w") as z:
+    for k, v in files.items():
+        z.writestr(k, v)
+"##;
+
+#[test]
+fn the_tagged_wheel_is_taken_by_pip_for_musl_and_glibc_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let made = Command::new("python3").args(["-c", MAKE_WHEEL, d]).output().unwrap();
+    assert!(made.status.success(), "{}", text(&made.stderr));
+    let original = format!("{d}/demo-0.1.0-py3-none-manylinux_2_17_x86_64.whl");
+    let pip = |wheel: &str, platform: &str| {
+        let target = format!("{d}/installed-{platform}");
+        let mut c = Command::new("python3");
+        c.args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-index"])
+            .args(["--no-deps", "--only-binary=:all:", "--platform", platform, "--target"])
+            .args([target.as_str(), wheel]);
+        run_bounded(&mut c, PROGRAM).status.success()
+    };
+    // As maturin makes it, pip on Alpine refuses it.
+    assert!(!pip(&original, "musllinux_1_2_x86_64"), "an untagged wheel was taken for musl");
+    let tagger = python_source().join("../scripts/tag-wheel");
+    let mut c = Command::new(tagger);
+    c.args([original.as_str(), "musllinux_1_2_x86_64"]);
+    let tagged = run_bounded(&mut c, PROGRAM);
+    assert!(tagged.status.success(), "{}", tagged.stderr);
+    let wheel = tagged.stdout.trim().to_owned();
+    assert!(
+        wheel.ends_with("demo-0.1.0-py3-none-manylinux_2_17_x86_64.musllinux_1_2_x86_64.whl"),
+        "{wheel}"
+    );
+    assert!(!std::path::Path::new(&original).exists(), "the untagged wheel is replaced");
+    for platform in ["musllinux_1_2_x86_64", "manylinux_2_17_x86_64"] {
+        assert!(pip(&wheel, platform), "pip --platform {platform} refused {wheel}");
+        let script = format!("{d}/installed-{platform}/bin/demo");
+        assert!(std::path::Path::new(&script).exists(), "{platform}: no {script}");
+    }
+}
