@@ -12,13 +12,19 @@
 //! session it started.
 //!
 //! A call whose answer was delivered is never followed: the model that re-runs a command after
-//! an edit reads the new run. Another server (another agent) never follows this one's calls.
+//! an edit reads the new run. Another server (another agent) never follows this one's calls,
+//! except a call left unanswered by a server that has since died (a stdio server ends with its
+//! client's connection): every call not yet answered is also a small file in the state
+//! directory (`mcp-calls/KEY`), removed once answered, so the server the client starts next
+//! follows it.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
 
 use stockade_proto::rpc::{ListParams, RunParams, StateFilter, method};
 
@@ -28,7 +34,7 @@ use crate::backend::Backend;
 pub const RETRY_WINDOW_MS: u64 = 30_000;
 
 /// Which calls count as the same call asked again.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Shape {
     command: String,
     cwd: Option<PathBuf>,
@@ -71,6 +77,23 @@ struct Call {
 pub struct Calls {
     calls: Arc<Mutex<HashMap<String, Call>>>,
     next_connection: Arc<AtomicU64>,
+    /// Where unanswered calls are also kept for the next server (`None`: in memory only).
+    dir: Option<Arc<PathBuf>>,
+}
+
+/// An unanswered call as a file: what a later server needs to follow it.
+#[derive(Debug, Serialize, Deserialize)]
+struct Kept {
+    shape: Shape,
+    /// When it was made, ms since the Unix epoch.
+    started_ms: u64,
+    /// The server that made it.
+    pid: u32,
+}
+
+fn now_ms() -> u64 {
+    let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// An earlier call that the current one may follow.
@@ -85,6 +108,11 @@ pub struct Earlier {
 }
 
 impl Calls {
+    /// Calls also kept in `dir` (created when first needed), for the server started next.
+    pub fn kept_in(dir: PathBuf) -> Calls {
+        Calls { dir: Some(Arc::new(dir)), ..Calls::default() }
+    }
+
     /// A number naming one connection (one MCP session) of this server.
     pub fn connection(&self) -> u64 {
         self.next_connection.fetch_add(1, Ordering::Relaxed)
@@ -94,19 +122,22 @@ impl Calls {
     /// answer, or that still waits on `connection`.
     pub fn earlier(&self, shape: &Shape, connection: u64) -> Option<Earlier> {
         let window = Duration::from_millis(RETRY_WINDOW_MS);
-        let mut calls = self.calls.lock().ok()?;
-        calls.retain(|_, c| c.started.elapsed() <= window);
-        calls
-            .iter()
-            .filter(|(_, c)| {
-                c.shape == *shape && (c.fate == Fate::Unanswered || c.connection == connection)
-            })
-            .max_by_key(|(_, c)| c.started)
-            .map(|(key, c)| Earlier {
-                key: key.clone(),
-                age: c.started.elapsed(),
-                unanswered: c.fate == Fate::Unanswered,
-            })
+        let mine = {
+            let mut calls = self.calls.lock().ok()?;
+            calls.retain(|_, c| c.started.elapsed() <= window);
+            calls
+                .iter()
+                .filter(|(_, c)| {
+                    c.shape == *shape && (c.fate == Fate::Unanswered || c.connection == connection)
+                })
+                .max_by_key(|(_, c)| c.started)
+                .map(|(key, c)| Earlier {
+                    key: key.clone(),
+                    age: c.started.elapsed(),
+                    unanswered: c.fate == Fate::Unanswered,
+                })
+        };
+        mine.or_else(|| self.dir.as_deref().and_then(|dir| left_by_a_dead_server(dir, shape)))
     }
 
     /// Note a call about to be made: until [`Pending::answered`], it counts as not answered.
@@ -115,6 +146,10 @@ impl Calls {
             Ok(mut calls) => {
                 // A followed call keeps its first start: the window counts from there.
                 let started = calls.get(key).map_or_else(Instant::now, |c| c.started);
+                if let Some(dir) = self.dir.as_deref() {
+                    let pid = std::process::id();
+                    keep(dir, key, &Kept { shape: shape.clone(), started_ms: now_ms(), pid });
+                }
                 let call = Call { shape, connection, started, fate: Fate::Waiting };
                 calls.insert(key.to_owned(), call);
                 started
@@ -140,6 +175,10 @@ impl Pending {
         self.answered = true;
         if let Ok(mut calls) = self.calls.calls.lock() {
             calls.remove(&self.key);
+        }
+        if let Some(dir) = self.calls.dir.as_deref() {
+            // Best effort: a file left behind only expires.
+            let _ = std::fs::remove_file(dir.join(&self.key));
         }
     }
 }
@@ -168,6 +207,46 @@ pub async fn session_of(backend: &Backend, key: &str) -> Option<String> {
     let listed = backend.call(move |c| c.call::<method::List>(params));
     let listed = tokio::time::timeout(Duration::from_secs(1), listed).await.ok()?.ok()?;
     listed.sessions.into_iter().next().map(|s| s.id)
+}
+
+/// Writes `kept` as `dir/KEY` (best effort: a call not kept is only not followed by the next
+/// server). Keys are printable ASCII; one with a `/` (or `.` first) is not kept.
+fn keep(dir: &Path, key: &str, kept: &Kept) {
+    if key.contains('/') || key.starts_with('.') {
+        return;
+    }
+    let Ok(text) = serde_json::to_vec(kept) else { return };
+    if std::fs::create_dir_all(dir).is_ok() {
+        let _ = std::fs::write(dir.join(key), text);
+    }
+}
+
+/// The newest call of `shape` kept in `dir` by a server that is gone, at most
+/// [`RETRY_WINDOW_MS`] ago; expired files are removed on the way.
+fn left_by_a_dead_server(dir: &Path, shape: &Shape) -> Option<Earlier> {
+    let now = now_ms();
+    let mut best: Option<(u64, String)> = None;
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let Ok(key) = entry.file_name().into_string() else { continue };
+        let read = std::fs::read(entry.path()).ok();
+        let Some(kept) = read.and_then(|t| serde_json::from_slice::<Kept>(&t).ok()) else {
+            continue;
+        };
+        if now.saturating_sub(kept.started_ms) > RETRY_WINDOW_MS {
+            let _ = std::fs::remove_file(entry.path());
+            continue;
+        }
+        let gone = kept.pid != std::process::id() && !stockade_client::pid_alive(kept.pid);
+        let newer = best.as_ref().is_none_or(|(t, _)| kept.started_ms > *t);
+        if gone && kept.shape == *shape && newer {
+            best = Some((kept.started_ms, key));
+        }
+    }
+    best.map(|(started_ms, key)| Earlier {
+        key,
+        age: Duration::from_millis(now.saturating_sub(started_ms)),
+        unanswered: true,
+    })
 }
 
 /// Whether the session started with `key` still runs (a failed list counts as no).

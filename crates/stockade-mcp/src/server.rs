@@ -116,7 +116,11 @@ impl StockadeMcp {
                 ).into());
             }
         }
-        let calls = retry::Calls::default();
+        // Unanswered calls outlive this server in the local daemon's state directory.
+        let calls = match backend.options().remote {
+            Some(_) => retry::Calls::default(),
+            None => retry::Calls::kept_in(backend.options().home.join("mcp-calls")),
+        };
         StockadeMcp {
             backend,
             tools: Arc::new(all),

@@ -466,3 +466,27 @@ fn a_server_started_with_a_stripped_environment_says_so_on_stderr() {
     assert!(full.stderr.contains("initialize"), "{}", full.stderr);
     assert!(!full.stderr.contains("stripped"), "{}", full.stderr);
 }
+
+#[test]
+fn a_call_whose_server_died_is_followed_by_the_next_server() {
+    let home = Home::new();
+    let cmd = "for i in 1 2 3 4 5 6; do echo step $i; sleep 0.5; done; echo BUILD-DONE-next";
+    let mut first = Stdio2::initialized(&home, "mcp");
+    first.request(
+        "tools/call",
+        json!({"name":"exec_command","arguments":{"cmd":cmd,"yield_time_ms":20000}}),
+    );
+    let id = wait_for_session(&home, cmd);
+    // The client's connection is lost: its stdio server goes with it, the answer never sent.
+    drop(first);
+    let mut next = Stdio2::initialized(&home, "mcp");
+    let again = next.tool("exec_command", json!({"cmd": cmd, "yield_time_ms": 20000}));
+    assert!(again.contains("never reached you"), "{again}");
+    assert!(again.contains(&id) && again.contains("BUILD-DONE-next"), "{again}");
+    assert_eq!(sessions_running(&home, cmd), 1, "one build");
+    // Answered now: the same command again is a new run.
+    let fresh = next.tool("exec_command", json!({"cmd": cmd, "yield_time_ms": 100}));
+    assert!(!fresh.contains("second copy"), "{fresh}");
+    assert_eq!(sessions_running(&home, cmd), 2, "{fresh}");
+    home.ok(&["kill", &session_id(&fresh)]);
+}
