@@ -34,6 +34,11 @@ def _parse(line: Union[str, bytes]) -> Any:
         return None
 
 
+class _NotSent(ConnectionLost):
+    """The connection was found broken when the request was written: it never reached the
+    daemon, so it can be sent again on a new connection."""
+
+
 class AsyncClient:
     """``Client`` for asyncio: the same arguments and methods, each a coroutine. Connects on
     ``async with`` or ``await connect()`` (or at the first call)."""
@@ -61,6 +66,8 @@ class AsyncClient:
         self._closer: Any = None
         self._reader_task: Optional["asyncio.Task[None]"] = None
         self._lost: Optional[str] = None
+        #: Set by ``close``: a closed client does not connect again.
+        self._closed = False
         self._connect_lock = asyncio.Lock()
 
     async def __aenter__(self) -> "AsyncClient":
@@ -177,6 +184,10 @@ class AsyncClient:
 
     async def close(self) -> None:
         """Close the connection (sessions keep running in the daemon)."""
+        self._closed = True
+        await self._drop()
+
+    async def _drop(self) -> None:
         if self._closer is not None:
             closer, self._closer, self._send = self._closer, None, None
             await closer()
@@ -190,30 +201,51 @@ class AsyncClient:
 
     async def _exchange(self, method: str, params: Optional[Mapping[str, Any]],
                         timeout: Any) -> Tuple[Any, Optional[bytes]]:
-        if self._send is None:
-            if self._lost is not None:
-                raise ConnectionLost(self._lost)
-            await self.connect()
+        if self._closed:
+            raise ConnectionLost("the client is closed")
         params = dict(params or {})
         deadline = None if timeout is _NO_DEADLINE else (
             timeout if timeout is not None else p.call_timeout(self.timeout, params))
+        try:
+            answer, payload = await self._send_and_wait(method, params, deadline)
+        except _NotSent:
+            # The daemon went away since the last call (stopped, restarted) and nothing was
+            # sent: send it on a new connection, to the daemon started again if need be.
+            self._lost = self._lost or "the daemon closed the connection"
+            answer, payload = await self._send_and_wait(method, params, deadline)
+        if "error" in answer:
+            raise from_rpc(answer["error"])
+        return answer.get("result"), payload
+
+    async def _send_and_wait(self, method: str, params: Dict[str, Any],
+                             deadline: Optional[float]) -> Tuple[Any, Any]:
+        if self._lost is not None:
+            # The last connection ended: connect again, starting the daemon if none runs, as
+            # the CLI and the TypeScript client do.
+            await self._drop()
+            self._lost = None
+            self._binary_reads = None
+        if self._send is None:
+            await self.connect()
+        send: Any = self._send
         self._next_id += 1
         rid = self._next_id
         future: "asyncio.Future[Any]" = asyncio.get_running_loop().create_future()
         self._pending[rid] = future
         line = json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
         try:
-            await self._send(line.encode("utf-8"))
-            answer, payload = await asyncio.wait_for(future, deadline)
+            try:
+                await send(line.encode("utf-8"))
+            except OSError as e:
+                raise _NotSent(f"the connection to the daemon broke: {e}") from e
+            answer: Tuple[Any, Any] = await asyncio.wait_for(future, deadline)
         except asyncio.TimeoutError as e:
             raise TimeoutExpired(f"the daemon did not answer {method} within {deadline} s") from e
         except OSError as e:
             raise ConnectionLost(f"the connection to the daemon broke: {e}") from e
         finally:
             self._pending.pop(rid, None)
-        if "error" in answer:
-            raise from_rpc(answer["error"])
-        return answer.get("result"), payload
+        return answer
 
     async def _read(self, sid: str, after: int, max_bytes: Optional[int],
                     wait: Optional[float]) -> Chunk:
@@ -231,17 +263,33 @@ class AsyncClient:
                 return p.chunk(result, payload if payload is not None else b"")
         return p.chunk(await self.call("read", p.raw_read_params(sid, after, max_bytes, wait)))
 
-    async def run(self, command: str, *, cwd: Optional[str] = None,
+    async def run(self, command: str, *, cwd: Optional[p.PathArg] = None,
                   env: Optional[Mapping[str, str]] = None, timeout: Optional[float] = None,
                   check: bool = False, shell: Optional[str] = None,
                   max_bytes: Optional[int] = None) -> RunResult:
         """See ``Client.run``."""
         params = p.run_params(command, background=False, cwd=cwd, env=env, timeout=timeout,
-                              shell=shell, max_bytes=max_bytes)
-        answer = await self.call("run", params, timeout=_NO_DEADLINE if timeout is None else None)
+                              local=self._remote is None, shell=shell, max_bytes=max_bytes)
+        params["idempotency_key"] = p.idempotency_key(None)
+        try:
+            answer = await self.call("run", params,
+                                     timeout=_NO_DEADLINE if timeout is None else None)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            # As ``Client.run``: a cancelled run ends its command (shielded: the cancellation
+            # that stopped the wait must not stop this too).
+            await asyncio.shield(self._terminate(params))
+            raise
         return p.check_run(p.run_result(answer, command), check)
 
-    async def start(self, command: str, *, cwd: Optional[str] = None,
+    async def _terminate(self, params: Dict[str, Any]) -> None:
+        """See ``Client._terminate``."""
+        try:
+            again = await self.call("run", p.replay_params(params))
+            await self.call("kill", {"id": again["id"]})
+        except StockadeError:
+            pass  # It ended already.
+
+    async def start(self, command: str, *, cwd: Optional[p.PathArg] = None,
                     env: Optional[Mapping[str, str]] = None, pty: Optional[Tuple[int, int]] = None,
                     stdin: bool = False, timeout: Optional[float] = None,
                     until: Optional[str] = None, wait: float = 0.0,
@@ -249,7 +297,8 @@ class AsyncClient:
         """See ``Client.start``."""
         key = p.idempotency_key(idempotency_key)
         params = p.run_params(command, background=True, cwd=cwd, env=env, timeout=timeout,
-                              pty=pty, stdin=stdin, until=until, wait=wait)
+                              local=self._remote is None, pty=pty, stdin=stdin, until=until,
+                              wait=wait)
         params["idempotency_key"] = key
         try:
             answer = await self.call("run", params)
@@ -299,8 +348,7 @@ class AsyncSession:
         while True:
             left = p.MAX_SLICE_S if end is None else end - time.monotonic()
             if left <= 0:
-                what = f"a line matching {until!r}" if until else "its end"
-                raise TimeoutExpired(f"{self.id} showed no {what} within {timeout} s")
+                raise p.wait_timed_out(self.id, until, timeout)
             answer = await self.client.call("read", p.wait_params(self.id, until, cursor, left))
             outcome = p.wait_outcome(answer)
             if outcome is not None and outcome.ended_by == "exit" and until is not None:

@@ -12,7 +12,7 @@ from . import _proto as p
 from ._binary import ensure_daemon
 from ._errors import ConnectionLost, InvalidParams, StockadeError, TimeoutExpired, from_rpc
 from ._proto import Chunk, GrepLine, RunResult, WaitResult
-from ._transport import Transport, UnixTransport, WsTransport, read_token
+from ._transport import NotSent, Transport, UnixTransport, WsTransport, read_token
 
 #: ``timeout=None`` on a call: no deadline (a foreground run of unbounded length).
 _NO_DEADLINE = object()
@@ -44,6 +44,10 @@ class Client:
         self._next_id = 0
         #: Whether the daemon has the binary read form (None: not asked yet).
         self._binary_reads: Optional[bool] = None
+        #: Whether the daemon is this machine's (commands run in the caller's world).
+        self._local = remote is None
+        #: Set by ``close``: a closed client does not connect again.
+        self._closed = False
         self._transport: Optional[Transport]
         if remote is not None:
             token_path = token_file or os.environ.get("STOCKADE_TOKEN_FILE")
@@ -53,12 +57,18 @@ class Client:
                 )
             token = read_token(os.fspath(token_path))
             ca = os.fspath(ca_file) if ca_file is not None else None
-            self._transport = WsTransport(remote, token, ca, timeout)
+
+            def connect() -> Transport:
+                return WsTransport(remote, token, ca, timeout)
         else:
-            socket_path = ensure_daemon(
-                binary, os.fspath(home) if home is not None else None, timeout
-            )
-            self._transport = UnixTransport(socket_path, timeout)
+            home_path = os.fspath(home) if home is not None else None
+
+            def connect() -> Transport:
+                # A daemon that is gone (stopped, restarted, crashed) is started again, as the
+                # CLI would.
+                return UnixTransport(ensure_daemon(binary, home_path, timeout), timeout)
+        self._connect = connect
+        self._transport = connect()
 
     def __enter__(self) -> "Client":
         return self
@@ -69,6 +79,7 @@ class Client:
     def close(self) -> None:
         """Close the connection (sessions keep running in the daemon)."""
         with self._lock:
+            self._closed = True
             if self._transport is not None:
                 self._transport.close()
                 self._transport = None
@@ -88,30 +99,46 @@ class Client:
         else:
             deadline = timeout if timeout is not None else p.call_timeout(self.timeout, params)
         with self._lock:
-            transport = self._transport
-            if transport is None:
+            if self._closed:
                 raise ConnectionLost("the client is closed")
             self._next_id += 1
-            rid = self._next_id
-            line = json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
-            payload = None
+            line = json.dumps({"jsonrpc": "2.0", "id": self._next_id, "method": method,
+                               "params": params}).encode("utf-8")
             try:
-                transport.send(line.encode("utf-8"), deadline)
-                while True:
-                    answer = json.loads(transport.recv(deadline))
-                    n = p.binary_len(answer)
-                    if n is not None:
-                        payload = transport.recv_bytes(n, deadline)
-                    if isinstance(answer, dict) and answer.get("id") == rid:
-                        break
-            except (TimeoutExpired, ConnectionLost):
-                # The answer may still come: this connection can no longer be trusted.
-                transport.close()
-                self._transport = None
-                raise
+                answer, payload = self._send_and_wait(line, self._next_id, deadline)
+            except NotSent:
+                # The daemon went away since the last call (stopped, restarted): nothing was
+                # sent, so send it on a new connection (a new daemon may answer), as the CLI
+                # and the TypeScript client do.
+                answer, payload = self._send_and_wait(line, self._next_id, deadline)
         if "error" in answer:
             raise from_rpc(answer["error"])
         return answer.get("result"), payload
+
+    def _send_and_wait(self, line: bytes, rid: int,
+                       deadline: Optional[float]) -> Tuple[Any, Optional[bytes]]:
+        """Send one request and wait for its answer, connecting first when the last
+        connection was lost. Holds ``_lock``."""
+        if self._transport is None:
+            self._transport = self._connect()
+            self._binary_reads = None
+        transport = self._transport
+        payload = None
+        try:
+            transport.send(line, deadline)
+            while True:
+                answer = json.loads(transport.recv(deadline))
+                n = p.binary_len(answer)
+                if n is not None:
+                    payload = transport.recv_bytes(n, deadline)
+                if isinstance(answer, dict) and answer.get("id") == rid:
+                    return answer, payload
+        except BaseException:
+            # The answer may still come (or came in part, at a KeyboardInterrupt): this
+            # connection can no longer be trusted. The next call connects again.
+            transport.close()
+            self._transport = None
+            raise
 
     def _read(self, sid: str, after: int, max_bytes: Optional[int],
               wait: Optional[float]) -> Chunk:
@@ -134,7 +161,7 @@ class Client:
         self,
         command: str,
         *,
-        cwd: Optional[str] = None,
+        cwd: Optional[p.PathArg] = None,
         env: Optional[Mapping[str, str]] = None,
         timeout: Optional[float] = None,
         check: bool = False,
@@ -143,19 +170,38 @@ class Client:
     ) -> RunResult:
         """Run ``command`` (a shell command line) to its end and answer its bounded output.
 
-        Like ``subprocess.run``: ``timeout`` (seconds) terminates the command's whole tree and
-        raises ``TimeoutExpired``; ``check=True`` raises ``CommandFailed`` unless it exits 0.
+        Like ``subprocess.run``: the command runs in this process's directory (``cwd``, relative
+        to it) and environment (``env`` added on top) when the daemon is local; ``timeout``
+        (seconds) terminates the command's whole tree and raises ``TimeoutExpired``;
+        ``check=True`` raises ``CommandFailed`` unless it exits 0; a ``KeyboardInterrupt``
+        (Ctrl-C) while it runs terminates it, then propagates.
         """
         params = p.run_params(command, background=False, cwd=cwd, env=env, timeout=timeout,
-                              shell=shell, max_bytes=max_bytes)
-        answer = self.call("run", params, timeout=_NO_DEADLINE if timeout is None else None)
+                              local=self._local, shell=shell, max_bytes=max_bytes)
+        params["idempotency_key"] = p.idempotency_key(None)
+        try:
+            answer = self.call("run", params, timeout=_NO_DEADLINE if timeout is None else None)
+        except KeyboardInterrupt:
+            self._terminate(params)
+            raise
         return p.check_run(p.run_result(answer, command), check)
+
+    def _terminate(self, params: Dict[str, Any]) -> None:
+        """Terminate the session the run ``params`` started and wait until its tree is gone (the
+        daemon also ends a foreground run whose connection closed; this makes sure). The run's
+        key finds it: sent again, it answers with the session it started, or starts it if the
+        first never arrived, which is then ended as well."""
+        try:
+            again = self.call("run", p.replay_params(params))
+            self.call("kill", {"id": again["id"]})
+        except StockadeError:
+            pass  # It ended already.
 
     def start(
         self,
         command: str,
         *,
-        cwd: Optional[str] = None,
+        cwd: Optional[p.PathArg] = None,
         env: Optional[Mapping[str, str]] = None,
         pty: Optional[Tuple[int, int]] = None,
         stdin: bool = False,
@@ -174,7 +220,8 @@ class Client:
         ``ConnectionLost``), the error's ``idempotency_key`` is the one to start again with."""
         key = p.idempotency_key(idempotency_key)
         params = p.run_params(command, background=True, cwd=cwd, env=env, timeout=timeout,
-                              pty=pty, stdin=stdin, until=until, wait=wait)
+                              local=self._local, pty=pty, stdin=stdin, until=until,
+                              wait=wait)
         params["idempotency_key"] = key
         try:
             answer = self.call("run", params)
@@ -229,8 +276,7 @@ class Session:
         while True:
             left = p.MAX_SLICE_S if end is None else end - time.monotonic()
             if left <= 0:
-                what = f"a line matching {until!r}" if until else "its end"
-                raise TimeoutExpired(f"{self.id} showed no {what} within {timeout} s")
+                raise p.wait_timed_out(self.id, until, timeout)
             answer = self.client.call("read", p.wait_params(self.id, until, cursor, left))
             outcome = p.wait_outcome(answer)
             if outcome is not None and outcome.ended_by == "exit" and until is not None:

@@ -8,6 +8,10 @@ from typing import Any, Optional
 class StockadeError(Exception):
     """An error from Stockade; ``message`` is the daemon's sentence, ``code`` its JSON-RPC code."""
 
+    #: The key of a start that got no answer (``TimeoutExpired``, ``ConnectionLost``): start
+    #: again with it to get that start's session, never a second copy. None otherwise.
+    idempotency_key: Optional[str] = None
+
     def __init__(self, message: str, code: Optional[int] = None, data: Any = None) -> None:
         super().__init__(message)
         self.message = message

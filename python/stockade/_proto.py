@@ -123,13 +123,53 @@ def ms(seconds: Optional[float]) -> Optional[int]:
     return None if seconds is None else max(0, int(round(seconds * 1000)))
 
 
+PathArg = Union[str, "os.PathLike[str]"]
+
+
+def _need(ok: bool, what: str, value: Any) -> None:
+    """Raise a ``TypeError`` naming the argument when ``ok`` is false."""
+    if not ok:
+        raise TypeError(f"{what}, not {type(value).__name__} {value!r}")
+
+
+def check_args(command: Any, cwd: Any, env: Any, timeout: Any, shell: Any = None,
+               max_bytes: Any = None) -> None:
+    """The arguments every start shares, checked with a sentence naming the wrong one."""
+    _need(isinstance(command, str), "command must be a str (a shell command line)", command)
+    _need(cwd is None or isinstance(cwd, (str, os.PathLike)),
+          "cwd must be a str or os.PathLike (a directory)", cwd)
+    _need(env is None or isinstance(env, Mapping), "env must be a mapping of str to str", env)
+    if env is not None:
+        for k, v in env.items():
+            if not isinstance(k, str) or not isinstance(v, str):
+                raise TypeError(f"env must map str to str, not {type(k).__name__} {k!r} to "
+                                f"{type(v).__name__} {v!r}")
+    _need(timeout is None or (isinstance(timeout, (int, float)) and not isinstance(timeout, bool)),
+          "timeout must be a number of seconds or None", timeout)
+    if timeout is not None and timeout <= 0:
+        raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
+    _need(shell is None or isinstance(shell, str), "shell must be a str (a path) or None", shell)
+    _need(max_bytes is None or (isinstance(max_bytes, int) and not isinstance(max_bytes, bool)),
+          "max_bytes must be an int or None", max_bytes)
+    if max_bytes is not None and max_bytes <= 0:
+        raise ValueError(f"max_bytes must be a positive number of bytes, not {max_bytes!r}")
+
+
+def caller_cwd(cwd: Optional[PathArg]) -> str:
+    """Where a local command runs: ``cwd`` resolved against this process's directory (as
+    ``subprocess`` does), else this process's directory."""
+    here = os.getcwd()
+    return here if cwd is None else os.path.join(here, os.fspath(cwd))
+
+
 def run_params(
     command: str,
     *,
     background: bool,
-    cwd: Optional[str],
+    cwd: Optional[PathArg],
     env: Optional[Mapping[str, str]],
     timeout: Optional[float],
+    local: bool,
     shell: Optional[str] = None,
     max_bytes: Optional[int] = None,
     pty: Optional[Tuple[int, int]] = None,
@@ -137,11 +177,17 @@ def run_params(
     until: Optional[str] = None,
     wait: Optional[float] = None,
 ) -> Dict[str, Any]:
+    """A ``run`` request. A local daemon runs the command in this process's directory and
+    environment (``env`` on top), as ``subprocess`` and the CLI do; a remote one in its own."""
+    check_args(command, cwd, env, timeout, shell, max_bytes)
     params: Dict[str, Any] = {"command": command}
     if background:
         params["background"] = True
-    if cwd is not None:
-        params["cwd"] = str(cwd)
+    if local:
+        params["cwd"] = caller_cwd(cwd)
+        params["base_env"] = dict(os.environ)
+    elif cwd is not None:
+        params["cwd"] = os.fspath(cwd)
     if env is not None:
         params["env"] = {str(k): str(v) for k, v in env.items()}
     if timeout is not None:
@@ -160,6 +206,22 @@ def run_params(
     if wait:
         params["yield_ms"] = ms(min(wait, MAX_SLICE_S))
     return params
+
+
+def replay_params(params: Mapping[str, Any]) -> Dict[str, Any]:
+    """The ``run`` that gets the session ``params`` (with their idempotency key) started, at
+    once: the daemon answers a key it keeps with that session."""
+    again = dict(params)
+    again["background"] = True
+    again.pop("yield_ms", None)
+    return again
+
+
+def wait_timed_out(sid: str, until: Optional[str], timeout: Optional[float]) -> TimeoutExpired:
+    """``Session.wait`` ran out of time."""
+    if until:
+        return TimeoutExpired(f"{sid} printed no line matching {until!r} within {timeout} s")
+    return TimeoutExpired(f"{sid} did not end within {timeout} s")
 
 
 def idempotency_key(given: Optional[str]) -> str:
@@ -184,7 +246,7 @@ def start_unanswered(error: StockadeError, key: str) -> StockadeError:
         out = ConnectionLost(message)
     else:
         return error
-    out.idempotency_key = key  # type: ignore[attr-defined]
+    out.idempotency_key = key
     return out
 
 

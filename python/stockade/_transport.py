@@ -56,6 +56,11 @@ def handshake_error(url: str, e: Exception) -> DaemonUnavailable:
     return DaemonUnavailable(f"cannot reach the daemon at {url}: {e}")
 
 
+class NotSent(ConnectionLost):
+    """The connection was found broken before any byte of the request left: nothing reached
+    the daemon, so the request can be sent again on a new connection."""
+
+
 class Transport:
     """A blocking connection; ``exchange`` is never called by two threads at once."""
 
@@ -98,8 +103,17 @@ class UnixTransport(Transport):
 
     def send(self, line: bytes, timeout: Optional[float]) -> None:
         self._sock.settimeout(timeout)
+        data = line + b"\n"
         try:
-            self._sock.sendall(line + b"\n")
+            # The first send says whether the daemon is still there (a daemon that stopped
+            # closed its end: EPIPE) before anything of the request was taken.
+            n = self._sock.send(data)
+        except socket.timeout as e:
+            raise TimeoutExpired("the daemon did not take the request in time") from e
+        except OSError as e:
+            raise NotSent(f"the connection to the daemon broke: {e}") from e
+        try:
+            self._sock.sendall(data[n:])
         except socket.timeout as e:
             raise TimeoutExpired("the daemon did not take the request in time") from e
         except OSError as e:

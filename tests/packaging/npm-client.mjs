@@ -5,7 +5,7 @@
 // Prints one line of numbers; any failed check throws (exit status 1).
 import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";
-import { Client, CommandFailedError, NoSuchSessionError, StockadeError, StockadeTimeoutError } from "stockade";
+import { Client, CommandFailedError, NoSuchSessionError, StockadeError, StockadeTimeoutError } from "@stockade-sh/cli";
 
 const mode = process.env.REMOTE ? "wss" : "local";
 const client = process.env.REMOTE

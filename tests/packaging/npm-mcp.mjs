@@ -1,4 +1,4 @@
-// `npx stockade mcp` as an MCP client starts it: answers `initialize`, and the whole process tree
+// `npx @stockade-sh/cli mcp` as an MCP client starts it: answers `initialize`, and the whole process tree
 // (npx, the launcher, the binary) is gone promptly after SIGTERM. Run by tests/packaging/npm.sh
 // from the project that installed the packages. Prints the numbers; a failed check exits 1.
 import { spawn } from "node:child_process";
@@ -34,7 +34,7 @@ const alive = (pid) => {
 };
 
 async function round() {
-  const child = spawn("npx", ["stockade", "mcp"], { stdio: ["pipe", "pipe", "inherit"] });
+  const child = spawn("npx", ["@stockade-sh/cli", "mcp"], { stdio: ["pipe", "pipe", "inherit"] });
   const exited = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
   const t0 = Date.now();
   const answer = await new Promise((resolve, reject) => {
@@ -44,7 +44,7 @@ async function round() {
       const nl = buf.indexOf("\n");
       if (nl >= 0) resolve(JSON.parse(buf.slice(0, nl)));
     });
-    setTimeout(() => reject(new Error("npx stockade mcp did not answer initialize within 60 s")), 60_000).unref();
+    setTimeout(() => reject(new Error("npx @stockade-sh/cli mcp did not answer initialize within 60 s")), 60_000).unref();
     child.stdin.write(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "npm-test", version: "1" } } }) + "\n");
   });
   if (answer.result?.serverInfo?.name !== "stockade") throw new Error(`initialize answered ${JSON.stringify(answer)}`);
@@ -74,6 +74,6 @@ const rounds = [];
 for (let i = 0; i < 3; i++) rounds.push(await round());
 const best = Math.min(...rounds.map((r) => r.goneMs));
 const worst = Math.max(...rounds.map((r) => r.goneMs));
-const summary = `npx stockade mcp: initialize answered in ${rounds.map((r) => r.initMs).join("/")} ms; all ${rounds[0].processes} processes gone ${rounds.map((r) => r.goneMs.toFixed(1)).join("/")} ms after SIGTERM`;
+const summary = `npx @stockade-sh/cli mcp: initialize answered in ${rounds.map((r) => r.initMs).join("/")} ms; all ${rounds[0].processes} processes gone ${rounds.map((r) => r.goneMs.toFixed(1)).join("/")} ms after SIGTERM`;
 if (best > 100 || worst > 2000) throw new Error(`${summary}: want the best ≤ 100 ms and each ≤ 2000 ms`);
 console.log(summary);

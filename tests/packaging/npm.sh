@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The npm packages as a user installs them (run by scripts/test): packs `stockade` and
-# `@stockade/linux-x64` from a built binary (scripts/build-npm), installs them from those .tgz
+# `@stockade-sh/linux-x64` from a built binary (scripts/build-npm), installs them from those .tgz
 # files only (`--offline`, with the pinned `ws` packed by install-npm-deps.sh) into fresh npm
 # prefixes, and uses them with nothing but Node.js, npm and the base system on PATH (no Rust):
 #   - `stockade run 'seq 1 3000000'` (global install) prints the README's tail and notice;
@@ -8,7 +8,7 @@
 #     100 MiB back by cursor byte-exact, waits with `until`, writes to and resizes a PTY, kills a
 #     tree with 0 left — over the local socket (auto-started daemon) and over wss:// with a token
 #     and a CA file;
-#   - `npx stockade mcp` answers initialize and is gone promptly after SIGTERM (npm-mcp.mjs).
+#   - `npx @stockade-sh/cli mcp` answers initialize and is gone promptly after SIGTERM (npm-mcp.mjs).
 # The binary: STOCKADE_STATIC_BIN, default the CI artefact target/artifacts/stockade-static
 # (scripts/build-artifacts). Everything it starts is stopped and removed on any exit.
 set -euo pipefail
@@ -26,7 +26,7 @@ command -v openssl >/dev/null || die "openssl is missing (it makes the test CA);
 tests/packaging/install-npm-deps.sh
 scripts/build-npm "$binary" >/dev/null
 version=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version *= *"\([^"]*\)".*/\1/p' Cargo.toml)
-tgz=("$artifacts/stockade-$version.tgz" "$artifacts/stockade-linux-x64-$version.tgz"
+tgz=("$artifacts/stockade-sh-cli-$version.tgz" "$artifacts/stockade-sh-linux-x64-$version.tgz"
     "$root/target/npm-build/ws-$(node -p 'require("./npm/stockade/package.json").dependencies.ws').tgz")
 
 work=$(mktemp -d /tmp/stockade-npm.XXXXXX)
@@ -85,7 +85,7 @@ rm -f "$work/data"/*
 mkdir -p "$work/tls"
 mv "$work/data"/{ca.pem,cert.pem,key.pem,token} "$work/tls/" && rm -f "$work/data"/*
 env -i PATH="$work/global/bin:/usr/bin:/bin" HOME="$work/home" STOCKADE_HOME="$work/door-state" \
-    "$work/global/lib/node_modules/@stockade/linux-x64/bin/stockade" daemon run --ws 127.0.0.1:0 \
+    "$work/global/lib/node_modules/@stockade-sh/linux-x64/bin/stockade" daemon run --ws 127.0.0.1:0 \
     --token-file "$work/tls/token" --tls-cert "$work/tls/cert.pem" --tls-key "$work/tls/key.pem" \
     2>"$work/door.log" &
 door_pid=$!
@@ -105,7 +105,7 @@ door_pid=
 
 # npx from the project, as MCP client configurations run it.
 (cd "$work/project" && env -i PATH="$work/project/node_modules/.bin:/usr/bin:/bin" HOME="$work/home" \
-    STOCKADE_HOME="$work/state" node "$root/tests/packaging/npm-mcp.mjs") || die "npx stockade mcp failed"
+    STOCKADE_HOME="$work/state" node "$root/tests/packaging/npm-mcp.mjs") || die "npx @stockade-sh/cli mcp failed"
 
 clean stockade daemon stop >/dev/null || die "stockade daemon stop failed"
 echo "npm: all checks passed"

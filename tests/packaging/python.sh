@@ -47,6 +47,14 @@ trap cleanup EXIT
 t0=$(date +%s)
 
 echo "== wheel: $(basename "$wheel") ($(stat -c %s "$wheel") bytes)"
+# pip on Alpine (musl) and on glibc systems takes the one wheel, as a user's pip would pick it.
+for platform in musllinux_1_2_x86_64 manylinux_2_17_x86_64; do
+    pip_dir="$work/pip-$platform"
+    python3 -m pip install --quiet --disable-pip-version-check --no-index --no-deps \
+        --only-binary=:all: --platform "$platform" --target "$pip_dir" "$wheel" ||
+        fail "pip --platform $platform --only-binary=:all: refused the wheel"
+    [[ -x $pip_dir/bin/stockade ]] || fail "pip --platform $platform put no bin/stockade in $pip_dir"
+done
 python3 -m venv "$work/venv"
 "$work/venv/bin/pip" install --quiet --disable-pip-version-check --no-index \
     --find-links "$target_dir/packaging-wheels" "$wheel"

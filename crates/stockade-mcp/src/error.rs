@@ -44,6 +44,11 @@ pub enum ToolError {
     /// session goes on.
     #[error("the call was cancelled; the session keeps running (see it with read_output).")]
     Cancelled,
+    /// An `exec_command` the client cancelled (or gave up on), and the session it started.
+    #[error(
+        "the call was cancelled before its answer; its command keeps running as {0}: read_output session_id={0} shows its output (yield_time_ms waits for more), kill_session session_id={0} stops it."
+    )]
+    CancelledRun(String),
     /// Something unexpected inside the MCP server.
     #[error("internal error in the Stockade MCP server: {0}")]
     Internal(String),

@@ -24,7 +24,7 @@ use stockade_proto::rpc::{
     GrepParams, KillParams, ListParams, MAX_WAIT_MS, PtySize, ReadParams, RunParams, StateFilter,
     WriteParams, code, method,
 };
-use stockade_proto::{ReadMode, RunResult, Stream};
+use stockade_proto::{ReadMode, Stream};
 use tokio_util::sync::CancellationToken;
 
 use crate::backend::Backend;
@@ -69,6 +69,10 @@ pub struct StockadeMcp {
     /// The name the client last gave (in `initialize` or a request's `_meta`): requests of
     /// revisions without `initialize` may leave it out after the first.
     client: Arc<Mutex<Option<String>>>,
+    /// This server's `exec_command` calls whose answers have not been delivered.
+    calls: retry::Calls,
+    /// This connection among the server's (a clone is another connection).
+    connection: u64,
 }
 
 /// A session id and the stream a read filtered by (`None`: every stream).
@@ -83,6 +87,8 @@ impl Clone for StockadeMcp {
             defaults: Arc::clone(&self.defaults),
             cursors: Arc::default(),
             client: Arc::default(),
+            calls: self.calls.clone(),
+            connection: self.calls.connection(),
         }
     }
 }
@@ -110,6 +116,11 @@ impl StockadeMcp {
                 ).into());
             }
         }
+        // Unanswered calls outlive this server in the local daemon's state directory.
+        let calls = match backend.options().remote {
+            Some(_) => retry::Calls::default(),
+            None => retry::Calls::kept_in(backend.options().home.join("mcp-calls")),
+        };
         StockadeMcp {
             backend,
             tools: Arc::new(all),
@@ -117,6 +128,8 @@ impl StockadeMcp {
             defaults: Arc::default(),
             cursors: Arc::default(),
             client: Arc::default(),
+            connection: calls.connection(),
+            calls,
         }
     }
 
@@ -244,32 +257,63 @@ impl StockadeMcp {
             sandbox,
             ceiling,
             capture: a.capture.map(Into::into).unwrap_or_default(),
-            idempotency_key: Some(key.clone()),
+            idempotency_key: Some(key),
             ..RunParams::default()
         };
-        // A retry with its key is the daemon's to answer: no twin is guessed at.
-        if params.source.is_none()
-            && !retried
-            && let Some(twin) = retry::running_twin(&self.backend, &params).await
-        {
-            let r = retry::follow(&self.backend, &twin, &params, cancel).await?;
-            self.remember(&r.id, None, r.view.next_cursor);
-            let shown = RunResult { deduplicated: false, ..r.clone() };
-            return ok(format!("{}\n{}", retry::note(&twin), text::run(&shown)), &r);
-        }
-        let r = self
-            .backend
-            .call_until(cancel, move |c| c.call::<method::Run>(params))
-            .await
-            .map_err(|e| {
-                e.name_the_key(|| {
-                    format!(
-                        "The command may have started: call exec_command again with the same cmd and idempotency_key \"{key}\" to get that session instead of a second copy (list_sessions with idempotency_key \"{key}\" shows it, or nothing)."
-                    )
-                })
-            })?;
+        self.run_or_follow(params, retried, cancel).await
+    }
+
+    /// Run `params`, or follow the session of an earlier call of the same shape whose answer
+    /// never arrived (see [`retry`]).
+    async fn run_or_follow(
+        &self,
+        params: RunParams,
+        retried: bool,
+        cancel: &CancellationToken,
+    ) -> Result<CallToolResult, ToolError> {
+        let shape = retry::Shape::of(&params);
+        // A retry with its key is the daemon's to answer; without one, only a call of this
+        // server whose answer never arrived is followed.
+        let earlier = match self.calls.earlier(&shape, self.connection) {
+            Some(e) if params.source.is_none() && !retried => {
+                retry::still_running(&self.backend, &e.key).await.then_some(e)
+            }
+            _ => None,
+        };
+        let key = match &earlier {
+            Some(e) => e.key.clone(),
+            None => params.idempotency_key.clone().unwrap_or_default(),
+        };
+        let params = RunParams { idempotency_key: Some(key.clone()), ..params };
+        let pending = self.calls.begin(&key, shape, self.connection);
+        let r = self.backend.call_until(cancel, move |c| c.call::<method::Run>(params)).await;
+        let r = match r {
+            Err(ToolError::Cancelled) => {
+                // Most clients drop this answer; one that shows it names the session.
+                let found = retry::session_of(&self.backend, &key).await;
+                return Err(found.map_or(ToolError::Cancelled, ToolError::CancelledRun));
+            }
+            other => {
+                // An answer (or an error sentence naming the key) goes to the client.
+                pending.answered();
+                other.map_err(|e| {
+                    e.name_the_key(|| {
+                        format!(
+                            "The command may have started: call exec_command again with the same cmd and idempotency_key \"{key}\" to get that session instead of a second copy (list_sessions with idempotency_key \"{key}\" shows it, or nothing)."
+                        )
+                    })
+                })?
+            }
+        };
         self.remember(&r.id, None, r.view.next_cursor);
-        ok(text::run(&r), &r)
+        let text = text::run(&r);
+        match earlier {
+            Some(e) => ok(format!("{}\n{text}", retry::note(&e, &r.id)), &r),
+            None if retried && retry::died_with_daemon(&r.state) => {
+                ok(format!("{}\n{text}", retry::died_note(&r.id)), &r)
+            }
+            None => ok(text, &r),
+        }
     }
 
     async fn write_stdin(
@@ -370,7 +414,13 @@ impl StockadeMcp {
         };
         let r = self.backend.call_until(cancel, move |c| c.call::<method::Read>(params)).await?;
         self.remember(&r.id, stream, r.view.next_cursor);
-        ok(text::read(&r, continued.map(|cursor| Continued { cursor })), &r)
+        let text = text::read(&r, continued.map(|cursor| Continued { cursor }));
+        match (stream, r.view.stream) {
+            (Some(asked), Some(one @ (Stream::Combined | Stream::Pty))) => {
+                ok(format!("{}\n{text}", text::unsplit(asked, one)), &r)
+            }
+            _ => ok(text, &r),
+        }
     }
 
     /// Run `work`, sending `notifications/progress` for `token` every [`PROGRESS_EVERY`] until

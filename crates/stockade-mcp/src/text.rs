@@ -122,6 +122,20 @@ pub fn read(r: &ReadResult, continued: Option<Continued>) -> String {
     codex(&r.id, &r.state, Duration::from_millis(r.wall_time_ms), &r.view, None, extra)
 }
 
+/// The first line of a `stream` read of a session whose streams cannot be told apart (`one`:
+/// one pipe, or a terminal): what it shows instead.
+pub fn unsplit(asked: Stream, one: Stream) -> String {
+    let how = if one == Stream::Pty {
+        "runs on a terminal (tty), where stdout and stderr are one stream"
+    } else {
+        "writes stdout and stderr into one pipe (capture \"pipe\", the default)"
+    };
+    format!(
+        "Note: stream={} cannot be split out: this session {how}, so this shows both. Start the command with capture: \"split\" to read stderr and stdout apart.",
+        asked.as_str()
+    )
+}
+
 /// How long the call waited, what ended the wait, and the `until` line if one matched.
 fn wait_line(w: &WaitReport) -> String {
     let why = match w.ended_by {

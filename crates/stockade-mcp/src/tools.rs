@@ -294,7 +294,8 @@ pub struct ReadOutputArgs {
     /// End the wait at the first new line matching this regex.
     #[serde(default)]
     pub until: Option<String>,
-    /// Only `stdout` or only `stderr`.
+    /// Only `stdout` or only `stderr`, of a session started with `capture: "split"`; the
+    /// default capture and `tty` sessions have one stream, shown whole (the answer says so).
     #[serde(default)]
     pub stream: Option<StreamArg>,
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // `stockade` from npm: runs the binary of the platform package with this process's arguments,
 // stdio and environment, forwards the signals a supervisor or a terminal sends, and ends as the
-// binary ended (its exit code, or death by its signal), so `npx stockade mcp` behaves like the
+// binary ended (its exit code, or death by its signal), so `npx @stockade-sh/cli mcp` behaves like the
 // binary itself.
 import { spawn } from "node:child_process";
 import { constants } from "node:os";

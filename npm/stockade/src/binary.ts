@@ -4,9 +4,9 @@ import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 
-/** The platform packages published beside `stockade`, by `${process.platform}-${process.arch}`. */
+/** The platform packages published beside `@stockade-sh/cli`, by `${process.platform}-${process.arch}`. */
 const PLATFORM_PACKAGES: Record<string, string> = {
-  "linux-x64": "@stockade/linux-x64",
+  "linux-x64": "@stockade-sh/linux-x64",
 };
 
 /** The path of the stockade binary, or an Error whose message says what to do. */
@@ -22,8 +22,8 @@ export function binaryPath(): string {
   const pkg = PLATFORM_PACKAGES[platform];
   if (pkg === undefined) {
     throw new Error(
-      `the stockade npm package has no binary for ${platform} (only ${Object.keys(PLATFORM_PACKAGES).join(", ")}); ` +
-        "build one with `cargo install stockade` and set STOCKADE_BINARY to its path",
+      `the @stockade-sh/cli npm package has no binary for ${platform} (only ${Object.keys(PLATFORM_PACKAGES).join(", ")}); ` +
+        "build one with `cargo install --path crates/stockade` (a checkout) and set STOCKADE_BINARY to its path",
     );
   }
   const require = createRequire(import.meta.url);
@@ -33,12 +33,12 @@ export function binaryPath(): string {
   } catch {
     throw new Error(
       `the package ${pkg}, which holds the stockade binary, is not installed (npm skips optional dependencies with --omit=optional or --no-optional); ` +
-        `reinstall with \`npm install stockade\` and without those flags`,
+        `reinstall with \`npm install @stockade-sh/cli\` and without those flags`,
     );
   }
   const bin = join(dirname(manifest), "bin", "stockade");
   if (!existsSync(bin)) {
-    throw new Error(`${pkg} is installed but holds no binary at ${bin}; reinstall it with \`npm install stockade\``);
+    throw new Error(`${pkg} is installed but holds no binary at ${bin}; reinstall it with \`npm install @stockade-sh/cli\``);
   }
   return bin;
 }

@@ -3,10 +3,11 @@
 import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { lstatSync, readFileSync } from "node:fs";
+import { resolve as resolvePath } from "node:path";
 import { binaryPath } from "./binary.js";
 import { CommandFailedError, ConnectionLostError, DaemonUnavailableError, StockadeError, StockadeTimeoutError } from "./errors.js";
 import { Session, toRunResult, type RunResult } from "./session.js";
-import { SocketTransport, Transport, WebSocketTransport, type Answer } from "./transport.js";
+import { NotSentError, SocketTransport, Transport, WebSocketTransport, type Answer } from "./transport.js";
 
 export interface ClientOptions {
   /** State directory of the local daemon (`--home`); default the binary's (`STOCKADE_HOME`, else ~/.local/state/stockade). */
@@ -24,9 +25,12 @@ export interface ClientOptions {
 }
 
 export interface RunOptions {
+  /** Where the command runs; relative to `process.cwd()`. Default: `process.cwd()` (a local daemon). */
   cwd?: string;
-  /** Added on top of the daemon's environment. */
+  /** Added on top of this process's environment (a local daemon), which the command starts from, as with `child_process`. */
   env?: Record<string, string>;
+  /** Aborting it terminates the command's tree and rejects `run` with the signal's reason. */
+  signal?: AbortSignal;
   /** The daemon terminates the command's tree after this long; then a `StockadeTimeoutError`. */
   timeoutMs?: number;
   /** Throw a `CommandFailedError` when the command does not exit 0. */
@@ -38,7 +42,9 @@ export interface RunOptions {
 }
 
 export interface StartOptions {
+  /** Where the command runs; relative to `process.cwd()`. Default: `process.cwd()` (a local daemon). */
   cwd?: string;
+  /** Added on top of this process's environment (a local daemon). */
   env?: Record<string, string>;
   /** Run on a new pseudo-terminal of this size. */
   pty?: { rows: number; cols: number };
@@ -85,15 +91,19 @@ export class Client {
     this.close();
   }
 
-  /** Runs `command` in the foreground and answers once it has exited (one bounded answer). */
+  /**
+   * Runs `command` in the foreground and answers once it has exited (one bounded answer). With a
+   * local daemon it runs in this process's directory and environment, as `child_process` runs
+   * commands; aborting `options.signal` terminates it.
+   */
   async run(command: string, options: RunOptions = {}): Promise<RunResult> {
-    const params: Record<string, unknown> = { command };
-    setIf(params, "cwd", options.cwd);
-    setIf(params, "env", options.env);
+    checkArgs("run", command, options);
+    const params = this.startParams(command, options);
     setIf(params, "timeout_ms", options.timeoutMs);
     setIf(params, "shell", options.shell);
     setIf(params, "max_bytes", options.maxBytes);
-    const result = toRunResult((await this.call("run", params)).result, command);
+    const answer = options.signal === undefined ? await this.call("run", params) : await this.abortable(params, options.signal);
+    const result = toRunResult(answer.result, command);
     if (result.state === "timed_out") {
       throw new StockadeTimeoutError(`the command ran past its time limit of ${options.timeoutMs} ms and was terminated (session ${result.id})`, result);
     }
@@ -103,11 +113,67 @@ export class Client {
     return result;
   }
 
+  /** `command`, `cwd` and the environment: the caller's world for a local daemon, the daemon's for a remote one. */
+  private startParams(command: string, options: { cwd?: string; env?: Record<string, string> }): Record<string, unknown> {
+    const params: Record<string, unknown> = { command };
+    if (this.options.remote === undefined) {
+      params.cwd = resolvePath(process.cwd(), options.cwd ?? ".");
+      const env: Record<string, string> = {};
+      for (const [k, v] of Object.entries(process.env)) if (v !== undefined) env[k] = v;
+      params.base_env = env;
+    } else {
+      setIf(params, "cwd", options.cwd);
+    }
+    setIf(params, "env", options.env);
+    return params;
+  }
+
+  /**
+   * A foreground run on a connection of its own, so that an abort can end it: the daemon ends a
+   * foreground run whose connection closes, and the run's key finds it to make sure.
+   */
+  private async abortable(params: Record<string, unknown>, signal: AbortSignal): Promise<Answer> {
+    signal.throwIfAborted();
+    const key = idempotencyKey(undefined);
+    params.idempotency_key = key;
+    const transport = await this.open();
+    const call = transport.request("run", params);
+    const abort: { killed: Promise<void> | null } = { killed: null };
+    const onAbort = (): void => {
+      // Closing the connection rejects `call` at once; the key makes sure of the end.
+      transport.close();
+      abort.killed = this.terminateKeyed(key);
+    };
+    signal.addEventListener("abort", onAbort, { once: true });
+    try {
+      return await call;
+    } catch (e) {
+      if (abort.killed === null) throw e;
+      await abort.killed;
+      throw signal.reason;
+    } finally {
+      signal.removeEventListener("abort", onAbort);
+      transport.close();
+    }
+  }
+
+  /** Terminates the session started with `key`, if it runs (best effort: the daemon may have ended it first). */
+  private async terminateKeyed(key: string): Promise<void> {
+    try {
+      const listed = (await this.call("list", { idempotency_key: key, state: "running" })).result;
+      for (const s of (listed.sessions ?? []) as { id?: unknown }[]) {
+        if (typeof s.id === "string") await this.call("kill", { id: s.id });
+      }
+    } catch {
+      // Nothing left to terminate.
+    }
+  }
+
   /** Starts `command` in the background and answers with its `Session`. */
   async start(command: string, options: StartOptions = {}): Promise<Session> {
-    const params: Record<string, unknown> = { command, background: true };
-    setIf(params, "cwd", options.cwd);
-    setIf(params, "env", options.env);
+    checkArgs("start", command, options);
+    const params = this.startParams(command, options);
+    params.background = true;
     setIf(params, "shell", options.shell);
     setIf(params, "timeout_ms", options.timeoutMs);
     if (options.pty !== undefined) params.pty = { rows: options.pty.rows, cols: options.pty.cols };
@@ -153,7 +219,14 @@ export class Client {
   /** One JSON-RPC call; for methods this class has no wrapper for. */
   async call(method: string, params: Record<string, unknown>): Promise<Answer> {
     const transport = await this.ensure();
-    return transport.request(method, params);
+    try {
+      return await transport.request(method, params);
+    } catch (e) {
+      if (!(e instanceof NotSentError)) throw e;
+      // The daemon went away since the last call (stopped, restarted) and nothing was sent:
+      // send it on a new connection, to the daemon started again if need be.
+      return (await this.ensure()).request(method, params);
+    }
   }
 
   private ensure(): Promise<Transport> {
@@ -260,6 +333,29 @@ function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<
     timer = setTimeout(() => reject(new DaemonUnavailableError(`${what} did not answer within ${ms} ms`)), ms);
   });
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** The arguments `run` and `start` share, checked with a sentence naming the wrong one. */
+function checkArgs(method: string, command: unknown, options: unknown): void {
+  const wrong = (what: string, value: unknown): TypeError =>
+    new TypeError(`${method}: ${what}, not ${value === null ? "null" : typeof value} ${JSON.stringify(value) ?? String(value)}`);
+  if (typeof command !== "string") throw wrong("command must be a string (a shell command line)", command);
+  if (typeof options !== "object" || options === null) throw wrong("options must be an object", options);
+  const o = options as Record<string, unknown>;
+  if (o.cwd !== undefined && typeof o.cwd !== "string") throw wrong("options.cwd must be a string (a directory)", o.cwd);
+  if (o.env !== undefined) {
+    if (typeof o.env !== "object" || o.env === null) throw wrong("options.env must be an object of strings", o.env);
+    for (const [k, v] of Object.entries(o.env)) {
+      if (typeof v !== "string") throw wrong(`options.env.${k} must be a string`, v);
+    }
+  }
+  for (const name of ["timeoutMs", "maxBytes", "waitMs"]) {
+    const v = o[name];
+    if (v !== undefined && (typeof v !== "number" || !Number.isFinite(v) || v < 0)) {
+      throw wrong(`options.${name} must be a number of ${name === "maxBytes" ? "bytes" : "milliseconds"} (0 or more)`, v);
+    }
+  }
+  if (o.signal !== undefined && !(o.signal instanceof AbortSignal)) throw wrong("options.signal must be an AbortSignal", o.signal);
 }
 
 function setIf(params: Record<string, unknown>, key: string, value: unknown): void {

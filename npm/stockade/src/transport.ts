@@ -16,7 +16,15 @@ export interface Answer {
 interface Pending {
   resolve: (answer: Answer) => void;
   reject: (err: StockadeError) => void;
+  /** The request never left: its write failed (the daemon had closed the connection). */
+  unsent: boolean;
 }
+
+/**
+ * The connection was found broken when the request was written: nothing of it reached the
+ * daemon, so it can be sent again on a new connection.
+ */
+export class NotSentError extends ConnectionLostError {}
 
 /** What both doors share: ids, the requests waiting for answers, and how an answer settles one. */
 export abstract class Transport {
@@ -29,9 +37,23 @@ export abstract class Transport {
     const id = this.nextId++;
     const line = JSON.stringify({ jsonrpc: "2.0", id, method, params });
     return new Promise<Answer>((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
-      this.send(line);
+      const waiting: Pending = { resolve, reject, unsent: false };
+      this.pending.set(id, waiting);
+      this.hold(true);
+      this.send(line, () => {
+        waiting.unsent = true;
+      });
     });
+  }
+
+  /**
+   * Whether the connection keeps the program alive: only while an answer is awaited, so a
+   * program that is done ends without `close()`, as with `fetch`.
+   */
+  protected hold(_busy: boolean): void {}
+
+  private settled(): void {
+    if (this.pending.size === 0) this.hold(false);
   }
 
   /** Whether the connection has ended (every request on it fails). */
@@ -40,7 +62,8 @@ export abstract class Transport {
   }
 
   abstract close(): void;
-  protected abstract send(message: string): void;
+  /** Writes `message`; calls `unsent` when the write failed. */
+  protected abstract send(message: string, unsent: () => void): void;
 
   /** Parses one answer; returns its `binary_len` when raw bytes follow it. */
   protected answer(text: string): { id: number; len: number; result: Record<string, unknown> } | null {
@@ -57,6 +80,7 @@ export abstract class Transport {
       const err = fromRpcError(msg.error ?? {});
       if (waiting !== undefined && id !== null) {
         this.pending.delete(id);
+        this.settled();
         waiting.reject(err);
       } else {
         // An error with id null answers no request of ours in particular (e.g. a line too long):
@@ -70,6 +94,7 @@ export abstract class Transport {
     if (typeof len === "number" && id !== null) return { id, len, result };
     if (waiting !== undefined && id !== null) {
       this.pending.delete(id);
+      this.settled();
       waiting.resolve({ result, bytes: null });
     }
     return null;
@@ -79,14 +104,16 @@ export abstract class Transport {
     const waiting = this.pending.get(id);
     if (waiting === undefined) return;
     this.pending.delete(id);
+    this.settled();
     waiting.resolve({ result, bytes });
   }
 
   /** Ends every request still waiting, and every later one, with `err`. */
   protected fail(err: StockadeError): void {
     if (this.closedError === null) this.closedError = err;
-    for (const waiting of this.pending.values()) waiting.reject(err);
+    for (const waiting of this.pending.values()) waiting.reject(waiting.unsent ? new NotSentError(err.message) : err);
     this.pending.clear();
+    this.settled();
   }
 }
 
@@ -101,6 +128,7 @@ export class SocketTransport extends Transport {
 
   private constructor(private readonly socket: Socket) {
     super();
+    socket.unref();
     socket.on("data", (data: Buffer) => this.onData(data));
     socket.on("error", (err) => this.fail(new ConnectionLostError(`the connection to the daemon failed: ${err.message}`)));
     socket.on("close", () => this.fail(new ConnectionLostError("the daemon closed the connection; is it still running?")));
@@ -124,8 +152,15 @@ export class SocketTransport extends Transport {
     this.socket.destroy();
   }
 
-  protected send(message: string): void {
-    this.socket.write(message + "\n");
+  protected send(message: string, unsent: () => void): void {
+    this.socket.write(message + "\n", (err) => {
+      if (err) unsent();
+    });
+  }
+
+  protected override hold(busy: boolean): void {
+    if (busy) this.socket.ref();
+    else this.socket.unref();
   }
 
   private onData(data: Buffer): void {
@@ -237,8 +272,10 @@ export class WebSocketTransport extends Transport {
     this.ws.close();
   }
 
-  protected send(message: string): void {
-    this.ws.send(message);
+  protected send(message: string, unsent: () => void): void {
+    this.ws.send(message, (err) => {
+      if (err) unsent();
+    });
   }
 
   private onMessage(data: Buffer, isBinary: boolean): void {

@@ -140,16 +140,7 @@ pub fn mcp(global: &Global, mut args: McpArgs) -> anyhow::Result<ExitCode> {
     }
     let daemon =
         if args.embedded { Daemon::Embedded } else { Daemon::Shared(global.connect_options()?) };
-    // The agent started this server in its project: every call runs there with this
-    // environment, whichever directory the shared daemon was started from. A remote daemon's
-    // machine is not ours: its own defaults apply.
-    let defaults = match global.remote {
-        Some(_) => RunDefaults::default(),
-        None => RunDefaults {
-            cwd: std::env::current_dir().ok(),
-            base_env: Some(crate::caller::environment()),
-        },
-    };
+    let defaults = run_defaults(global);
     let rt = crate::global::runtime()?;
     let result = rt.block_on(async {
         let cancel = CancellationToken::new();
@@ -192,6 +183,57 @@ pub fn mcp(global: &Global, mut args: McpArgs) -> anyhow::Result<ExitCode> {
 /// This server's policy, the ceiling it sends with every run. Under `workspace-write` without
 /// --writable-root, the project this server was started in is where commands may write: a
 /// `workdir` elsewhere is refused, as the tool's description says.
+/// Where calls run and the environment they start from. The agent started this server in its
+/// project: every call runs there with this environment, whichever directory the shared daemon
+/// was started from (and a stripped environment is said on stderr). A remote daemon's machine is
+/// not ours: its own defaults apply.
+fn run_defaults(global: &Global) -> RunDefaults {
+    if global.remote.is_some() {
+        return RunDefaults::default();
+    }
+    if let Some(note) = stripped_environment(std::env::vars_os().map(|(k, _)| k)) {
+        let _ = writeln!(std::io::stderr(), "{note}");
+    }
+    RunDefaults { cwd: std::env::current_dir().ok(), base_env: Some(crate::caller::environment()) }
+}
+
+/// The variables an MCP client that filters the environment passes on (the MCP SDKs' default
+/// set and Codex's allow-list): an environment of these only was stripped by the client.
+const CLIENT_DEFAULT_VARIABLES: &[&str] = &[
+    "HOME",
+    "LOGNAME",
+    "PATH",
+    "SHELL",
+    "TERM",
+    "USER",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TMPDIR",
+    "TZ",
+    "PWD",
+    "SHLVL",
+    "_",
+    "__CF_USER_TEXT_ENCODING",
+    "SYSTEMROOT",
+];
+
+/// The note `stockade mcp` prints on stderr when its client started it with a stripped
+/// environment (nothing but [`CLIENT_DEFAULT_VARIABLES`]): commands then run without the
+/// project's variables, and sessions go to the default state directory.
+fn stripped_environment(names: impl Iterator<Item = std::ffi::OsString>) -> Option<String> {
+    let names: Vec<std::ffi::OsString> = names.collect();
+    let stripped =
+        names.iter().all(|n| n.to_str().is_some_and(|n| CLIENT_DEFAULT_VARIABLES.contains(&n)));
+    stripped.then(|| {
+        let shown: Vec<String> = names.iter().map(|n| n.to_string_lossy().into_owned()).collect();
+        format!(
+            "stockade mcp: note: started with a stripped environment (only {}): commands run without your shell's exported variables, and sessions go to the default state directory, not a STOCKADE_HOME you set. Pass the variables in the client's configuration (Codex: env_vars = [\"STOCKADE_HOME\", ...]; the MCP SDKs: env={{...}}), as README.md shows.",
+            if shown.is_empty() { "nothing".to_owned() } else { shown.join(", ") }
+        )
+    })
+}
+
 fn ceiling(
     policy: Option<stockade_proto::Sandbox>,
     defaults: &RunDefaults,

@@ -387,6 +387,7 @@ fn background(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
     // --cwd). A remote daemon's machine is not ours: only an explicit --cwd (its path there) is
     // sent, and no environment.
     let remote = global.remote.is_some();
+    piped_stdin_to_the_daemon(&args)?;
     let cwd = match (&global.remote, &args.cwd) {
         (Some(_), cwd) => cwd.clone(),
         (None, cwd) => {
@@ -583,6 +584,38 @@ fn piped_stdin() -> Option<Arc<std::os::fd::OwnedFd>> {
         return None;
     }
     stdin.as_fd().try_clone_to_owned().ok().map(Arc::new)
+}
+
+/// What a run the daemon makes does with this client's piped stdin, which it cannot hand on:
+/// `--pty` (a foreground run on a terminal of its own) refuses it; `--bg` says where it goes.
+fn piped_stdin_to_the_daemon(args: &RunArgs) -> anyhow::Result<()> {
+    if (args.pty || args.bg) && stdin_is_piped() {
+        if !args.bg {
+            // The command would wait for a terminal nobody types into.
+            anyhow::bail!(
+                "--pty gives the command a terminal of its own and cannot take this piped stdin: drop --pty to hand the pipe on (`echo hi | stockade run cat`), or start it with --pty --bg and type into it with `stockade send`"
+            );
+        }
+        let instead = match (args.pty, args.stdin.is_some()) {
+            (true, _) => "its own terminal, which `stockade send` types into",
+            (false, true) => "a pipe `stockade send` writes to",
+            (false, false) => "/dev/null",
+        };
+        eprintln!(
+            "stockade: note: --bg does not hand this piped stdin on (the command's stdin is {instead}); run without --bg to hand it on, or feed the session with `stockade send`"
+        );
+    }
+    Ok(())
+}
+
+/// Whether this client's stdin is a pipe or a file (something a shell piped or redirected in),
+/// rather than a terminal, `/dev/null` or nothing.
+fn stdin_is_piped() -> bool {
+    use std::os::fd::AsFd as _;
+    rustix::fs::fstat(std::io::stdin().as_fd()).is_ok_and(|st| {
+        let kind = rustix::fs::FileType::from_raw_mode(st.st_mode);
+        matches!(kind, rustix::fs::FileType::Fifo | rustix::fs::FileType::RegularFile)
+    })
 }
 
 /// The first SIGINT or SIGTERM this client gets, listened for from now on.

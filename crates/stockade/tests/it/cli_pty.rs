@@ -191,3 +191,50 @@ fn attach_ends_with_the_session_and_restores_the_terminal_on_sigterm() {
         }
     }
 }
+
+/// `stockade ARGS` with `input` piped into its stdin, to its end (bounded).
+fn with_piped_stdin(home: &Home, args: &[&str], input: &[u8]) -> child::Finished {
+    use std::io::Write as _;
+    let mut c = home.cmd(args);
+    c.stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut running = c.spawn().unwrap();
+    let mut stdin = running.stdin.take().unwrap();
+    // The command may refuse before reading: a closed pipe is no failure here.
+    let _ = stdin.write_all(input);
+    drop(stdin);
+    // Small outputs: they fit the pipes, so waiting first cannot block the command.
+    let status = child::wait_bounded(&mut running, PATIENCE).expect("stockade ended");
+    let (mut stdout, mut stderr) = (String::new(), String::new());
+    std::io::Read::read_to_string(&mut running.stdout.take().unwrap(), &mut stdout).unwrap();
+    std::io::Read::read_to_string(&mut running.stderr.take().unwrap(), &mut stderr).unwrap();
+    child::Finished { status, stdout, stderr }
+}
+
+#[test]
+fn piped_stdin_is_refused_by_pty_and_named_by_bg() {
+    let home = Home::new();
+    // `echo hi | stockade run --pty cat` would wait for a terminal nobody types into.
+    let pty = with_piped_stdin(&home, &["run", "--pty", "cat"], b"hi\n");
+    assert_eq!(pty.status.code(), Some(2), "{}", pty.stderr);
+    assert!(
+        pty.stderr.contains(
+            "--pty gives the command a terminal of its own and cannot take this piped stdin"
+        ),
+        "{}",
+        pty.stderr
+    );
+    let bg = with_piped_stdin(&home, &["run", "--bg", "--json", "cat"], b"hi\n");
+    assert!(bg.status.success(), "{}", bg.stderr);
+    assert!(
+        bg.stderr
+            .contains("--bg does not hand this piped stdin on (the command's stdin is /dev/null)"),
+        "{}",
+        bg.stderr
+    );
+    // Handed on without --bg.
+    let fg = with_piped_stdin(&home, &["run", "cat"], b"hi\n");
+    assert!(fg.status.success() && fg.stdout.contains("hi"), "{}{}", fg.stdout, fg.stderr);
+    assert!(!fg.stderr.contains("note:"), "{}", fg.stderr);
+}

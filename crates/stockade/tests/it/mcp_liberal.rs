@@ -87,6 +87,21 @@ impl Stdio2 {
         }
     }
 
+    /// The answers to requests `ids`, in that order, whatever order they come in (bounded).
+    fn answers(&mut self, ids: &[u64]) -> Vec<Value> {
+        let deadline = Instant::now() + ANSWER;
+        let mut got: Vec<Option<Value>> = vec![None; ids.len()];
+        while got.iter().any(Option::is_none) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = self.lines.recv_timeout(left).expect("the answers within 60 s");
+            let value: Value = serde_json::from_str(&line).unwrap();
+            if let Some(at) = ids.iter().position(|id| value["id"] == *id) {
+                got[at] = Some(value);
+            }
+        }
+        got.into_iter().flatten().collect()
+    }
+
     fn call(&mut self, method: &str, params: Value) -> Value {
         let id = self.request(method, params);
         self.answer(id)
@@ -301,32 +316,77 @@ fn a_build_whose_mcp_server_is_sigtermed_or_whose_agent_dies_runs_to_its_end() {
 }
 
 #[test]
-fn a_retried_exec_command_gets_the_running_session_back() {
+fn a_timed_out_call_asked_again_gets_the_running_session_back() {
     let home = Home::new();
     let mut mcp = Stdio2::initialized(&home, "mcp");
-    let cmd = "for i in 1 2 3 4 5 6 7 8; do echo step $i; sleep 1; done; echo BUILD-DONE-retry";
-    // The default wait answers within the Agents SDK's 5 s timeout, with the session id.
-    let asked = Instant::now();
-    let first = mcp.tool("exec_command", json!({"cmd": cmd}));
-    let took = asked.elapsed();
-    assert!(took < Duration::from_millis(4_900), "the default wait took {took:?}");
-    assert!(first.contains("Process running with session ID"), "{first}");
-    let id = session_id(&first);
-    // The Agents SDK gave up at 5 s and the model asks again.
-    let again = mcp.tool("exec_command", json!({"cmd": cmd, "yield_time_ms": 20000}));
-    assert!(
-        again.contains("started") && again.contains("instead of starting a second copy"),
-        "{again}"
+    let cmd = "for i in 1 2 3 4 5 6; do echo step $i; sleep 0.5; done; echo BUILD-DONE-retry";
+    // The client gives up on the call (it cancels it) before any answer came.
+    let first = mcp.request(
+        "tools/call",
+        json!({"name":"exec_command","arguments":{"cmd":cmd,"yield_time_ms":20000}}),
     );
+    let id = wait_for_session(&home, cmd);
+    mcp.send(&json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":first,"reason":"timeout"}}));
+    // The model asks again: the answer is the first call's session, to its end.
+    let again = mcp.tool("exec_command", json!({"cmd": cmd, "yield_time_ms": 20000}));
+    // Cancelled (or, if the cancel is still on its way, waiting): either way not answered.
+    assert!(again.contains("instead of starting a second copy"), "{again}");
     assert_eq!(session_id(&again), id, "{again}");
     assert!(again.contains("BUILD-DONE-retry") && again.contains("Exit code: 0"), "{again}");
     assert_eq!(marker_count(&home, &id, "BUILD-DONE-retry"), 1);
-    let all = home.json(&["ps", "--all"]);
-    let copies = all["sessions"].as_array().unwrap().iter().filter(|s| s["command"] == cmd).count();
-    assert_eq!(copies, 1, "one build: {all}");
-    // Once it has ended, the same command is a new run.
-    let third = mcp.tool("exec_command", json!({"cmd": "echo fresh", "yield_time_ms": 20000}));
-    assert!(!third.contains("second copy"), "{third}");
+    assert_eq!(sessions_running(&home, cmd), 1, "one build");
+    // A call asked again while the first still waits on this connection (a client that gave
+    // up without cancelling) follows it too.
+    let cmd = "sleep 2; echo BUILD-DONE-waiting";
+    let first = mcp.request(
+        "tools/call",
+        json!({"name":"exec_command","arguments":{"cmd":cmd,"yield_time_ms":20000}}),
+    );
+    wait_for_session(&home, cmd);
+    let again = mcp.request(
+        "tools/call",
+        json!({"name":"exec_command","arguments":{"cmd":cmd,"yield_time_ms":20000}}),
+    );
+    let both = mcp.answers(&[first, again]);
+    let (first, again) = (text_of(&both[0]), text_of(&both[1]));
+    assert!(again.contains("still waiting for its answer"), "{again}");
+    assert!(first.contains("BUILD-DONE-waiting") && again.contains("BUILD-DONE-waiting"));
+    assert_eq!(sessions_running(&home, cmd), 1, "one run");
+}
+
+#[test]
+fn a_command_whose_answer_was_delivered_runs_again_with_the_new_result() {
+    let home = Home::new();
+    let mut mcp = Stdio2::initialized(&home, "mcp");
+    std::fs::write(home.path().join("verdict"), "FAIL\n").unwrap();
+    // Still running when answered (the answer names it), as a slow test suite is.
+    let cmd = "cat verdict; sleep 30";
+    let first = mcp.tool("exec_command", json!({"cmd": cmd, "yield_time_ms": 300}));
+    assert!(first.contains("FAIL") && first.contains("Process running"), "{first}");
+    // The model edits and re-runs within seconds: the new run, not the old one.
+    std::fs::write(home.path().join("verdict"), "PASS\n").unwrap();
+    let second = mcp.tool("exec_command", json!({"cmd": cmd, "yield_time_ms": 300}));
+    assert!(!second.contains("second copy"), "{second}");
+    assert!(second.contains("PASS") && !second.contains("FAIL"), "{second}");
+    assert_ne!(session_id(&first), session_id(&second));
+    assert_eq!(sessions_running(&home, cmd), 2, "two runs");
+    for answer in [first, second] {
+        home.ok(&["kill", &session_id(&answer)]);
+    }
+}
+
+#[test]
+fn two_servers_running_one_command_in_one_directory_at_once_get_two_sessions() {
+    let home = Home::new();
+    let mut one = Stdio2::initialized(&home, "claude-code");
+    let mut two = Stdio2::initialized(&home, "claude-code");
+    let cmd = "sleep 1; echo BUILD-DONE-two";
+    let args = json!({"name":"exec_command","arguments":{"cmd":cmd,"yield_time_ms":20000}});
+    let (a, b) = (one.request("tools/call", args.clone()), two.request("tools/call", args));
+    let (a, b) = (text_of(&one.answer(a)), text_of(&two.answer(b)));
+    assert!(a.contains("BUILD-DONE-two") && b.contains("BUILD-DONE-two"), "{a}\n{b}");
+    assert!(!a.contains("second copy") && !b.contains("second copy"), "{a}\n{b}");
+    assert_eq!(sessions_running(&home, cmd), 2, "two runs");
 }
 
 /// The running session whose command is `cmd`, waited for (bounded).
@@ -345,4 +405,88 @@ fn wait_for_session(home: &Home, cmd: &str) -> String {
 fn sessions_running(home: &Home, cmd: &str) -> usize {
     let list = home.json(&["ps", "--all"]);
     list["sessions"].as_array().unwrap().iter().filter(|s| s["command"] == cmd).count()
+}
+
+#[test]
+fn a_stream_read_of_one_pipe_and_a_key_whose_session_died_with_the_daemon_say_so() {
+    let home = Home::new();
+    let mut mcp = Stdio2::initialized(&home, "mcp");
+    let both = mcp.tool("exec_command", json!({"cmd": "echo out; echo err >&2"}));
+    assert!(both.contains("Exit code: 0"), "{both}");
+    // The first session of a fresh home.
+    let read = mcp.tool("read_output", json!({"session_id": "sh-1", "stream": "stderr"}));
+    let first = read.lines().next().unwrap();
+    assert!(first.starts_with("Note: stream=stderr cannot be split out"), "{read}");
+    assert!(read.contains("out") && read.contains("err"), "both streams are shown: {read}");
+
+    let cmd = "sleep 300";
+    let args = json!({"cmd": cmd, "yield_time_ms": 100, "idempotency_key": "key-of-a-dead-run"});
+    let started = mcp.tool("exec_command", args.clone());
+    assert!(started.contains("Process running"), "{started}");
+    let daemon = home.daemon_pid().expect("a daemon");
+    // SAFETY: kill(2) on the daemon this test's server started.
+    unsafe { libc::kill(daemon as i32, libc::SIGKILL) };
+    let killed = Instant::now();
+    while procs::pid_alive(daemon) && killed.elapsed() < STOP_TIMEOUT {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(!procs::pid_alive(daemon), "the daemon outlived SIGKILL");
+    // The next call starts a daemon again, whose recovery ended the session.
+    let again = mcp.tool("exec_command", args);
+    let first = again.lines().next().unwrap();
+    assert!(
+        first.contains(
+            "it was terminated when the daemon died: call again without idempotency_key to run it"
+        ),
+        "{again}"
+    );
+    let fresh = mcp.tool("exec_command", json!({"cmd": cmd, "yield_time_ms": 100}));
+    assert!(fresh.contains("Process running") && !fresh.contains("Note:"), "{fresh}");
+    home.ok(&["kill", &session_id(&fresh)]);
+}
+
+#[test]
+fn a_server_started_with_a_stripped_environment_says_so_on_stderr() {
+    let home = Home::new();
+    let run = |env: &[(&str, &str)]| {
+        let mut c = Command::new(stockade_bin());
+        c.args(["--home", home.path_str(), "mcp"]).env_clear().envs(env.iter().copied());
+        stockade_testkit::child::run_bounded(&mut c, ANSWER)
+    };
+    // What the MCP SDKs pass a stdio server by default.
+    let stripped = run(&[("HOME", home.path_str()), ("PATH", "/usr/bin:/bin"), ("USER", "u")]);
+    // No client spoke: the server ended at the end of its input, having said it at start.
+    assert!(
+        stripped.stderr.contains("started with a stripped environment (only")
+            && stripped.stderr.contains("env_vars"),
+        "{}",
+        stripped.stderr
+    );
+    let full = run(&[("HOME", home.path_str()), ("PATH", "/usr/bin:/bin"), ("PROJECT", "x")]);
+    assert!(full.stderr.contains("initialize"), "{}", full.stderr);
+    assert!(!full.stderr.contains("stripped"), "{}", full.stderr);
+}
+
+#[test]
+fn a_call_whose_server_died_is_followed_by_the_next_server() {
+    let home = Home::new();
+    let cmd = "for i in 1 2 3 4 5 6; do echo step $i; sleep 0.5; done; echo BUILD-DONE-next";
+    let mut first = Stdio2::initialized(&home, "mcp");
+    first.request(
+        "tools/call",
+        json!({"name":"exec_command","arguments":{"cmd":cmd,"yield_time_ms":20000}}),
+    );
+    let id = wait_for_session(&home, cmd);
+    // The client's connection is lost: its stdio server goes with it, the answer never sent.
+    drop(first);
+    let mut next = Stdio2::initialized(&home, "mcp");
+    let again = next.tool("exec_command", json!({"cmd": cmd, "yield_time_ms": 20000}));
+    assert!(again.contains("never reached you"), "{again}");
+    assert!(again.contains(&id) && again.contains("BUILD-DONE-next"), "{again}");
+    assert_eq!(sessions_running(&home, cmd), 1, "one build");
+    // Answered now: the same command again is a new run.
+    let fresh = next.tool("exec_command", json!({"cmd": cmd, "yield_time_ms": 100}));
+    assert!(!fresh.contains("second copy"), "{fresh}");
+    assert_eq!(sessions_running(&home, cmd), 2, "{fresh}");
+    home.ok(&["kill", &session_id(&fresh)]);
 }
