@@ -1,6 +1,6 @@
 //! envd's `/files`: `GET ?path=` downloads a file (streamed from disk), `POST ?path=` uploads
-//! one — as `application/octet-stream` (streamed to disk) or `multipart/form-data` (each part
-//! a file; the part's file name is its path when `path` is not given). Parent directories are
+//! one — as `application/octet-stream` or `multipart/form-data` (each part a file; the part's
+//! file name is its path when `path` is not given), both streamed to disk as they arrive. Parent directories are
 //! made as envd makes them.
 
 use std::path::Path;
@@ -12,15 +12,11 @@ use axum::response::Response;
 use futures_util::StreamExt as _;
 use tokio::io::AsyncWriteExt as _;
 
-use crate::connect::read_body;
 use crate::filesystem::{entry, make_dirs, resolve_in};
 use crate::http_error;
+use crate::multipart::{Failed, Parts, file_name};
 use crate::user::{self, RunAs};
 use stockade_daemon::{FileAccess, Hall};
-
-/// Largest multipart upload (it is read whole to be split; octet-stream uploads are streamed
-/// and have no such bound).
-const MAX_MULTIPART: usize = 256 * 1024 * 1024;
 
 /// The value of query parameter `name`, percent-decoded.
 pub fn query(req: &Request, name: &str) -> Option<String> {
@@ -100,6 +96,19 @@ pub async fn download(hall: &Hall, path: Option<String>, user: Option<RunAs>) ->
 }
 
 pub async fn upload(hall: &Hall, req: Request, user: Option<RunAs>) -> Response {
+    if let Some(refused) = unsupported_upload(&req) {
+        // Read to its end first (bounded): a client still sending its body when the answer
+        // comes and the connection closes sees a broken connection, not the sentence.
+        let mut body = req.into_body().into_data_stream();
+        let mut drained = 0usize;
+        while let Some(Ok(chunk)) = body.next().await {
+            drained += chunk.len();
+            if drained > MAX_DRAINED {
+                break;
+            }
+        }
+        return refused;
+    }
     let path = query(&req, "path");
     let user = user.as_ref();
     let ct = req
@@ -131,7 +140,30 @@ pub async fn upload(hall: &Hall, req: Request, user: Option<RunAs>) -> Response 
     }
 }
 
-type Failed = (StatusCode, String);
+/// Most bytes of a refused upload read (and dropped) before the refusal is sent.
+const MAX_DRAINED: usize = 64 * 1024 * 1024;
+
+/// What this door does not store, refused before a byte is written rather than dropped: file
+/// metadata (`X-Metadata-*`, envd's extended attributes) and a compressed body.
+fn unsupported_upload(req: &Request) -> Option<Response> {
+    let headers = req.headers();
+    if let Some(name) = headers.keys().find(|k| k.as_str().starts_with("x-metadata-")) {
+        return Some(http_error(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "file metadata ({name}) is not stored by this door; write the file without metadata"
+            ),
+        ));
+    }
+    let encoding = headers.get(header::CONTENT_ENCODING).and_then(|v| v.to_str().ok());
+    if let Some(e) = encoding.filter(|e| !e.trim().eq_ignore_ascii_case("identity")) {
+        return Some(http_error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!("a {e}-encoded upload is not decoded by this door; send the file uncompressed"),
+        ));
+    }
+    None
+}
 
 /// The HTTP status of a path the door refused: 403 when the daemon's hall kept it, 400 for a
 /// malformed one.
@@ -196,29 +228,18 @@ async fn multipart(
     path: Option<String>,
     user: Option<&RunAs>,
 ) -> Result<Vec<serde_json::Value>, Failed> {
-    let bytes = read_body(body, MAX_MULTIPART)
-        .await
-        .map_err(|e| (StatusCode::PAYLOAD_TOO_LARGE, e.message))?;
-    let delimiter = format!("--{boundary}");
+    let mut parts = Parts::new(body, boundary);
     let mut out = Vec::new();
-    for part in split(&bytes, delimiter.as_bytes()).into_iter().skip(1) {
-        if part.starts_with(b"--") {
-            break; // the closing delimiter
-        }
-        let part = part.strip_prefix(b"\r\n").unwrap_or(part);
-        let Some(head_end) = find(part, b"\r\n\r\n") else { continue };
-        let head = String::from_utf8_lossy(&part[..head_end]);
-        let mut data = &part[head_end + 4..];
-        data = data.strip_suffix(b"\r\n").unwrap_or(data);
-        let name =
-            head.split("filename=\"").nth(1).and_then(|r| r.split('"').next()).map(str::to_owned);
-        let Some(target) = path.clone().or(name) else {
+    while let Some(head) = parts.next_head().await? {
+        let Some(target) = path.clone().or_else(|| file_name(&head)) else {
             return Err((StatusCode::BAD_REQUEST, "a part names no file".into()));
         };
         let target = resolve_in(&target, user::home(user), hall, FileAccess::Write)
             .map_err(|e| (refused_status(&e), e.message))?;
         let mut file = create(&target, user).await?;
-        file.write_all(data).await.map_err(|e| write_failed(&target, &e))?;
+        while let Some(piece) = parts.next_data().await? {
+            file.write_all(&piece).await.map_err(|e| write_failed(&target, &e))?;
+        }
         file.flush().await.map_err(|e| write_failed(&target, &e))?;
         out.push(written(&target)?);
     }
@@ -226,18 +247,4 @@ async fn multipart(
         return Err((StatusCode::BAD_REQUEST, "the multipart body holds no file".into()));
     }
     Ok(out)
-}
-
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
-}
-
-fn split<'a>(mut hay: &'a [u8], delimiter: &[u8]) -> Vec<&'a [u8]> {
-    let mut parts = Vec::new();
-    while let Some(i) = find(hay, delimiter) {
-        parts.push(&hay[..i]);
-        hay = &hay[i + delimiter.len()..];
-    }
-    parts.push(hay);
-    parts
 }

@@ -18,8 +18,23 @@ use crate::remote_support::repo_root;
 const DRIVER_DEADLINE: Duration = Duration::from_secs(600);
 
 /// Every scenario of a driver, in the order it runs them.
-const SCENARIOS: [&str; 10] =
-    ["echo", "big_output", "reconnect", "stdin", "pty", "kill", "list", "files", "watch", "user"];
+const SCENARIOS: [&str; 15] = [
+    "echo",
+    "big_output",
+    "reconnect",
+    "stdin",
+    "pty",
+    "kill",
+    "list",
+    "files",
+    "watch",
+    "user",
+    "timeout",
+    "signed",
+    "env",
+    "refusals",
+    "watch_mkdir",
+];
 
 fn need(path: PathBuf, what: &str) -> PathBuf {
     assert!(
@@ -115,6 +130,7 @@ fn assert_all_passed(out: &str) {
     }
     assert!(out.contains("ok big_output bytes=104857600 "), "{out}");
     assert!(out.contains("ok kill left=0"), "{out}");
+    assert!(out.contains("ok timeout ") && out.contains(" left=0"), "{out}");
 }
 
 fn python_driver() -> [PathBuf; 3] {
@@ -132,14 +148,21 @@ fn js_driver() -> [PathBuf; 3] {
     [node, root.join("tests/e2b/sdk.mjs"), stockade_testkit::stockade_bin()]
 }
 
+/// The Python driver's own scenario besides the common ones: a 200 MiB multipart upload with
+/// the daemon's RSS within 16 MiB.
+fn assert_python_passed(out: &str) {
+    assert_all_passed(out);
+    assert!(out.contains("ok upload_memory bytes=209715200 "), "{out}");
+}
+
 #[test]
 fn the_python_sdk_drives_the_e2b_door() {
-    assert_all_passed(&in_namespace(&python_driver(), false));
+    assert_python_passed(&in_namespace(&python_driver(), false));
 }
 
 #[test]
 fn the_python_sdk_drives_the_e2b_door_over_tls_from_another_network_namespace() {
-    assert_all_passed(&in_namespace(&python_driver(), true));
+    assert_python_passed(&in_namespace(&python_driver(), true));
 }
 
 #[test]
