@@ -186,6 +186,22 @@ fn thirty_two_sdk_streams_peak_within_twice_the_json_rpc_doors_memory() {
     eprintln!("{line}");
 }
 
+/// docs/e2b.md's table of SDK scenarios names exactly the drivers' scenarios.
+#[test]
+fn the_docs_table_of_scenarios_is_the_drivers_list() {
+    let doc = std::fs::read_to_string(repo_root().join("docs/e2b.md")).unwrap();
+    let table = doc.split("| Scenario | What holds |").nth(1).expect("the scenario table");
+    let rows: Vec<&str> = table
+        .lines()
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .filter_map(|l| l.split('`').nth(1))
+        .collect();
+    let mut want: Vec<&str> = SCENARIOS.to_vec();
+    want.push("upload_memory");
+    assert_eq!(rows, want, "docs/e2b.md's scenario table and the drivers' scenarios differ");
+}
+
 /// The daemon refusing to start with `extra`: its one-sentence stderr, after checking the exit
 /// status (2) and that it left no socket behind.
 fn refused(extra: &[&str]) -> String {
