@@ -3,14 +3,16 @@
 //! file name is its path when `path` is not given), both streamed to disk as they arrive. Parent directories are
 //! made as envd makes them.
 
+use std::io::Write as _;
 use std::path::Path;
 
 use axum::body::Body;
 use axum::extract::Request;
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
 use futures_util::StreamExt as _;
 use tokio::io::AsyncWriteExt as _;
+use tokio_util::io::ReaderStream;
 
 use crate::filesystem::{entry, make_dirs, resolve_in};
 use crate::http_error;
@@ -63,7 +65,12 @@ pub fn requester(req: &Request) -> Result<Option<RunAs>, (StatusCode, String)> {
     })
 }
 
-pub async fn download(hall: &Hall, path: Option<String>, user: Option<RunAs>) -> Response {
+pub async fn download(
+    hall: &Hall,
+    headers: &HeaderMap,
+    path: Option<String>,
+    user: Option<RunAs>,
+) -> Response {
     let Some(path) = path else {
         return http_error(StatusCode::BAD_REQUEST, "the path parameter is missing");
     };
@@ -88,11 +95,44 @@ pub async fn download(hall: &Hall, path: Option<String>, user: Option<RunAs>) ->
         Ok(_) => {}
         Err(e) => return http_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
-    let body = Body::from_stream(tokio_util::io::ReaderStream::new(file));
+    let gzip = accepts_gzip(headers);
+    let body = if gzip { gzipped(file) } else { Body::from_stream(ReaderStream::new(file)) };
     let mut r = Response::new(body);
     r.headers_mut()
         .insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/octet-stream"));
+    if gzip {
+        r.headers_mut().insert(header::CONTENT_ENCODING, header::HeaderValue::from_static("gzip"));
+    }
     r
+}
+
+/// Whether the request's `Accept-Encoding` takes gzip (and does not refuse it with `q=0`).
+fn accepts_gzip(headers: &HeaderMap) -> bool {
+    let value = headers.get(header::ACCEPT_ENCODING).and_then(|v| v.to_str().ok()).unwrap_or("");
+    value.split(',').any(|item| {
+        let mut parts = item.split(';').map(str::trim);
+        let name = parts.next().unwrap_or("");
+        let refused = parts
+            .any(|p| p.strip_prefix("q=").and_then(|q| q.trim().parse::<f32>().ok()) == Some(0.0));
+        name.eq_ignore_ascii_case("gzip") && !refused
+    })
+}
+
+/// The file's bytes gzip-encoded as they are read.
+fn gzipped(file: tokio::fs::File) -> Body {
+    let encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    let state = (ReaderStream::new(file), Some(encoder));
+    let stream = futures_util::stream::unfold(state, |(mut chunks, mut encoder)| async move {
+        let e = encoder.as_mut()?;
+        let piece = match chunks.next().await {
+            Some(Ok(chunk)) => e.write_all(&chunk).map(|()| std::mem::take(e.get_mut())),
+            Some(Err(err)) => Err(err),
+            None => encoder.take()?.finish(),
+        };
+        let encoder = if piece.is_ok() { encoder } else { None };
+        Some((piece.map(bytes::Bytes::from), (chunks, encoder)))
+    });
+    Body::from_stream(stream)
 }
 
 pub async fn upload(hall: &Hall, req: Request, user: Option<RunAs>) -> Response {
@@ -127,7 +167,8 @@ pub async fn upload(hall: &Hall, req: Request, user: Option<RunAs>) -> Response 
         let Some(path) = path else {
             return http_error(StatusCode::BAD_REQUEST, "the path parameter is missing");
         };
-        octet_stream(hall, req.into_body(), &path, user).await.map(|e| vec![e])
+        let gzip = content_encoding(&req) == Ok(Encoding::Gzip);
+        octet_stream(hall, req.into_body(), &path, user, gzip).await.map(|e| vec![e])
     };
     match written {
         Ok(entries) => {
@@ -137,6 +178,26 @@ pub async fn upload(hall: &Hall, req: Request, user: Option<RunAs>) -> Response 
             r
         }
         Err((status, message)) => http_error(status, message),
+    }
+}
+
+/// How an upload's body is encoded.
+#[derive(Clone, Copy, PartialEq)]
+enum Encoding {
+    Identity,
+    Gzip,
+}
+
+/// The upload's `Content-Encoding`: identity or gzip, else the name refused.
+fn content_encoding(req: &Request) -> Result<Encoding, String> {
+    let value = req.headers().get(header::CONTENT_ENCODING).and_then(|v| v.to_str().ok());
+    match value.map(str::trim) {
+        None | Some("") => Ok(Encoding::Identity),
+        Some(e) if e.eq_ignore_ascii_case("identity") => Ok(Encoding::Identity),
+        Some(e) if e.eq_ignore_ascii_case("gzip") || e.eq_ignore_ascii_case("x-gzip") => {
+            Ok(Encoding::Gzip)
+        }
+        Some(e) => Err(e.to_owned()),
     }
 }
 
@@ -155,14 +216,23 @@ fn unsupported_upload(req: &Request) -> Option<Response> {
             ),
         ));
     }
-    let encoding = headers.get(header::CONTENT_ENCODING).and_then(|v| v.to_str().ok());
-    if let Some(e) = encoding.filter(|e| !e.trim().eq_ignore_ascii_case("identity")) {
-        return Some(http_error(
+    let multipart = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.starts_with("multipart/"));
+    match content_encoding(req) {
+        Ok(Encoding::Gzip) if multipart => Some(http_error(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            format!("a {e}-encoded upload is not decoded by this door; send the file uncompressed"),
-        ));
+            "a gzip-encoded multipart upload is not decoded by this door; send it as application/octet-stream",
+        )),
+        Ok(_) => None,
+        Err(e) => Some(http_error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!(
+                "a {e}-encoded upload is not decoded by this door; send it gzip-encoded or uncompressed"
+            ),
+        )),
     }
-    None
 }
 
 /// The HTTP status of a path the door refused: 403 when the daemon's hall kept it, 400 for a
@@ -171,20 +241,37 @@ fn refused_status(e: &crate::connect::RpcError) -> StatusCode {
     if e.code == "permission_denied" { StatusCode::FORBIDDEN } else { StatusCode::BAD_REQUEST }
 }
 
+/// An `application/octet-stream` upload, streamed to disk; a gzip-encoded one (the SDKs'
+/// `gzip`) is stored decoded, as it arrives.
 async fn octet_stream(
     hall: &Hall,
     body: Body,
     path: &str,
     user: Option<&RunAs>,
+    gzip: bool,
 ) -> Result<serde_json::Value, Failed> {
     let path = resolve_in(path, user::home(user), hall, FileAccess::Write)
         .map_err(|e| (refused_status(&e), e.message))?;
     let mut file = create(&path, user).await?;
     let mut stream = body.into_data_stream();
+    let mut decoder = gzip.then(|| flate2::write::MultiGzDecoder::new(Vec::new()));
+    let not_gzip =
+        |e: std::io::Error| (StatusCode::BAD_REQUEST, format!("the gzip body is broken: {e}"));
     while let Some(chunk) = stream.next().await {
         let chunk =
             chunk.map_err(|e| (StatusCode::BAD_REQUEST, format!("the upload broke off: {e}")))?;
-        file.write_all(&chunk).await.map_err(|e| write_failed(&path, &e))?;
+        let bytes = match decoder.as_mut() {
+            Some(d) => {
+                d.write_all(&chunk).map_err(not_gzip)?;
+                std::mem::take(d.get_mut())
+            }
+            None => chunk.to_vec(),
+        };
+        file.write_all(&bytes).await.map_err(|e| write_failed(&path, &e))?;
+    }
+    if let Some(d) = decoder {
+        let rest = d.finish().map_err(not_gzip)?;
+        file.write_all(&rest).await.map_err(|e| write_failed(&path, &e))?;
     }
     file.flush().await.map_err(|e| write_failed(&path, &e))?;
     written(&path)

@@ -107,7 +107,7 @@ async fn route(
         (Method::GET | Method::POST, "/files") => match files::requester(&req) {
             Err((status, message)) => http_error(status, message),
             Ok(user) if req.method() == Method::GET => {
-                files::download(&door.hall, files::query(&req, "path"), user).await
+                files::download(&door.hall, req.headers(), files::query(&req, "path"), user).await
             }
             Ok(user) => files::upload(&door.hall, req, user).await,
         },

@@ -18,7 +18,7 @@ use crate::remote_support::repo_root;
 const DRIVER_DEADLINE: Duration = Duration::from_secs(600);
 
 /// Every scenario of a driver, in the order it runs them.
-const SCENARIOS: [&str; 15] = [
+const SCENARIOS: [&str; 16] = [
     "echo",
     "big_output",
     "reconnect",
@@ -33,6 +33,7 @@ const SCENARIOS: [&str; 15] = [
     "signed",
     "env",
     "refusals",
+    "gzip",
     "watch_mkdir",
 ];
 
