@@ -1,6 +1,7 @@
 """Prints, as one JSON object, what a kubelet would do to start the Stockade container of a
-manifest in deploy/ (a Deployment or an agent-sandbox SandboxTemplate): the container's args and
-environment, the pod's and container's security context, every volume mount with the volume it
+manifest in deploy/ (a Deployment or an agent-sandbox SandboxTemplate): the container's command,
+args (null when not set: the image's ENTRYPOINT and CMD then apply), working directory and
+environment (in order, as [name, value] pairs), the pod's and container's security context, every volume mount with the volume it
 mounts, and the probes with their ports resolved. The pod test (crates/stockade/tests/it/pod.rs)
 reproduces that on this machine in namespaces.
 
@@ -44,7 +45,7 @@ def main() -> int:
             vol = {"kind": "secret", "secret": v["secret"]["secretName"],
                    "default_mode": v["secret"].get("defaultMode", 0o644)}
         elif "emptyDir" in v:
-            vol = {"kind": "emptyDir"}
+            vol = {"kind": "emptyDir", "size_limit": (v["emptyDir"] or {}).get("sizeLimit")}
         else:
             raise SystemExit(f"podspec.py: volume {m['name']} is neither a secret nor an emptyDir")
         mounts.append({"path": m["mountPath"], "read_only": bool(m.get("readOnly", False)), **vol})
@@ -63,10 +64,18 @@ def main() -> int:
             "period_s": p.get("periodSeconds", 10),
             "failures": p.get("failureThreshold", 3),
         })
+    env = []
+    for e in container.get("env", []):
+        if "value" not in e:
+            raise SystemExit(f"podspec.py: env {e['name']} has no plain value (valueFrom is not modelled)")
+        env.append([e["name"], str(e["value"])])
+    limits = container.get("resources", {}).get("limits", {})
     print(json.dumps({
-        "args": container.get("args", []),
         "command": container.get("command"),
-        "env": {e["name"]: e["value"] for e in container.get("env", [])},
+        "args": container.get("args"),
+        "working_dir": container.get("workingDir"),
+        "env": env,
+        "ephemeral_storage_limit": limits.get("ephemeral-storage"),
         "run_as_user": csc.get("runAsUser", psc.get("runAsUser")),
         "run_as_group": csc.get("runAsGroup", psc.get("runAsGroup")),
         "fs_group": psc.get("fsGroup"),

@@ -19,7 +19,7 @@ import { fileURLToPath } from 'node:url'
 process.env.E2B_DEBUG = 'true'
 const here = path.dirname(fileURLToPath(import.meta.url))
 const require = createRequire(path.join(here, '../../target/e2b-js/package.json'))
-const { Sandbox } = require('e2b')
+const { Sandbox, TimeoutError } = require('e2b')
 
 const MIB = 1024 * 1024
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
@@ -164,6 +164,120 @@ async function kill(sb) {
   console.log(`ok kill left=${left}`)
 }
 
+// A command and a PTY past their timeoutMs: the SDK raises its timeout, and the command's whole
+// tree is gone within 1 s of it (envd ends the process at the deadline).
+async function timeout(sb) {
+  const facts = []
+  for (const kind of ['command', 'pty']) {
+    const marker = kind === 'command' ? '293.5' : '294.5'
+    const started = Date.now()
+    let raised = null
+    try {
+      if (kind === 'command') {
+        await sb.commands.run(`setsid sleep ${marker} & sleep ${marker}`, { timeoutMs: 2000 })
+      } else {
+        const h = await sb.pty.create({ rows: 24, cols: 80, onData: () => {}, timeoutMs: 2000 })
+        await sb.pty.sendInput(h.pid, new TextEncoder().encode(`sleep ${marker}\n`))
+        await h.wait()
+      }
+    } catch (e) {
+      assert(e instanceof TimeoutError, e)
+      raised = (Date.now() - started) / 1000
+    }
+    assert(raised !== null && raised > 1.5 && raised < 10, kind, raised)
+    const deadline = Date.now() + 1000
+    while (census(marker) && Date.now() < deadline) await sleep(50)
+    assert(census(marker) === 0, kind, census(marker))
+    facts.push(`${kind}_raised_after=${raised.toFixed(1)}s`)
+  }
+  console.log(`ok timeout ${facts.join(' ')} left=0`)
+}
+
+// The SDK's signed download and upload URLs, fetched with no token (as a browser would):
+// accepted with and without an expiration; an altered one refused.
+async function signed(sb, ctx) {
+  const file = path.join(ctx.scratch, 'signed.txt')
+  const data = 'signed bytes\n'
+  await sb.files.write(file, data)
+  for (const url of [await sb.downloadUrl(file), await sb.downloadUrl(file, { useSignatureExpiration: 60 })]) {
+    const r = await fetch(url)
+    const text = await r.text()
+    assert(r.status === 200 && text === data, url, r.status, text)
+  }
+  const up = path.join(ctx.scratch, 'signed-up.txt')
+  for (const url of [await sb.uploadUrl(up), await sb.uploadUrl(up, { useSignatureExpiration: 60 })]) {
+    const form = new FormData()
+    form.append('file', new Blob(['uploaded\n']), 'signed-up.txt')
+    const r = await fetch(url, { method: 'POST', body: form })
+    assert(r.status === 200, r.status, await r.text())
+    assert((await sb.files.read(up)) === 'uploaded\n')
+  }
+  const altered = (await sb.downloadUrl(file)).replace('signed.txt', 'signed-up.txt')
+  const r = await fetch(altered)
+  assert(r.status === 401, altered, r.status)
+  console.log('ok signed download=2 upload=2 refused=1')
+}
+
+// A command's environment is envd's: none of the daemon's own variables; /init's envVars (as a
+// platform sets them) under the request's envs.
+async function env(sb) {
+  let r = await sb.commands.run('env')
+  const names = new Set(r.stdout.split('\n').filter((l) => l.includes('=')).map((l) => l.split('=')[0]))
+  for (const own of ['STOCKADE_HOME', 'DAEMON_ONLY_VAR']) assert(!names.has(own), own, r.stdout)
+  for (const want of ['PATH', 'HOME', 'USER']) assert(names.has(want), want, r.stdout)
+  r = await sb.commands.run('echo $FROM_INIT', { envs: { FROM_INIT: 'request' } })
+  assert(r.stdout === 'request\n', r.stdout)
+  console.log(`ok env names=${names.size} leaked=0`)
+}
+
+// What the door does not store is refused in a sentence, never dropped: metadata; no file is
+// left behind.
+async function refusals(sb, ctx) {
+  const file = path.join(ctx.scratch, 'refused.txt')
+  for (const [opts, words] of [[{ metadata: { owner: 'me' } }, 'metadata']]) {
+    let refused = null
+    try {
+      await sb.files.write(file, 'data\n', opts)
+    } catch (e) {
+      refused = String(e)
+    }
+    assert(refused !== null && refused.includes(words), opts, refused)
+    assert(!fs.existsSync(file), opts)
+  }
+  console.log('ok refusals metadata=refused')
+}
+
+// write({ gzip: true }) is stored decoded; read with and without gzip gives it back.
+async function gzip(sb, ctx) {
+  const file = path.join(ctx.scratch, 'gz.txt')
+  const data = 'compressible '.repeat(10000)
+  await sb.files.write(file, data, { gzip: true })
+  assert(fs.readFileSync(file, 'utf8') === data, 'stored decoded')
+  assert((await sb.files.read(file)) === data)
+  assert((await sb.files.read(file, { gzip: true })) === data)
+  console.log(`ok gzip bytes=${data.length} stored=decoded`)
+}
+
+// 20 runs of `mkdir -p a/b/c` under a recursive watch: every directory is seen created (the door
+// adds a new directory's watch, then reports what appeared in it meanwhile).
+async function watchMkdir(sb, ctx) {
+  for (let run = 0; run < 20; run++) {
+    const d = path.join(ctx.scratch, `deep${run}`)
+    fs.mkdirSync(d)
+    const seen = new Set()
+    const h = await sb.files.watchDir(d, (e) => e.type === 'create' && seen.add(e.name), { recursive: true })
+    await sb.commands.run(`mkdir -p ${d}/a/b/c && touch ${d}/a/b/c/f`)
+    const want = ['a', 'a/b', 'a/b/c', 'a/b/c/f']
+    const deadline = Date.now() + 10_000
+    while (!want.every((w) => seen.has(w))) {
+      assert(Date.now() < deadline, run, want.filter((w) => !seen.has(w)), [...seen])
+      await sleep(20)
+    }
+    await h.stop()
+  }
+  console.log('ok watch_mkdir runs=20 missed=0')
+}
+
 async function list(sb) {
   const h = await sb.commands.run('sleep 30', { background: true })
   const procs = await sb.commands.list()
@@ -248,11 +362,12 @@ async function watch(sb, ctx) {
   console.log(`ok watch events=${seen.size} fds_before=${before} fds_after=${after}`)
 }
 
-const SCENARIOS = { echo, big_output: bigOutput, reconnect, stdin, pty, kill, list, files, watch, user }
+const SCENARIOS = { echo, big_output: bigOutput, reconnect, stdin, pty, kill, list, files, watch, user, timeout, signed, env, refusals, gzip, watch_mkdir: watchMkdir }
 
 // `stockade daemon run --e2b` from another directory, with another environment.
 function startDaemon(bin, home) {
-  const env = { PATH: '/usr/local/bin:/usr/bin:/bin', STOCKADE_HOME: home, HOME: home }
+  // DAEMON_ONLY_VAR: a variable of the daemon's own, which no command may see (the env scenario).
+  const env = { PATH: '/usr/local/bin:/usr/bin:/bin', STOCKADE_HOME: home, HOME: home, DAEMON_ONLY_VAR: 'leak' }
   // The TLS set-up (tls-ns.sh) runs the daemon in its own network namespace, on its address.
   const wrap = (process.env.STOCKADE_E2B_WRAP ?? '').split(' ').filter((w) => w)
   const door = (process.env.STOCKADE_E2B_ARGS ?? '--e2b').split(' ').filter((w) => w)

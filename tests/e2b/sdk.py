@@ -176,6 +176,156 @@ def kill(sb, ctx):
     print(f"ok kill left={left}", flush=True)
 
 
+def timeout(sb, ctx):
+    """A command and a PTY past their `timeout`: the SDK raises its timeout, and the command's
+    whole tree is gone within 1 s of it (envd ends the process at the deadline)."""
+    from e2b.exceptions import TimeoutException
+
+    facts = []
+    for kind in ("command", "pty"):
+        marker = "291.5" if kind == "command" else "292.5"
+        started = time.time()
+        try:
+            if kind == "command":
+                sb.commands.run(f"setsid sleep {marker} & sleep {marker}", timeout=2)
+            else:
+                h = sb.pty.create(PtySize(rows=24, cols=80), timeout=2)
+                sb.pty.send_stdin(h.pid, f"sleep {marker}\n".encode())
+                h.wait()
+            raise AssertionError(f"the {kind} ran past its timeout")
+        except TimeoutException:
+            raised = time.time() - started
+        assert 1.5 < raised < 10, raised
+        deadline = time.time() + 1
+        while census(marker) and time.time() < deadline:
+            time.sleep(0.05)
+        assert census(marker) == 0, (kind, census(marker))
+        facts.append(f"{kind}_raised_after={raised:.1f}s")
+    print(f"ok timeout {' '.join(facts)} left=0", flush=True)
+
+
+def signed(sb, ctx):
+    """The SDK's signed download and upload URLs, fetched with no token (as a browser would):
+    accepted with and without an expiration; an expired or altered one refused."""
+    import httpx
+    from e2b.sandbox.signature import get_signature
+
+    path, data = os.path.join(ctx["scratch"], "signed.txt"), "signed bytes\n"
+    sb.files.write(path, data)
+    for url in (sb.download_url(path), sb.download_url(path, use_signature_expiration=60)):
+        r = httpx.get(url)
+        assert (r.status_code, r.text) == (200, data), (url, r.status_code, r.text)
+    up = os.path.join(ctx["scratch"], "signed-up.txt")
+    for url in (sb.upload_url(up), sb.upload_url(up, use_signature_expiration=60)):
+        r = httpx.post(url, files={"file": ("signed-up.txt", b"uploaded\n")})
+        assert r.status_code == 200, (r.status_code, r.text)
+        assert sb.files.read(up) == "uploaded\n"
+    token = os.environ["STOCKADE_E2B_TOKEN"]
+    old = get_signature(path, "read", None, token, -5)
+    expired = sb._file_url(path, None, old["signature"], old["expiration"])
+    altered = sb.download_url(path).replace("signed.txt", "signed-up.txt")
+    for url in (expired, altered):
+        r = httpx.get(url)
+        assert r.status_code == 401, (url, r.status_code, r.text)
+    print("ok signed download=2 upload=2 refused=2", flush=True)
+
+
+def environment(sb, ctx):
+    """A command's environment is envd's: none of the daemon's own variables; `/init`'s
+    `envVars` (as a platform sets them) under the request's `envs`."""
+    import httpx
+
+    r = sb.commands.run("env")
+    names = {line.split("=", 1)[0] for line in r.stdout.splitlines() if "=" in line}
+    leaked = names & {"STOCKADE_HOME", "DAEMON_ONLY_VAR"}
+    assert not leaked, (leaked, r.stdout)
+    assert {"PATH", "HOME", "USER"} <= names, names
+    headers = {"X-Access-Token": os.environ["STOCKADE_E2B_TOKEN"]}
+    url = sb.envd_api_url.rstrip("/") + "/init"
+    r = httpx.post(url, json={"envVars": {"FROM_INIT": "init", "OTHER": "x"}}, headers=headers)
+    assert r.status_code == 204, (r.status_code, r.text)
+    r = sb.commands.run("echo $FROM_INIT $OTHER")
+    assert r.stdout == "init x\n", r
+    r = sb.commands.run("echo $FROM_INIT", envs={"FROM_INIT": "request"})
+    assert r.stdout == "request\n", r
+    print(f"ok env names={len(names)} leaked=0 init=honoured", flush=True)
+
+
+def refusals(sb, ctx):
+    """What the door does not store is refused in a sentence, never dropped: `metadata`; no file
+    is left behind."""
+    path = os.path.join(ctx["scratch"], "refused.txt")
+    for kwargs, words in (({"metadata": {"owner": "me"}}, "metadata"),):
+        try:
+            sb.files.write(path, "data\n", **kwargs)
+            raise AssertionError(f"{kwargs} was accepted")
+        except Exception as e:  # InvalidArgumentException / SandboxException
+            assert words in str(e), (kwargs, e)
+        assert not os.path.exists(path), kwargs
+    print("ok refusals metadata=refused", flush=True)
+
+
+def gzip_files(sb, ctx):
+    """`write(gzip=True)` is stored decoded; `read` with and without `gzip` gives it back, and a
+    download asking for gzip is sent gzip-encoded."""
+    import httpx
+
+    path, data = os.path.join(ctx["scratch"], "gz.txt"), "compressible " * 10000
+    sb.files.write(path, data, gzip=True)
+    with open(path) as f:
+        assert f.read() == data, "stored decoded"
+    assert sb.files.read(path) == data
+    assert sb.files.read(path, gzip=True) == data
+    headers = {"X-Access-Token": os.environ["STOCKADE_E2B_TOKEN"], "Accept-Encoding": "gzip"}
+    r = httpx.get(sb.envd_api_url.rstrip("/") + "/files", params={"path": path}, headers=headers)
+    assert r.headers.get("content-encoding") == "gzip", r.headers
+    assert r.text == data
+    print(f"ok gzip bytes={len(data)} stored=decoded download=gzip", flush=True)
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
+
+
+def upload_memory(sb, ctx):
+    """A 200 MiB file through the SDK's default (multipart) upload goes to disk as it arrives:
+    the daemon's RSS, sampled throughout, stays within 16 MiB of where it started."""
+    src = os.path.join(ctx["scratch"], "big-src.bin")
+    digest = hashlib.sha256()
+    with open(src, "wb") as f:
+        for i in range(200):
+            block = hashlib.sha256(str(i).encode()).digest() * (MIB // 32)
+            digest.update(block)
+            f.write(block)
+    pid, base, peak, done = ctx["daemon"], rss_kib(ctx["daemon"]), [0], threading.Event()
+
+    def sample():
+        while not done.is_set():
+            peak[0] = max(peak[0], rss_kib(pid))
+            time.sleep(0.01)
+
+    t = threading.Thread(target=sample, daemon=True)
+    t.start()
+    dest = os.path.join(ctx["scratch"], "big-dest.bin")
+    try:
+        with open(src, "rb") as f:
+            sb.files.write(dest, f, request_timeout=600)
+    finally:
+        done.set()
+        t.join()
+    stored = hashlib.sha256()
+    with open(dest, "rb") as f:
+        for block in iter(lambda: f.read(MIB), b""):
+            stored.update(block)
+    assert stored.hexdigest() == digest.hexdigest()
+    grew = (peak[0] - base) // 1024
+    os.remove(src)
+    os.remove(dest)
+    print(f"ok upload_memory bytes={200 * MIB} rss_base_mib={base // 1024} rss_grew_mib={grew}", flush=True)
+    assert grew <= 16, (base, peak[0])
+
+
 def listing(sb, ctx):
     h = sb.commands.run("sleep 30", background=True)
     procs = sb.commands.list()
@@ -264,6 +414,24 @@ def watch(sb, ctx):
     print(f"ok watch events={len(seen)} fds_before={before} fds_after={after}", flush=True)
 
 
+def watch_mkdir(sb, ctx):
+    """20 runs of `mkdir -p a/b/c` under a recursive watch: every directory is seen created
+    (the door adds a new directory's watch, then reports what appeared in it meanwhile)."""
+    for run in range(20):
+        d = os.path.join(ctx["scratch"], f"deep{run}")
+        os.makedirs(d)
+        h = sb.files.watch_dir(d, recursive=True)
+        sb.commands.run(f"mkdir -p {d}/a/b/c && touch {d}/a/b/c/f")
+        want = {"a", "a/b", "a/b/c", "a/b/c/f"}
+        seen, deadline = set(), time.time() + 10
+        while not want <= seen:
+            assert time.time() < deadline, (run, want - seen, seen)
+            seen |= {e.name for e in h.get_new_events() if e.type.value == "create"}
+            time.sleep(0.02)
+        h.stop()
+    print("ok watch_mkdir runs=20 missed=0", flush=True)
+
+
 def peak_rss_kib(pid):
     with open(f"/proc/{pid}/status") as f:
         return next(int(l.split()[1]) for l in f if l.startswith("VmHWM:"))
@@ -321,12 +489,21 @@ SCENARIOS = {
     "files": files,
     "watch": watch,
     "user": user,
+    "timeout": timeout,
+    "signed": signed,
+    "env": environment,
+    "refusals": refusals,
+    "gzip": gzip_files,
+    "upload_memory": upload_memory,
+    "watch_mkdir": watch_mkdir,
 }
 
 
 def start_daemon(bin_path, home):
     """`stockade daemon run --e2b` from another directory, with another environment."""
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "STOCKADE_HOME": home, "HOME": home}
+    # A variable of the daemon's own, which no command may see (the env scenario).
+    env["DAEMON_ONLY_VAR"] = "leak"
     # The TLS set-up (tls-ns.sh) runs the daemon in its own network namespace, on its address.
     wrap = os.environ.get("STOCKADE_E2B_WRAP", "").split()
     door = os.environ.get("STOCKADE_E2B_ARGS", "--e2b").split()

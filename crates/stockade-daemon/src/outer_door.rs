@@ -63,6 +63,14 @@ impl DoorKey {
         let token = self.0.get();
         token.presented(presented).then(|| token.id())
     }
+
+    /// The fingerprint of the token in force now when `accepts` accepts it: for a credential
+    /// derived from the token (envd's signed file URLs: a hash of the request and the token),
+    /// which `accepts` must compare in constant time.
+    pub fn check_derived(&self, accepts: impl FnOnce(&[u8]) -> bool) -> Option<String> {
+        let token = self.0.get();
+        accepts(token.secret()).then(|| token.id())
+    }
 }
 
 /// Reads the door's credentials (reloaded with `credentials` from then on) and binds its address.

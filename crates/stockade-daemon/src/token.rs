@@ -45,6 +45,11 @@ impl WsToken {
         self.matches(presented)
     }
 
+    /// The secret itself, for a check derived from it (a signature made with it). Never printed.
+    pub(crate) fn secret(&self) -> &[u8] {
+        &self.0
+    }
+
     /// A non-secret fingerprint of the token (see `audit::token_id`).
     pub(crate) fn id(&self) -> String {
         crate::audit::token_id(&self.0)

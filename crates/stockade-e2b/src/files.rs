@@ -1,26 +1,24 @@
 //! envd's `/files`: `GET ?path=` downloads a file (streamed from disk), `POST ?path=` uploads
-//! one — as `application/octet-stream` (streamed to disk) or `multipart/form-data` (each part
-//! a file; the part's file name is its path when `path` is not given). Parent directories are
+//! one — as `application/octet-stream` or `multipart/form-data` (each part a file; the part's
+//! file name is its path when `path` is not given), both streamed to disk as they arrive. Parent directories are
 //! made as envd makes them.
 
+use std::io::Write as _;
 use std::path::Path;
 
 use axum::body::Body;
 use axum::extract::Request;
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
 use futures_util::StreamExt as _;
 use tokio::io::AsyncWriteExt as _;
+use tokio_util::io::ReaderStream;
 
-use crate::connect::read_body;
 use crate::filesystem::{entry, make_dirs, resolve_in};
 use crate::http_error;
+use crate::multipart::{Failed, Parts, file_name};
 use crate::user::{self, RunAs};
 use stockade_daemon::{FileAccess, Hall};
-
-/// Largest multipart upload (it is read whole to be split; octet-stream uploads are streamed
-/// and have no such bound).
-const MAX_MULTIPART: usize = 256 * 1024 * 1024;
 
 /// The value of query parameter `name`, percent-decoded.
 pub fn query(req: &Request, name: &str) -> Option<String> {
@@ -67,7 +65,12 @@ pub fn requester(req: &Request) -> Result<Option<RunAs>, (StatusCode, String)> {
     })
 }
 
-pub async fn download(hall: &Hall, path: Option<String>, user: Option<RunAs>) -> Response {
+pub async fn download(
+    hall: &Hall,
+    headers: &HeaderMap,
+    path: Option<String>,
+    user: Option<RunAs>,
+) -> Response {
     let Some(path) = path else {
         return http_error(StatusCode::BAD_REQUEST, "the path parameter is missing");
     };
@@ -92,14 +95,60 @@ pub async fn download(hall: &Hall, path: Option<String>, user: Option<RunAs>) ->
         Ok(_) => {}
         Err(e) => return http_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
-    let body = Body::from_stream(tokio_util::io::ReaderStream::new(file));
+    let gzip = accepts_gzip(headers);
+    let body = if gzip { gzipped(file) } else { Body::from_stream(ReaderStream::new(file)) };
     let mut r = Response::new(body);
     r.headers_mut()
         .insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/octet-stream"));
+    if gzip {
+        r.headers_mut().insert(header::CONTENT_ENCODING, header::HeaderValue::from_static("gzip"));
+    }
     r
 }
 
+/// Whether the request's `Accept-Encoding` takes gzip (and does not refuse it with `q=0`).
+fn accepts_gzip(headers: &HeaderMap) -> bool {
+    let value = headers.get(header::ACCEPT_ENCODING).and_then(|v| v.to_str().ok()).unwrap_or("");
+    value.split(',').any(|item| {
+        let mut parts = item.split(';').map(str::trim);
+        let name = parts.next().unwrap_or("");
+        let refused = parts
+            .any(|p| p.strip_prefix("q=").and_then(|q| q.trim().parse::<f32>().ok()) == Some(0.0));
+        name.eq_ignore_ascii_case("gzip") && !refused
+    })
+}
+
+/// The file's bytes gzip-encoded as they are read.
+fn gzipped(file: tokio::fs::File) -> Body {
+    let encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    let state = (ReaderStream::new(file), Some(encoder));
+    let stream = futures_util::stream::unfold(state, |(mut chunks, mut encoder)| async move {
+        let e = encoder.as_mut()?;
+        let piece = match chunks.next().await {
+            Some(Ok(chunk)) => e.write_all(&chunk).map(|()| std::mem::take(e.get_mut())),
+            Some(Err(err)) => Err(err),
+            None => encoder.take()?.finish(),
+        };
+        let encoder = if piece.is_ok() { encoder } else { None };
+        Some((piece.map(bytes::Bytes::from), (chunks, encoder)))
+    });
+    Body::from_stream(stream)
+}
+
 pub async fn upload(hall: &Hall, req: Request, user: Option<RunAs>) -> Response {
+    if let Some(refused) = unsupported_upload(&req) {
+        // Read to its end first (bounded): a client still sending its body when the answer
+        // comes and the connection closes sees a broken connection, not the sentence.
+        let mut body = req.into_body().into_data_stream();
+        let mut drained = 0usize;
+        while let Some(Ok(chunk)) = body.next().await {
+            drained += chunk.len();
+            if drained > MAX_DRAINED {
+                break;
+            }
+        }
+        return refused;
+    }
     let path = query(&req, "path");
     let user = user.as_ref();
     let ct = req
@@ -118,7 +167,8 @@ pub async fn upload(hall: &Hall, req: Request, user: Option<RunAs>) -> Response 
         let Some(path) = path else {
             return http_error(StatusCode::BAD_REQUEST, "the path parameter is missing");
         };
-        octet_stream(hall, req.into_body(), &path, user).await.map(|e| vec![e])
+        let gzip = content_encoding(&req) == Ok(Encoding::Gzip);
+        octet_stream(hall, req.into_body(), &path, user, gzip).await.map(|e| vec![e])
     };
     match written {
         Ok(entries) => {
@@ -131,7 +181,59 @@ pub async fn upload(hall: &Hall, req: Request, user: Option<RunAs>) -> Response 
     }
 }
 
-type Failed = (StatusCode, String);
+/// How an upload's body is encoded.
+#[derive(Clone, Copy, PartialEq)]
+enum Encoding {
+    Identity,
+    Gzip,
+}
+
+/// The upload's `Content-Encoding`: identity or gzip, else the name refused.
+fn content_encoding(req: &Request) -> Result<Encoding, String> {
+    let value = req.headers().get(header::CONTENT_ENCODING).and_then(|v| v.to_str().ok());
+    match value.map(str::trim) {
+        None | Some("") => Ok(Encoding::Identity),
+        Some(e) if e.eq_ignore_ascii_case("identity") => Ok(Encoding::Identity),
+        Some(e) if e.eq_ignore_ascii_case("gzip") || e.eq_ignore_ascii_case("x-gzip") => {
+            Ok(Encoding::Gzip)
+        }
+        Some(e) => Err(e.to_owned()),
+    }
+}
+
+/// Most bytes of a refused upload read (and dropped) before the refusal is sent.
+const MAX_DRAINED: usize = 64 * 1024 * 1024;
+
+/// What this door does not store, refused before a byte is written rather than dropped: file
+/// metadata (`X-Metadata-*`, envd's extended attributes) and a compressed body.
+fn unsupported_upload(req: &Request) -> Option<Response> {
+    let headers = req.headers();
+    if let Some(name) = headers.keys().find(|k| k.as_str().starts_with("x-metadata-")) {
+        return Some(http_error(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "file metadata ({name}) is not stored by this door; write the file without metadata"
+            ),
+        ));
+    }
+    let multipart = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.starts_with("multipart/"));
+    match content_encoding(req) {
+        Ok(Encoding::Gzip) if multipart => Some(http_error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "a gzip-encoded multipart upload is not decoded by this door; send it as application/octet-stream",
+        )),
+        Ok(_) => None,
+        Err(e) => Some(http_error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!(
+                "a {e}-encoded upload is not decoded by this door; send it gzip-encoded or uncompressed"
+            ),
+        )),
+    }
+}
 
 /// The HTTP status of a path the door refused: 403 when the daemon's hall kept it, 400 for a
 /// malformed one.
@@ -139,20 +241,37 @@ fn refused_status(e: &crate::connect::RpcError) -> StatusCode {
     if e.code == "permission_denied" { StatusCode::FORBIDDEN } else { StatusCode::BAD_REQUEST }
 }
 
+/// An `application/octet-stream` upload, streamed to disk; a gzip-encoded one (the SDKs'
+/// `gzip`) is stored decoded, as it arrives.
 async fn octet_stream(
     hall: &Hall,
     body: Body,
     path: &str,
     user: Option<&RunAs>,
+    gzip: bool,
 ) -> Result<serde_json::Value, Failed> {
     let path = resolve_in(path, user::home(user), hall, FileAccess::Write)
         .map_err(|e| (refused_status(&e), e.message))?;
     let mut file = create(&path, user).await?;
     let mut stream = body.into_data_stream();
+    let mut decoder = gzip.then(|| flate2::write::MultiGzDecoder::new(Vec::new()));
+    let not_gzip =
+        |e: std::io::Error| (StatusCode::BAD_REQUEST, format!("the gzip body is broken: {e}"));
     while let Some(chunk) = stream.next().await {
         let chunk =
             chunk.map_err(|e| (StatusCode::BAD_REQUEST, format!("the upload broke off: {e}")))?;
-        file.write_all(&chunk).await.map_err(|e| write_failed(&path, &e))?;
+        let bytes = match decoder.as_mut() {
+            Some(d) => {
+                d.write_all(&chunk).map_err(not_gzip)?;
+                std::mem::take(d.get_mut())
+            }
+            None => chunk.to_vec(),
+        };
+        file.write_all(&bytes).await.map_err(|e| write_failed(&path, &e))?;
+    }
+    if let Some(d) = decoder {
+        let rest = d.finish().map_err(not_gzip)?;
+        file.write_all(&rest).await.map_err(|e| write_failed(&path, &e))?;
     }
     file.flush().await.map_err(|e| write_failed(&path, &e))?;
     written(&path)
@@ -196,29 +315,18 @@ async fn multipart(
     path: Option<String>,
     user: Option<&RunAs>,
 ) -> Result<Vec<serde_json::Value>, Failed> {
-    let bytes = read_body(body, MAX_MULTIPART)
-        .await
-        .map_err(|e| (StatusCode::PAYLOAD_TOO_LARGE, e.message))?;
-    let delimiter = format!("--{boundary}");
+    let mut parts = Parts::new(body, boundary);
     let mut out = Vec::new();
-    for part in split(&bytes, delimiter.as_bytes()).into_iter().skip(1) {
-        if part.starts_with(b"--") {
-            break; // the closing delimiter
-        }
-        let part = part.strip_prefix(b"\r\n").unwrap_or(part);
-        let Some(head_end) = find(part, b"\r\n\r\n") else { continue };
-        let head = String::from_utf8_lossy(&part[..head_end]);
-        let mut data = &part[head_end + 4..];
-        data = data.strip_suffix(b"\r\n").unwrap_or(data);
-        let name =
-            head.split("filename=\"").nth(1).and_then(|r| r.split('"').next()).map(str::to_owned);
-        let Some(target) = path.clone().or(name) else {
+    while let Some(head) = parts.next_head().await? {
+        let Some(target) = path.clone().or_else(|| file_name(&head)) else {
             return Err((StatusCode::BAD_REQUEST, "a part names no file".into()));
         };
         let target = resolve_in(&target, user::home(user), hall, FileAccess::Write)
             .map_err(|e| (refused_status(&e), e.message))?;
         let mut file = create(&target, user).await?;
-        file.write_all(data).await.map_err(|e| write_failed(&target, &e))?;
+        while let Some(piece) = parts.next_data().await? {
+            file.write_all(&piece).await.map_err(|e| write_failed(&target, &e))?;
+        }
         file.flush().await.map_err(|e| write_failed(&target, &e))?;
         out.push(written(&target)?);
     }
@@ -226,18 +334,4 @@ async fn multipart(
         return Err((StatusCode::BAD_REQUEST, "the multipart body holds no file".into()));
     }
     Ok(out)
-}
-
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
-}
-
-fn split<'a>(mut hay: &'a [u8], delimiter: &[u8]) -> Vec<&'a [u8]> {
-    let mut parts = Vec::new();
-    while let Some(i) = find(hay, delimiter) {
-        parts.push(&hay[..i]);
-        hay = &hay[i + delimiter.len()..];
-    }
-    parts.push(hay);
-    parts
 }

@@ -9,16 +9,20 @@
 //!
 //! The daemon binds the door and hands it over (`stockade_daemon::OuterDoor`): its token (always
 //! one: `daemon run --e2b` makes one when none is given), reloaded with the daemon's other
-//! credentials, must be in `X-Access-Token` (envd's header) on every request but `/health`; its
+//! credentials, must be in `X-Access-Token` (envd's header) on every request but `/health` (a
+//! `/files` request may carry envd's URL signature made with it instead); its
 //! TLS is the daemon's; every command it starts passes the daemon's hall (`stockade_daemon::Hall`):
 //! the spawn metric and the audit log count it like any other.
 
 mod connect;
 mod files;
 mod filesystem;
+mod init;
 mod messages;
+mod multipart;
 mod output;
 mod process;
+mod signed;
 mod user;
 mod watch;
 
@@ -44,6 +48,8 @@ pub(crate) struct Door {
     pub(crate) table: process::Table,
     pub(crate) stop: CancellationToken,
     pub(crate) watchers: watch::Watchers,
+    /// What `/init` set: the environment commands start from.
+    pub(crate) init: init::InitEnv,
     key: DoorKey,
 }
 
@@ -57,6 +63,7 @@ pub async fn serve(door: OuterDoor, stop: CancellationToken) {
         table: process::Table::default(),
         stop: stop.clone(),
         watchers: watch::Watchers::default(),
+        init: init::InitEnv::default(),
         key: door.key(),
     });
     // A connection is in once a request head carries the token (`/health` alone answers
@@ -81,9 +88,18 @@ async fn route(
         return StatusCode::NO_CONTENT.into_response();
     }
     let presented = req.headers().get("x-access-token").map(|v| v.as_bytes());
-    let Some(token_id) = presented.and_then(|t| door.key.check(t)) else {
-        let e = connect::RpcError::new("unauthenticated", "a missing or wrong X-Access-Token");
-        return e.unary_response();
+    let token_id = match presented.and_then(|t| door.key.check(t)) {
+        Some(id) => id,
+        // envd lets a `/files` request in on a signed URL instead of the token.
+        None => match (path.as_str(), signed::check(&req, &door.key)) {
+            ("/files", signed::Signed::Valid(id)) => id,
+            ("/files", signed::Signed::Refused(status, why)) => return http_error(status, why),
+            _ => {
+                let e =
+                    connect::RpcError::new("unauthenticated", "a missing or wrong X-Access-Token");
+                return e.unary_response();
+            }
+        },
     };
     let visitor = Visitor::network("e2b", addr, Some(token_id));
     let method = req.method().clone();
@@ -91,11 +107,11 @@ async fn route(
         (Method::GET | Method::POST, "/files") => match files::requester(&req) {
             Err((status, message)) => http_error(status, message),
             Ok(user) if req.method() == Method::GET => {
-                files::download(&door.hall, files::query(&req, "path"), user).await
+                files::download(&door.hall, req.headers(), files::query(&req, "path"), user).await
             }
             Ok(user) => files::upload(&door.hall, req, user).await,
         },
-        (Method::POST, "/init") => StatusCode::NO_CONTENT.into_response(),
+        (Method::POST, "/init") => door.init.init(req.into_body()).await,
         (Method::POST, p) => {
             let (parts, body) = req.into_parts();
             match p.strip_prefix('/').and_then(|p| p.split_once('/')) {

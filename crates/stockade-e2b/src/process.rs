@@ -229,6 +229,7 @@ async fn start(
         Err(e) => return connect::stream_error(e),
     };
     let spec = match run_spec(&request).and_then(|mut spec| {
+        spec.base_env = Some(door.init.base());
         if let Some(user) = crate::user::from_headers(headers)? {
             user.apply(&mut spec)?;
         }
@@ -247,7 +248,33 @@ async fn start(
     };
     let config = request.process.unwrap_or_default();
     door.table.insert(session.id(), Started { config, tag: request.tag });
+    if let Some(limit) = deadline(headers) {
+        tokio::spawn(end_at_deadline(Arc::clone(&door), Arc::clone(&session), limit));
+    }
     serve_events(door, session, keepalive(headers))
+}
+
+/// The command's deadline: `Connect-Timeout-Ms`, which the SDKs send for a command's `timeout`
+/// (`timeoutMs`, a PTY's too; 0 or none is no deadline).
+fn deadline(headers: &HeaderMap) -> Option<Duration> {
+    let ms: u64 = headers.get("connect-timeout-ms")?.to_str().ok()?.trim().parse().ok()?;
+    (ms > 0).then(|| Duration::from_millis(ms))
+}
+
+/// Ends the command's whole tree at its deadline, as envd ends the process when its start
+/// request's deadline passes (the SDK reports its timeout then): no grace after `TERM`.
+async fn end_at_deadline(door: Arc<Door>, session: Arc<Session>, limit: Duration) {
+    let ended = tokio::select! {
+        r = tokio::time::timeout(limit, session.wait(None)) => r.is_ok(),
+        () = door.stop.cancelled() => true,
+    };
+    if ended || session.state().is_terminal() {
+        return;
+    }
+    let mut opts = door.engine.terminate_options();
+    opts.grace = Duration::ZERO;
+    let reason = format!("its E2B timeout of {} ms passed", limit.as_millis());
+    session.kill(opts, &reason).await;
 }
 
 async fn reconnect(door: Arc<Door>, headers: &HeaderMap, body: Body, streaming: bool) -> Response {

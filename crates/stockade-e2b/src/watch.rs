@@ -168,9 +168,8 @@ impl Watch {
             let rel = dir.join(&name);
             let is_dir = flags.contains(ReadFlags::ISDIR);
             let created = flags.intersects(ReadFlags::CREATE | ReadFlags::MOVED_TO);
-            if created && is_dir && self.recursive {
-                self.follow(&rel);
-            }
+            let found =
+                if created && is_dir && self.recursive { self.follow(&rel) } else { vec![] };
             for (flag, kind) in KINDS {
                 if flags.contains(flag) {
                     let gone = matches!(kind, "EVENT_TYPE_REMOVE" | "EVENT_TYPE_RENAME");
@@ -181,12 +180,21 @@ impl Watch {
                     out.push(FilesystemEvent { name, kind, entry });
                 }
             }
+            for rel in found {
+                let entry = self.include_entry.then(|| entry(&self.root.join(&rel)).ok()).flatten();
+                let name = rel.to_string_lossy().into_owned();
+                out.push(FilesystemEvent { name, kind: "EVENT_TYPE_CREATE", entry });
+            }
         }
         out
     }
 
-    /// Watches a directory that appeared below a recursive watch (and those inside it).
-    fn follow(&mut self, rel: &Path) {
+    /// Watches a directory that appeared below a recursive watch (and those inside it), then
+    /// reports as created what is already in them: what appeared between the directory's
+    /// creation and its watch (`mkdir -p a/b/c` makes `b` before `a` is watched) would be lost
+    /// otherwise. A name made just after the watch may be reported twice; none is missed.
+    fn follow(&mut self, rel: &Path) -> Vec<PathBuf> {
+        let mut found = Vec::new();
         let mut todo = vec![rel.to_path_buf()];
         while let Some(rel) = todo.pop() {
             if self.dirs.len() >= MAX_DIRS {
@@ -194,13 +202,20 @@ impl Watch {
                     "a recursive watch of {} follows at most {MAX_DIRS} directories",
                     self.root.display()
                 );
-                return;
+                break;
             }
             let abs = self.root.join(&rel);
             let Ok(wd) = inotify::add_watch(self.fd.get_ref(), &abs, FLAGS) else { continue };
             self.dirs.insert(wd, rel.clone());
-            todo.extend(subdirs(&abs).into_iter().map(|n| rel.join(n)));
+            for (name, is_dir) in entries(&abs) {
+                let sub = rel.join(name);
+                found.push(sub.clone());
+                if is_dir {
+                    todo.push(sub);
+                }
+            }
         }
+        found
     }
 }
 
@@ -248,11 +263,13 @@ fn add_watches(root: &Path, recursive: bool) -> Result<(OwnedFd, HashMap<i32, Pa
 
 /// The names of the directories in `dir` (not following symlinks).
 fn subdirs(dir: &Path) -> Vec<std::ffi::OsString> {
+    entries(dir).into_iter().filter(|(_, is_dir)| *is_dir).map(|(n, _)| n).collect()
+}
+
+/// The names in `dir`, each with whether it is a directory (not following symlinks).
+fn entries(dir: &Path) -> Vec<(std::ffi::OsString, bool)> {
     let Ok(read) = std::fs::read_dir(dir) else { return Vec::new() };
-    read.flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .map(|e| e.file_name())
-        .collect()
+    read.flatten().map(|e| (e.file_name(), e.file_type().is_ok_and(|t| t.is_dir()))).collect()
 }
 
 impl Watchers {

@@ -18,8 +18,24 @@ use crate::remote_support::repo_root;
 const DRIVER_DEADLINE: Duration = Duration::from_secs(600);
 
 /// Every scenario of a driver, in the order it runs them.
-const SCENARIOS: [&str; 10] =
-    ["echo", "big_output", "reconnect", "stdin", "pty", "kill", "list", "files", "watch", "user"];
+const SCENARIOS: [&str; 16] = [
+    "echo",
+    "big_output",
+    "reconnect",
+    "stdin",
+    "pty",
+    "kill",
+    "list",
+    "files",
+    "watch",
+    "user",
+    "timeout",
+    "signed",
+    "env",
+    "refusals",
+    "gzip",
+    "watch_mkdir",
+];
 
 fn need(path: PathBuf, what: &str) -> PathBuf {
     assert!(
@@ -115,6 +131,7 @@ fn assert_all_passed(out: &str) {
     }
     assert!(out.contains("ok big_output bytes=104857600 "), "{out}");
     assert!(out.contains("ok kill left=0"), "{out}");
+    assert!(out.contains("ok timeout ") && out.contains(" left=0"), "{out}");
 }
 
 fn python_driver() -> [PathBuf; 3] {
@@ -132,14 +149,21 @@ fn js_driver() -> [PathBuf; 3] {
     [node, root.join("tests/e2b/sdk.mjs"), stockade_testkit::stockade_bin()]
 }
 
+/// The Python driver's own scenario besides the common ones: a 200 MiB multipart upload with
+/// the daemon's RSS within 16 MiB.
+fn assert_python_passed(out: &str) {
+    assert_all_passed(out);
+    assert!(out.contains("ok upload_memory bytes=209715200 "), "{out}");
+}
+
 #[test]
 fn the_python_sdk_drives_the_e2b_door() {
-    assert_all_passed(&in_namespace(&python_driver(), false));
+    assert_python_passed(&in_namespace(&python_driver(), false));
 }
 
 #[test]
 fn the_python_sdk_drives_the_e2b_door_over_tls_from_another_network_namespace() {
-    assert_all_passed(&in_namespace(&python_driver(), true));
+    assert_python_passed(&in_namespace(&python_driver(), true));
 }
 
 #[test]
@@ -161,6 +185,22 @@ fn thirty_two_sdk_streams_peak_within_twice_the_json_rpc_doors_memory() {
     let out = in_namespace(&[python, driver, bin, PathBuf::from("memory")], false);
     let line = out.lines().find(|l| l.starts_with("ok memory ")).expect("the memory line");
     eprintln!("{line}");
+}
+
+/// docs/e2b.md's table of SDK scenarios names exactly the drivers' scenarios.
+#[test]
+fn the_docs_table_of_scenarios_is_the_drivers_list() {
+    let doc = std::fs::read_to_string(repo_root().join("docs/e2b.md")).unwrap();
+    let table = doc.split("| Scenario | What holds |").nth(1).expect("the scenario table");
+    let rows: Vec<&str> = table
+        .lines()
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .filter_map(|l| l.split('`').nth(1))
+        .collect();
+    let mut want: Vec<&str> = SCENARIOS.to_vec();
+    want.push("upload_memory");
+    assert_eq!(rows, want, "docs/e2b.md's scenario table and the drivers' scenarios differ");
 }
 
 /// The daemon refusing to start with `extra`: its one-sentence stderr, after checking the exit

@@ -54,6 +54,7 @@ mod hardening;
 mod idempotency;
 mod keeper_signals;
 mod kill_matrix;
+mod kubelet;
 mod list_cost;
 mod mcp_agents;
 mod mcp_http;
