@@ -62,9 +62,9 @@ pub fn unavailable_reason() -> Option<String> {
         return Some("only built for x86_64".into());
     }
     match STATE.load(Ordering::Relaxed) {
-        0 => probe().err().map(|e| {
-            format!("refused by the kernel ({})", std::io::Error::from_raw_os_error(e))
-        }),
+        0 => probe()
+            .err()
+            .map(|e| format!("refused by the kernel ({})", std::io::Error::from_raw_os_error(e))),
         e if e < 0 => {
             Some(format!("refused by the kernel ({})", std::io::Error::from_raw_os_error(-e)))
         }
@@ -276,10 +276,21 @@ pub(crate) fn required() -> bool {
     REQUIRED.load(Ordering::Relaxed)
 }
 
+/// Set once at start-up: sessions run under no keeper at all (`--session-keeper=never`), so
+/// none gets a PID namespace (whose PID 1 the keeper is), nor the other namespaces.
+static NO_KEEPERS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// No session runs under a keeper (`daemon run --session-keeper=never`): sandboxed sessions
+/// then get no namespaces of their own (Landlock and seccomp alone).
+pub fn set_no_keepers(none: bool) {
+    NO_KEEPERS.store(none, Ordering::Relaxed);
+}
+
 /// Whether a spawn under `sandbox` is to get namespaces of its own: the policy confines, and
 /// the kernel is not known to refuse them (or they are required, so the spawn says why not).
 pub(crate) fn wanted(sandbox: Option<&crate::sandbox::SandboxSpec>) -> bool {
     cfg!(target_arch = "x86_64")
+        && !NO_KEEPERS.load(Ordering::Relaxed)
         && sandbox.is_some_and(|s| s.policy.confines())
         && (may_work() || required())
 }

@@ -303,7 +303,9 @@ fn spawn_in(
     let pair = pty_size.map(pty::open_pair).transpose()?;
     // A session in namespaces of its own runs under a keeper (its PID 1), cgroup or not.
     let ns_keeper = match &containment.inner.keeper {
-        None if crate::namespaces::wanted(spec.sandbox.as_ref()) => crate::keeper::open_embedded().ok(),
+        None if crate::namespaces::wanted(spec.sandbox.as_ref()) => {
+            crate::keeper::open_embedded().ok()
+        }
         _ => None,
     };
     let keeper = match containment.inner.keeper.as_ref().or(ns_keeper.as_ref()) {
@@ -746,7 +748,12 @@ fn spawn_fast(
     plan.fsize = spec.file_size_limit;
     if let Some(k) = keeper {
         plan.use_keeper(k.exe, k.write.as_raw_fd());
-        plan.ns = crate::namespaces::plan_for(spec.sandbox.as_ref()).map_err(|e| exec_error(e.into()))?;
+        plan.ns = crate::namespaces::plan_for(spec.sandbox.as_ref()).map_err(exec_error)?;
+        if let (Some(ns), Some(sb)) = (plan.ns.as_mut(), plan.sandbox.as_ref())
+            && let Some(m) = ns.mounts.as_mut()
+        {
+            m.ruleset = sb.ruleset_fd();
+        }
         plan.ns_required = crate::namespaces::required();
     }
     let cgroup_fd = match cgroup_dir {

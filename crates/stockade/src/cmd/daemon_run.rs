@@ -320,6 +320,7 @@ fn config(home: PathBuf, args: &DaemonRunArgs) -> DaemonConfig {
         config.sandbox.ceiling = policy;
     }
     stockade_proc::namespaces::set_required(args.isolation == Isolation::Full);
+    stockade_proc::namespaces::set_no_keepers(args.session_keeper == KeeperWhen::Never);
     if args.no_cgroup {
         config.containment =
             ContainmentConfig { cgroup: CgroupMode::Off, ..ContainmentConfig::default() };
