@@ -290,7 +290,7 @@ pub fn spawn(exe: &Path, out: &Path, work: &Path, rounds: usize) -> Result<Speed
         network: stockade_proto::NetworkMode::None,
         ..stockade_proto::Sandbox::default()
     };
-    let sandboxed = RunParams { cwd: Some(cwd), sandbox: Some(policy), ..warm.clone() };
+    let sandboxed = RunParams { cwd: Some(cwd.clone()), sandbox: Some(policy), ..warm.clone() };
     client.call::<method::Run>(sandboxed.clone())?;
     let mut rows = Vec::new();
     for round in 0..rounds {

@@ -58,6 +58,9 @@ pub(crate) fn mark_working() {
 /// Why sandboxed sessions get no namespaces of their own, when they do not (known after the
 /// first sandboxed spawn, or from the test hook).
 pub fn unavailable_reason() -> Option<String> {
+    if refused_by_hook() {
+        return Some("refused by the kernel (EPERM, simulated)".into());
+    }
     if !cfg!(target_arch = "x86_64") {
         return Some("only built for x86_64".into());
     }
@@ -65,6 +68,23 @@ pub fn unavailable_reason() -> Option<String> {
         0 => probe()
             .err()
             .map(|e| format!("refused by the kernel ({})", std::io::Error::from_raw_os_error(e))),
+        e if e < 0 => {
+            Some(format!("refused by the kernel ({})", std::io::Error::from_raw_os_error(-e)))
+        }
+        _ => None,
+    }
+}
+
+/// Why sandboxed sessions get no namespaces, when that is known without trying (no probe):
+/// for a session's answer.
+pub fn known_missing() -> Option<String> {
+    if NO_KEEPERS.load(Ordering::Relaxed) {
+        return Some("sessions run under no keeper, --session-keeper=never".into());
+    }
+    if refused_by_hook() {
+        return Some("refused by the kernel (EPERM, simulated)".into());
+    }
+    match STATE.load(Ordering::Relaxed) {
         e if e < 0 => {
             Some(format!("refused by the kernel ({})", std::io::Error::from_raw_os_error(-e)))
         }
@@ -332,4 +352,32 @@ fn probe() -> Result<(), i32> {
             None => Err(libc::ECHILD),
         }
     }
+}
+
+/// The keeper a session in namespaces of its own runs under where sessions get none otherwise
+/// (`configured`: the containment's): the embedded one, as its PID 1.
+pub(crate) fn keeper_for(
+    sandbox: Option<&crate::sandbox::SandboxSpec>,
+    configured: &Option<std::os::fd::OwnedFd>,
+) -> Option<std::os::fd::OwnedFd> {
+    match configured {
+        None if wanted(sandbox) => crate::keeper::open_embedded().ok(),
+        _ => None,
+    }
+}
+
+/// Gives `plan` (a spawn under a keeper) the namespaces of `sandbox`, with its Landlock
+/// ruleset for the rules on the new mounts.
+pub(crate) fn attach(
+    plan: &mut crate::clone3::Plan,
+    sandbox: Option<&crate::sandbox::SandboxSpec>,
+) -> std::io::Result<()> {
+    plan.ns = plan_for(sandbox)?;
+    if let (Some(ns), Some(sb)) = (plan.ns.as_mut(), plan.sandbox.as_ref())
+        && let Some(m) = ns.mounts.as_mut()
+    {
+        m.ruleset = sb.ruleset_fd();
+    }
+    plan.ns_required = required();
+    Ok(())
 }

@@ -302,12 +302,7 @@ fn spawn_in(
 ) -> Result<SpawnedTree, SpawnError> {
     let pair = pty_size.map(pty::open_pair).transpose()?;
     // A session in namespaces of its own runs under a keeper (its PID 1), cgroup or not.
-    let ns_keeper = match &containment.inner.keeper {
-        None if crate::namespaces::wanted(spec.sandbox.as_ref()) => {
-            crate::keeper::open_embedded().ok()
-        }
-        _ => None,
-    };
+    let ns_keeper = crate::namespaces::keeper_for(spec.sandbox.as_ref(), &containment.inner.keeper);
     let keeper = match containment.inner.keeper.as_ref().or(ns_keeper.as_ref()) {
         Some(exe) => Some(KeeperPipe::new(exe.as_raw_fd())?),
         None => None,
@@ -748,13 +743,7 @@ fn spawn_fast(
     plan.fsize = spec.file_size_limit;
     if let Some(k) = keeper {
         plan.use_keeper(k.exe, k.write.as_raw_fd());
-        plan.ns = crate::namespaces::plan_for(spec.sandbox.as_ref()).map_err(exec_error)?;
-        if let (Some(ns), Some(sb)) = (plan.ns.as_mut(), plan.sandbox.as_ref())
-            && let Some(m) = ns.mounts.as_mut()
-        {
-            m.ruleset = sb.ruleset_fd();
-        }
-        plan.ns_required = crate::namespaces::required();
+        crate::namespaces::attach(&mut plan, spec.sandbox.as_ref()).map_err(exec_error)?;
     }
     let cgroup_fd = match cgroup_dir {
         Some(dir) => Some(
@@ -796,25 +785,5 @@ fn spawn_fast(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_base_environment_replaces_this_processs_and_the_rest_goes_on_top() {
-        let mut spec = SpawnSpec::shell("true", SessionMarker::new("t", "sh-1"));
-        spec.base_env = Some(vec![("A".into(), "1".into()), ("TERM".into(), "dumb".into())]);
-        spec.env = vec![("B".into(), "2".into()), ("A".into(), "3".into())];
-        let pairs = |env: Vec<(OsString, OsString)>| {
-            env.into_iter()
-                .map(|(k, v)| format!("{}={}", k.to_string_lossy(), v.to_string_lossy()))
-                .collect::<Vec<_>>()
-        };
-        let marker = format!("{MARKER_ENV}={}", spec.marker.value());
-        assert_eq!(pairs(child_env(&spec, false)), ["A=3", "TERM=dumb", "B=2", marker.as_str()]);
-        // A terminal's TERM is ours unless the request's own variables set it, as without a base.
-        let tty = format!("TERM={DEFAULT_TERM}");
-        assert_eq!(pairs(child_env(&spec, true)), ["A=3", tty.as_str(), "B=2", marker.as_str()]);
-        spec.base_env = Some(Vec::new());
-        assert_eq!(pairs(child_env(&spec, false)), ["B=2", "A=3", marker.as_str()]);
-    }
-}
+#[path = "spawn_tests.rs"]
+mod tests;

@@ -207,7 +207,8 @@ fn a_nested_stockade_reaches_the_daemon_from_inside() {
         serves(&s);
         let bin = stockade_testkit::stockade_bin();
         // A nested run goes through the daemon's socket, bound back into the covered home.
-        let script = format!("{} run -- echo nested-ran", bin.display());
+        let script =
+            format!("{} run --bg --json --yield-ms 20000 -- echo nested-ran", bin.display());
         let answer = s.run(RO, &script);
         assert!(answer["output"].as_str().unwrap_or_default().contains("nested-ran"), "{answer}");
     }
@@ -255,6 +256,8 @@ fn without_namespaces_the_run_goes_on_and_doctor_says_what_does_not_hold() {
     let answer = s.run(WW, "echo fine; test -e /proc/1/environ && echo host-proc=yes");
     let out = answer["output"].as_str().unwrap_or_default();
     assert!(out.contains("fine") && out.contains("host-proc=yes"), "{answer}");
+    let said = answer["sandbox"].as_str().unwrap_or_default();
+    assert!(said.contains("namespaces: unavailable") && said.contains("chmod"), "{answer}");
     let doctor = s.cli(&["doctor"]).env(HOOK, "1").output().unwrap();
     let said = text(&doctor.stdout);
     assert!(said.contains("namespaces: unavailable") && said.contains("chmod"), "{said}");
