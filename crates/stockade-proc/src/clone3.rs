@@ -183,6 +183,22 @@ impl Plan {
         })
     }
 
+    /// Gives this spawn (under a keeper) the namespaces of `sandbox`, with its Landlock ruleset
+    /// for the rules on the new mounts.
+    pub(super) fn attach_namespaces(
+        &mut self,
+        sandbox: Option<&crate::sandbox::SandboxSpec>,
+    ) -> io::Result<()> {
+        self.ns = crate::namespaces::plan_for(sandbox)?;
+        if let (Some(ns), Some(sb)) = (self.ns.as_mut(), self.sandbox.as_ref())
+            && let Some(m) = ns.mounts.as_mut()
+        {
+            m.ruleset = sb.ruleset_fd();
+        }
+        self.ns_required = crate::namespaces::required();
+        Ok(())
+    }
+
     /// Executes the keeper `exe` (an open executable) instead of the program, which the keeper
     /// then runs; `status_fd` (≥ 3, close-on-exec) is the status pipe's write end it gets.
     pub(super) fn use_keeper(&mut self, exe: RawFd, status_fd: RawFd) {
@@ -471,24 +487,7 @@ extern "C" fn child_main(arg: *mut c_void) -> ! {
             *libc::__errno_location() = errno;
             fail(STEP_NAMESPACE);
         }
-        // Caught signals get their default action back (the handlers are the daemon's) and
-        // SIGPIPE, which the daemon ignores, too; the mask is emptied below.
-        for sig in 1..=libc::SIGRTMAX() {
-            if sig == libc::SIGKILL || sig == libc::SIGSTOP {
-                continue;
-            }
-            let mut old: libc::sigaction = std::mem::zeroed();
-            if libc::sigaction(sig, std::ptr::null(), &mut old) != 0 {
-                continue;
-            }
-            if old.sa_sigaction != libc::SIG_DFL
-                && (old.sa_sigaction != libc::SIG_IGN || sig == libc::SIGPIPE)
-            {
-                let mut dfl: libc::sigaction = std::mem::zeroed();
-                dfl.sa_sigaction = libc::SIG_DFL;
-                libc::sigaction(sig, &dfl, std::ptr::null_mut());
-            }
-        }
+        reset_handlers();
         if let Some((soft, hard)) = plan.nofile {
             // Best effort, as in the fork path: a limit it cannot lower only means a higher one.
             let lim = libc::rlimit { rlim_cur: soft, rlim_max: hard };
@@ -561,6 +560,30 @@ extern "C" fn child_main(arg: *mut c_void) -> ! {
         }
         libc::execve(plan.path.as_ptr(), (*shared).argv, (*shared).envp);
         fail(STEP_EXEC)
+    }
+}
+
+/// Caught signals get their default action back (the handlers are the daemon's) and SIGPIPE,
+/// which the daemon ignores, too; the child empties the mask before `execve`. Raw calls only.
+fn reset_handlers() {
+    // SAFETY: `sigaction` with stack values.
+    unsafe {
+        for sig in 1..=libc::SIGRTMAX() {
+            if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+                continue;
+            }
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, std::ptr::null(), &mut old) != 0 {
+                continue;
+            }
+            if old.sa_sigaction != libc::SIG_DFL
+                && (old.sa_sigaction != libc::SIG_IGN || sig == libc::SIGPIPE)
+            {
+                let mut dfl: libc::sigaction = std::mem::zeroed();
+                dfl.sa_sigaction = libc::SIG_DFL;
+                libc::sigaction(sig, &dfl, std::ptr::null_mut());
+            }
+        }
     }
 }
 

@@ -365,19 +365,3 @@ pub(crate) fn keeper_for(
         _ => None,
     }
 }
-
-/// Gives `plan` (a spawn under a keeper) the namespaces of `sandbox`, with its Landlock
-/// ruleset for the rules on the new mounts.
-pub(crate) fn attach(
-    plan: &mut crate::clone3::Plan,
-    sandbox: Option<&crate::sandbox::SandboxSpec>,
-) -> std::io::Result<()> {
-    plan.ns = plan_for(sandbox)?;
-    if let (Some(ns), Some(sb)) = (plan.ns.as_mut(), plan.sandbox.as_ref())
-        && let Some(m) = ns.mounts.as_mut()
-    {
-        m.ruleset = sb.ruleset_fd();
-    }
-    plan.ns_required = required();
-    Ok(())
-}

@@ -22,7 +22,10 @@ use std::path::{Path, PathBuf};
 
 use stockade_proto::SandboxMode;
 
-use crate::namespaces::errno;
+/// The last system call's errno.
+fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EPERM)
+}
 
 /// Most clones one session's set-up holds (writable roots, sockets, hidden files, devices).
 const MAX_CLONES: usize = 64;

@@ -743,7 +743,7 @@ fn spawn_fast(
     plan.fsize = spec.file_size_limit;
     if let Some(k) = keeper {
         plan.use_keeper(k.exe, k.write.as_raw_fd());
-        crate::namespaces::attach(&mut plan, spec.sandbox.as_ref()).map_err(exec_error)?;
+        plan.attach_namespaces(spec.sandbox.as_ref()).map_err(exec_error)?;
     }
     let cgroup_fd = match cgroup_dir {
         Some(dir) => Some(
