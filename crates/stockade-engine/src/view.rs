@@ -218,7 +218,7 @@ impl Session {
             deduplicated,
             view,
             wait,
-            sandbox: self.spec().and_then(|s| s.sandbox_in_force.as_ref()).map(ToString::to_string),
+            sandbox: self.spec().and_then(|s| s.sandbox_in_force.as_ref()).map(sandbox_said),
         })
     }
 
@@ -237,5 +237,17 @@ impl Session {
             self.wait(Some(FINALIZE_WAIT)).await;
         }
         self.state()
+    }
+}
+
+/// A sandbox in force as an answer says it: the policy, and — where sandboxed sessions get no
+/// namespaces of their own — that, why, and what does not hold then.
+fn sandbox_said(policy: &stockade_proto::Sandbox) -> String {
+    match stockade_proc::namespaces::known_missing().filter(|_| policy.confines()) {
+        Some(why) => format!(
+            "{policy}; namespaces: unavailable ({why}): {}",
+            stockade_proc::namespaces::WITHOUT_NAMESPACES
+        ),
+        None => policy.to_string(),
     }
 }

@@ -112,7 +112,7 @@ impl StockadeMcp {
             for tool in all.iter_mut().filter(|t| t.name == tools::EXEC_COMMAND) {
                 let base = tool.description.clone().unwrap_or_default();
                 tool.description = Some(format!(
-                    "{base} Every command runs under {policy}: writes outside the writable roots and network access fail with `Permission denied`/`Operation not permitted`; a looser `sandbox` is refused."
+                    "{base} Every command runs under {policy}: writes outside the writable roots and network access fail with `Permission denied`/`Operation not permitted`/`Read-only file system`; a looser `sandbox` is refused."
                 ).into());
             }
         }

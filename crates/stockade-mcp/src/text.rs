@@ -79,12 +79,12 @@ pub fn run(r: &RunResult) -> String {
     }
     extra.extend(r.wait.as_ref().map(wait_line));
     if let Some(policy) = &r.sandbox {
-        let denied = ["Permission denied", "Operation not permitted"]
+        let denied = ["Permission denied", "Operation not permitted", "Read-only file system"]
             .iter()
             .any(|d| r.view.output.contains(d));
         extra.push(if denied {
             format!(
-                "Ran under {policy}: a `Permission denied` or `Operation not permitted` above comes from this sandbox, which allows writing only beneath its writable roots; do not retry it another way."
+                "Ran under {policy}: a `Permission denied`, `Operation not permitted` or `Read-only file system` above comes from this sandbox, which allows writing only beneath its writable roots; do not retry it another way."
             )
         } else {
             format!("Ran under {policy}.")

@@ -433,10 +433,13 @@ unsafe extern "C" fn keeper_main(sp: *const usize) -> ! {
             continue;
         }
         // Sent by a process (`si_code` ≤ 0: kill, sigqueue, tkill) other than the daemon: the
-        // command did not get it, as it does a group's or a terminal's.
+        // command did not get it, as it does a group's or a terminal's. As PID 1 of the
+        // session's own PID namespace the parent is outside it (0 here), and so is every sender
+        // outside (`si_pid` 0): the daemon then signals the command, never the keeper, so
+        // whatever comes is passed on.
         // SAFETY: a plain system call.
         let parent = unsafe { syscall(SYS_GETPPID, 0, 0, 0, 0) };
-        if info[2] <= 0 && info[4] as isize != parent {
+        if info[2] <= 0 && (parent == 0 || info[4] as isize != parent) {
             // SAFETY: `command` is this process's child, not yet reaped (`open`).
             unsafe { syscall(SYS_KILL, command as usize, sig as usize, 0, 0) };
         }

@@ -35,6 +35,8 @@ pub(super) const STEP_CWD: u8 = 4;
 pub(super) const STEP_EXEC: u8 = 5;
 pub(super) const STEP_SANDBOX: u8 = 6;
 pub(super) const STEP_FSIZE: u8 = 7;
+pub(super) const STEP_NAMESPACE: u8 = 8;
+pub(super) const STEP_CAPS: u8 = 9;
 
 /// `struct clone_args` (`linux/sched.h`, version 2: with `cgroup`).
 #[repr(C)]
@@ -119,6 +121,11 @@ pub(super) struct Plan {
     pub(super) sandbox: Option<crate::sandbox::ChildSandbox>,
     /// Execute the session keeper instead of the program (see `keeper.rs`).
     keeper: Option<KeeperExec>,
+    /// The namespaces to make, when the kernel lets it (`namespaces.rs`); only with a keeper,
+    /// which becomes PID 1 of the session's PID namespace.
+    pub(super) ns: Option<crate::namespaces::NsPlan>,
+    /// Refuse the spawn rather than run without the namespaces.
+    pub(super) ns_required: bool,
 }
 
 /// How the child executes the keeper: `execveat` of its open executable, with the status
@@ -171,7 +178,25 @@ impl Plan {
             fsize: None,
             sandbox: None,
             keeper: None,
+            ns: None,
+            ns_required: false,
         })
+    }
+
+    /// Gives this spawn (under a keeper) the namespaces of `sandbox`, with its Landlock ruleset
+    /// for the rules on the new mounts.
+    pub(super) fn attach_namespaces(
+        &mut self,
+        sandbox: Option<&crate::sandbox::SandboxSpec>,
+    ) -> io::Result<()> {
+        self.ns = crate::namespaces::plan_for(sandbox)?;
+        if let (Some(ns), Some(sb)) = (self.ns.as_mut(), self.sandbox.as_ref())
+            && let Some(m) = ns.mounts.as_mut()
+        {
+            m.ruleset = sb.ruleset_fd();
+        }
+        self.ns_required = crate::namespaces::required();
+        Ok(())
     }
 
     /// Executes the keeper `exe` (an open executable) instead of the program, which the keeper
@@ -209,8 +234,10 @@ pub(super) fn resolve(
 
 /// How a `clone3` spawn ended.
 pub(super) enum Outcome {
-    /// The child runs the program: its pid and pidfd.
-    Started { pid: u32, pidfd: OwnedFd },
+    /// The child runs the program: its pid and pidfd, and whether it got its namespaces.
+    Started { pid: u32, pidfd: OwnedFd, namespaces: bool },
+    /// The namespaces are required and the kernel refused them (why).
+    NoNamespaces(String),
     /// `clone3` cannot be used here: fall back to fork.
     Unavailable,
     /// The kernel refused to create the child (or to place it in the cgroup).
@@ -225,22 +252,60 @@ struct Shared {
     plan: *const Plan,
     argv: *const *const libc::c_char,
     envp: *const *const libc::c_char,
+    /// Enter the plan's namespaces (they were asked of `clone3`).
+    ns: bool,
     step: u8,
     errno: i32,
 }
 
-/// Starts `plan` with `clone3`, placed in the cgroup of `cgroup_dir` when given.
+/// Starts `plan` with `clone3`, placed in the cgroup of `cgroup_dir` when given, in the
+/// plan's namespaces when the kernel makes them (else without, unless they are required).
 pub(super) fn spawn(plan: &Plan, cgroup_dir: Option<&OwnedFd>) -> Outcome {
+    use crate::namespaces;
     let state = STATE.load(Ordering::Relaxed);
     if state < 0 || !cfg!(target_arch = "x86_64") {
         return Outcome::Unavailable;
     }
+    if plan.ns.is_some() && namespaces::refused_by_hook() {
+        namespaces::mark_refused(libc::EPERM);
+    }
+    if plan.ns.is_some() && namespaces::may_work() {
+        match attempt(plan, cgroup_dir, true) {
+            Outcome::Refused(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EPERM | libc::EINVAL | libc::ENOSPC | libc::EUSERS | libc::EACCES)
+                ) =>
+            {
+                namespaces::mark_refused(e.raw_os_error().unwrap_or(libc::EPERM));
+            }
+            Outcome::Failed { step: STEP_NAMESPACE, error } => {
+                namespaces::mark_refused(error.raw_os_error().unwrap_or(libc::EPERM));
+            }
+            other => {
+                if matches!(other, Outcome::Started { .. }) {
+                    namespaces::mark_working();
+                }
+                return other;
+            }
+        }
+    }
+    if plan.ns.is_some() && plan.ns_required {
+        let why = namespaces::unavailable_reason().unwrap_or_else(|| "not made".into());
+        return Outcome::NoNamespaces(why);
+    }
+    attempt(plan, cgroup_dir, false)
+}
+
+/// One `clone3`, with the plan's namespaces when `with_ns`.
+fn attempt(plan: &Plan, cgroup_dir: Option<&OwnedFd>, with_ns: bool) -> Outcome {
     let exec_argv = plan.keeper.as_ref().map_or(&plan.argv, |k| &k.argv);
     let argv: Vec<*const libc::c_char> =
         exec_argv.iter().map(|a| a.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
     let envp: Vec<*const libc::c_char> =
         plan.envp.iter().map(|a| a.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
-    let mut shared = Shared { plan, argv: argv.as_ptr(), envp: envp.as_ptr(), step: 0, errno: 0 };
+    let mut shared =
+        Shared { plan, argv: argv.as_ptr(), envp: envp.as_ptr(), ns: with_ns, step: 0, errno: 0 };
     let mut stack = ChildStack::take();
     let mut pidfd: RawFd = -1;
     let mut args = CloneArgs {
@@ -251,6 +316,9 @@ pub(super) fn spawn(plan: &Plan, cgroup_dir: Option<&OwnedFd>) -> Outcome {
         stack_size: (stack.len() * 16) as u64,
         ..CloneArgs::default()
     };
+    if let Some(ns) = plan.ns.as_ref().filter(|_| with_ns) {
+        args.flags |= ns.flags;
+    }
     if let Some(dir) = cgroup_dir {
         args.flags |= CLONE_INTO_CGROUP;
         args.cgroup = dir.as_raw_fd() as u64;
@@ -267,6 +335,10 @@ pub(super) fn spawn(plan: &Plan, cgroup_dir: Option<&OwnedFd>) -> Outcome {
     stack.give_back();
     if ret < 0 {
         let errno = -ret as i32;
+        if with_ns {
+            // Said of the namespaces (the caller tries again without): clone3 itself may work.
+            return Outcome::Refused(io::Error::from_raw_os_error(errno));
+        }
         return match errno {
             libc::ENOSYS | libc::EPERM | libc::E2BIG | libc::EINVAL => {
                 STATE.store(-errno, Ordering::Relaxed);
@@ -289,7 +361,7 @@ pub(super) fn spawn(plan: &Plan, cgroup_dir: Option<&OwnedFd>) -> Outcome {
         );
         return Outcome::Failed { step, error: io::Error::from_raw_os_error(errno) };
     }
-    Outcome::Started { pid: ret as u32, pidfd }
+    Outcome::Started { pid: ret as u32, pidfd, namespaces: with_ns }
 }
 
 /// The child's stack, kept by each spawning thread for its next spawn: a fresh one per spawn
@@ -406,24 +478,16 @@ extern "C" fn child_main(arg: *mut c_void) -> ! {
             libc::syscall(libc::SYS_exit_group, 127);
             libc::abort()
         };
-        // Caught signals get their default action back (the handlers are the daemon's) and
-        // SIGPIPE, which the daemon ignores, too; the mask is emptied below.
-        for sig in 1..=libc::SIGRTMAX() {
-            if sig == libc::SIGKILL || sig == libc::SIGSTOP {
-                continue;
-            }
-            let mut old: libc::sigaction = std::mem::zeroed();
-            if libc::sigaction(sig, std::ptr::null(), &mut old) != 0 {
-                continue;
-            }
-            if old.sa_sigaction != libc::SIG_DFL
-                && (old.sa_sigaction != libc::SIG_IGN || sig == libc::SIGPIPE)
-            {
-                let mut dfl: libc::sigaction = std::mem::zeroed();
-                dfl.sa_sigaction = libc::SIG_DFL;
-                libc::sigaction(sig, &dfl, std::ptr::null_mut());
-            }
+        // Into the namespaces first: the user namespace's maps before anything needs its
+        // capabilities, the mounts before the directory is entered.
+        if (*shared).ns
+            && let Some(ns) = &plan.ns
+            && let Err(errno) = crate::namespaces::enter_in_child(ns)
+        {
+            *libc::__errno_location() = errno;
+            fail(STEP_NAMESPACE);
         }
+        reset_handlers();
         if let Some((soft, hard)) = plan.nofile {
             // Best effort, as in the fork path: a limit it cannot lower only means a higher one.
             let lim = libc::rlimit { rlim_cur: soft, rlim_max: hard };
@@ -473,6 +537,13 @@ extern "C" fn child_main(arg: *mut c_void) -> ! {
         {
             fail(STEP_CWD);
         }
+        // No capability survives into the session (the keeper needs none).
+        if (*shared).ns
+            && let Err(errno) = crate::namespaces::drop_caps()
+        {
+            *libc::__errno_location() = errno;
+            fail(STEP_CAPS);
+        }
         // Last: the sandbox's own calls (and nothing after them but exec) run confined.
         if let Some(sb) = &plan.sandbox
             && let Err(errno) = crate::sandbox::apply_in_child(sb)
@@ -489,6 +560,30 @@ extern "C" fn child_main(arg: *mut c_void) -> ! {
         }
         libc::execve(plan.path.as_ptr(), (*shared).argv, (*shared).envp);
         fail(STEP_EXEC)
+    }
+}
+
+/// Caught signals get their default action back (the handlers are the daemon's) and SIGPIPE,
+/// which the daemon ignores, too; the child empties the mask before `execve`. Raw calls only.
+fn reset_handlers() {
+    // SAFETY: `sigaction` with stack values.
+    unsafe {
+        for sig in 1..=libc::SIGRTMAX() {
+            if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+                continue;
+            }
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, std::ptr::null(), &mut old) != 0 {
+                continue;
+            }
+            if old.sa_sigaction != libc::SIG_DFL
+                && (old.sa_sigaction != libc::SIG_IGN || sig == libc::SIGPIPE)
+            {
+                let mut dfl: libc::sigaction = std::mem::zeroed();
+                dfl.sa_sigaction = libc::SIG_DFL;
+                libc::sigaction(sig, &dfl, std::ptr::null_mut());
+            }
+        }
     }
 }
 

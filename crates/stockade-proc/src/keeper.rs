@@ -296,7 +296,10 @@ unsafe fn reap(command: libc::pid_t, status_fd: libc::c_int) {
             }
             // Sent by a process (`si_code` ≤ 0: kill, sigqueue, tkill) other than the daemon:
             // the command did not get it, as it does a group's or a terminal's.
-            if info.si_code <= 0 && info.si_pid() != libc::getppid() {
+            // As PID 1 of the session's own PID namespace (parent 0: outside it) every sender
+            // outside shows as pid 0, and the daemon signals the command, never the keeper.
+            let parent = libc::getppid();
+            if info.si_code <= 0 && (parent == 0 || info.si_pid() != parent) {
                 libc::kill(command, sig);
             }
         }

@@ -68,6 +68,8 @@ mod input;
 mod keeper;
 mod limits;
 mod marker;
+pub mod namespaces;
+mod ns_mount;
 mod pidfd;
 pub mod pty;
 mod reaper;

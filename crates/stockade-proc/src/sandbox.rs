@@ -592,6 +592,13 @@ pub(crate) struct ChildSandbox {
     nofile: Option<u64>,
 }
 
+impl ChildSandbox {
+    /// The Landlock ruleset's descriptor (-1: none), for rules on mounts made in the child.
+    pub(crate) fn ruleset_fd(&self) -> RawFd {
+        self.ruleset
+    }
+}
+
 // SAFETY: the pointers are into a `Prepared` the spawning frame keeps alive until the child has
 // exec'd; they are only read.
 unsafe impl Send for ChildSandbox {}

@@ -182,6 +182,11 @@ pub enum SpawnError {
     /// The child could not enter its sandbox (it exited before `exec`).
     #[error("the command could not enter its sandbox: {0}")]
     SandboxApply(io::Error),
+    /// The daemon requires namespaces for sandboxed sessions and this host does not give them.
+    #[error(
+        "this daemon runs sandboxed sessions only in namespaces of their own (--isolation full) and the kernel refused them: {0}; allow unshare/clone namespaces (user namespaces on, a seccomp profile that permits them) or start the daemon without --isolation full"
+    )]
+    Isolation(String),
     /// The child could not take the file-size limit its spool's disk cap needs.
     #[error("cannot limit the command's file size (RLIMIT_FSIZE) to its disk cap: {0}")]
     FileSizeLimit(io::Error),
@@ -296,18 +301,20 @@ fn spawn_in(
     prepared: Option<&Prepared>,
 ) -> Result<SpawnedTree, SpawnError> {
     let pair = pty_size.map(pty::open_pair).transpose()?;
-    let keeper = match &containment.inner.keeper {
+    // A session in namespaces of its own runs under a keeper (its PID 1), cgroup or not.
+    let ns_keeper = crate::namespaces::keeper_for(spec.sandbox.as_ref(), &containment.inner.keeper);
+    let keeper = match containment.inner.keeper.as_ref().or(ns_keeper.as_ref()) {
         Some(exe) => Some(KeeperPipe::new(exe.as_raw_fd())?),
         None => None,
     };
     let fast = spawn_fast(&spec, pair.as_ref(), cgroup_dir.as_deref(), prepared, keeper.as_ref())?;
     if let Some(started) = fast {
-        let FastSpawn { pid, pidfd, ours: [stdin, stdout, stderr], io } = started;
+        let FastSpawn { pid, pidfd, ours: [stdin, stdout, stderr], io, namespaces } = started;
         // The child holds the slave now; ours would keep the master from ever reading EOF.
         let pty_master = pair.map(|p| p.master);
         let root = PidFd::from_child(pid, pidfd);
         let status = keeper.map(KeeperPipe::into_read_end);
-        let tree = ProcessTree::new_spawned(
+        let mut tree = ProcessTree::new_spawned(
             root,
             spec.marker,
             cgroup_dir,
@@ -315,7 +322,13 @@ fn spawn_in(
             io,
             status,
         );
+        tree.own_pid_ns = namespaces;
         return Ok(SpawnedTree { tree, stdin, stdout, stderr, pty_master });
+    }
+    if crate::namespaces::wanted(spec.sandbox.as_ref()) && crate::namespaces::required() {
+        return Err(SpawnError::Isolation(
+            "the spawn cannot use clone3 here, and only clone3 makes them".into(),
+        ));
     }
     spawn_forked(spec, pair, containment, cgroup_dir, prepared, keeper)
 }
@@ -696,6 +709,8 @@ struct FastSpawn {
     pidfd: OwnedFd,
     ours: [Option<OwnedFd>; 3],
     io: Vec<(u64, u64)>,
+    /// It got its namespaces (its keeper is PID 1 of its own PID namespace).
+    namespaces: bool,
 }
 
 /// The `clone3` spawn (`process/clone3.rs`); `Ok(None)` where it is unavailable, so the caller
@@ -728,6 +743,7 @@ fn spawn_fast(
     plan.fsize = spec.file_size_limit;
     if let Some(k) = keeper {
         plan.use_keeper(k.exe, k.write.as_raw_fd());
+        plan.attach_namespaces(spec.sandbox.as_ref()).map_err(exec_error)?;
     }
     let cgroup_fd = match cgroup_dir {
         Some(dir) => Some(
@@ -743,7 +759,10 @@ fn spawn_fast(
     drop(child_ends);
     match outcome {
         Outcome::Unavailable => Ok(None),
-        Outcome::Started { pid, pidfd } => Ok(Some(FastSpawn { pid, pidfd, ours, io })),
+        Outcome::Started { pid, pidfd, namespaces } => {
+            Ok(Some(FastSpawn { pid, pidfd, ours, io, namespaces }))
+        }
+        Outcome::NoNamespaces(why) => Err(SpawnError::Isolation(why)),
         Outcome::Refused(source) => Err(match (cgroup_dir, source.raw_os_error()) {
             (Some(dir), Some(libc::EBUSY | libc::EOPNOTSUPP | libc::EACCES | libc::ENOENT)) => {
                 SpawnError::CgroupPlacement { path: dir.to_owned(), source }
@@ -753,7 +772,7 @@ fn spawn_fast(
         Outcome::Failed { step, error } => Err(match step {
             clone3::STEP_SETSID => SpawnError::Setsid(error),
             clone3::STEP_CTTY => SpawnError::ControllingTerminal(error),
-            clone3::STEP_SANDBOX => SpawnError::SandboxApply(error),
+            clone3::STEP_SANDBOX | clone3::STEP_CAPS => SpawnError::SandboxApply(error),
             clone3::STEP_FSIZE => SpawnError::FileSizeLimit(error),
             clone3::STEP_STDIO => SpawnError::Pipe(error),
             clone3::STEP_CWD => SpawnError::Cwd {
@@ -766,25 +785,5 @@ fn spawn_fast(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_base_environment_replaces_this_processs_and_the_rest_goes_on_top() {
-        let mut spec = SpawnSpec::shell("true", SessionMarker::new("t", "sh-1"));
-        spec.base_env = Some(vec![("A".into(), "1".into()), ("TERM".into(), "dumb".into())]);
-        spec.env = vec![("B".into(), "2".into()), ("A".into(), "3".into())];
-        let pairs = |env: Vec<(OsString, OsString)>| {
-            env.into_iter()
-                .map(|(k, v)| format!("{}={}", k.to_string_lossy(), v.to_string_lossy()))
-                .collect::<Vec<_>>()
-        };
-        let marker = format!("{MARKER_ENV}={}", spec.marker.value());
-        assert_eq!(pairs(child_env(&spec, false)), ["A=3", "TERM=dumb", "B=2", marker.as_str()]);
-        // A terminal's TERM is ours unless the request's own variables set it, as without a base.
-        let tty = format!("TERM={DEFAULT_TERM}");
-        assert_eq!(pairs(child_env(&spec, true)), ["A=3", tty.as_str(), "B=2", marker.as_str()]);
-        spec.base_env = Some(Vec::new());
-        assert_eq!(pairs(child_env(&spec, false)), ["B=2", "A=3", marker.as_str()]);
-    }
-}
+#[path = "spawn_tests.rs"]
+mod tests;

@@ -248,7 +248,8 @@ impl Run<'_> {
                 tracing::warn!(cgroup = %dir.display(), error = %e, "cgroup.kill failed");
             }
             // Only while the root is unreaped: until then its pid — the pgid — cannot be reused.
-            if !tree.root_reaped() && signal_group(tree.pgid(), sig) {
+            let to_group = sig == Signal::SIGKILL || !tree.own_pid_ns;
+            if to_group && !tree.root_reaped() && signal_group(tree.pgid(), sig) {
                 group_signalled = true;
                 self.signalled.insert(tree.pgid());
             }

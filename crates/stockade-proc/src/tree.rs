@@ -63,6 +63,10 @@ pub struct ProcessTree {
     pub(crate) _containment: Containment,
     /// The cgroups of a sandboxed session's memory, pids and cpu limits.
     pub(crate) limits: Option<crate::limits::LimitGroup>,
+    /// The root (a keeper) is PID 1 of the session's own PID namespace: it passes on every
+    /// signal sent to it from outside, so a polite signal goes to the members one by one, not
+    /// to the process group (which holds the keeper).
+    pub(crate) own_pid_ns: bool,
 }
 
 impl ProcessTree {
@@ -106,6 +110,7 @@ impl ProcessTree {
             seen: Mutex::new(seen),
             _containment: containment,
             limits: None,
+            own_pid_ns: false,
         }
     }
 
@@ -150,6 +155,7 @@ impl ProcessTree {
             seen: Mutex::new(seen),
             _containment: containment.clone(),
             limits: None,
+            own_pid_ns: keeper && crate::namespaces::pid_1_of_own_ns(record.root_pid),
         }
     }
 

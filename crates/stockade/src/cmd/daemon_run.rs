@@ -27,6 +27,16 @@ pub enum KeeperWhen {
     Never,
 }
 
+/// What a sandboxed session must get (`daemon run --isolation`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Isolation {
+    /// Namespaces where the kernel gives them, else Landlock and seccomp alone.
+    #[default]
+    Best,
+    /// Namespaces, or the run is refused.
+    Full,
+}
+
 #[derive(Debug, Clone, Default, Args)]
 pub struct DaemonRunArgs {
     /// Socket path (default: $STOCKADE_HOME/stockade.sock).
@@ -39,6 +49,11 @@ pub struct DaemonRunArgs {
     /// Do not use a cgroup even where one is available.
     #[arg(long)]
     pub no_cgroup: bool,
+    /// What a sandboxed session must get (Linux): `best`, namespaces of its own where the
+    /// kernel gives them, else Landlock and seccomp alone; `full`, namespaces or the run is
+    /// refused.
+    #[arg(long, value_enum, value_name = "LEVEL", default_value_t = Isolation::Best)]
+    pub isolation: Isolation,
     /// When to run every session under its own keeper (a child subreaper between the daemon and
     /// the command that stays until every process of the session is gone), so that without a
     /// cgroup even processes orphaned at once (`setsid`, `env -i`, closed stdio, double forks)
@@ -304,6 +319,8 @@ fn config(home: PathBuf, args: &DaemonRunArgs) -> DaemonConfig {
         config.sandbox.default = policy.clone();
         config.sandbox.ceiling = policy;
     }
+    stockade_proc::namespaces::set_required(args.isolation == Isolation::Full);
+    stockade_proc::namespaces::set_no_keepers(args.session_keeper == KeeperWhen::Never);
     if args.no_cgroup {
         config.containment =
             ContainmentConfig { cgroup: CgroupMode::Off, ..ContainmentConfig::default() };

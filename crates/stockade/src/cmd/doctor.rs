@@ -91,6 +91,7 @@ const BUSY_HOME_RULES: usize = 100;
 /// What this host can enforce of a sandbox: Landlock, seccomp, the limits.
 fn sandbox_lines() -> Vec<String> {
     let mut lines = stockade_proc::sandbox::capabilities();
+    lines.push(stockade_proc::namespaces::status());
     lines.extend(stockade_proc::limit_capabilities());
     lines
 }

@@ -87,6 +87,7 @@ mod sandbox_doors;
 mod sandbox_escape;
 mod sandbox_identity;
 mod sandbox_kernel;
+mod sandbox_ns;
 mod sandbox_stockade;
 mod sandbox_tmp;
 mod sandbox_world;
