@@ -182,9 +182,9 @@ impl ReadRequest {
 pub struct GrepRequest {
     /// The regex (Rust `regex` syntax).
     pub pattern: String,
-    /// Context lines before and after each match (at most [`MAX_GREP_CONTEXT`]; more is cut to it).
+    /// Context lines before and after each match (at most 100; more is cut to it).
     pub context: usize,
-    /// Stop after this many matching lines (`1..=`[`MAX_GREP_MATCHES`]; outside is clamped).
+    /// Stop after this many matching lines (`1..=10_000`; outside is clamped).
     pub max_matches: usize,
     /// Match case-insensitively.
     pub ignore_case: bool,
