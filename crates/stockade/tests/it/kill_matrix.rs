@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use stockade_testkit::procs::{KillCarrying, carrying, pid_alive};
-use stockade_testkit::{DaemonProc, Rpc, cannot_run};
+use stockade_testkit::{DaemonProc, PATIENCE, Rpc, cannot_run, eventually};
 
 /// Shapes: `(name, fragment)`. A fragment starts its processes and returns (everything long-lived
 /// is backgrounded); `T` is replaced by the case's unique sleep length.
@@ -162,8 +162,13 @@ fn end_case(rpc: &mut Rpc, shape: &str, ending: Ending, mut params: Value) -> Op
     match ending {
         Ending::Kill => {
             params["background"] = json!(true);
+            let command = params["command"].as_str().unwrap_or_default().to_owned();
+            let token = command.rsplit(' ').next().unwrap_or_default();
             let run = rpc.ok("run", params);
-            thread::sleep(Duration::from_millis(1200));
+            let root = u32::try_from(run["pid"].as_u64().expect("a run's pid")).unwrap();
+            eventually(PATIENCE, &format!("{shape}: the root to run its whole body"), || {
+                body_done(root, token).then_some(())
+            });
             let killed = rpc.ok("kill", json!({"id": run["id"]}));
             Some(killed["report"].clone())
         }
@@ -178,6 +183,24 @@ fn end_case(rpc: &mut Rpc, shape: &str, ending: Ending, mut params: Value) -> Op
             (!run["cleanup"].is_null()).then(|| run["cleanup"].clone())
         }
     }
+}
+
+/// Whether a case's root has run its whole body (every `&` of the shape has forked): it has
+/// executed its last line, `exec sleep <token>`. The root is `root` itself or, where the session
+/// keeper is the session's root, the keeper's child.
+fn body_done(root: u32, token: &str) -> bool {
+    let last_line = format!("sleep\0{token}\0");
+    carrying(token).into_iter().any(|pid| {
+        let is_last =
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == last_line.as_bytes());
+        is_last && (pid == root || parent(pid) == Some(root))
+    })
+}
+
+/// A process's parent pid (`/proc/<pid>/stat` field 4, after the parenthesised name).
+fn parent(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(") ")?.1.split(' ').nth(1)?.parse().ok()
 }
 
 /// Runs the whole matrix against one daemon, all cases at once; returns the outcomes and the
