@@ -143,7 +143,8 @@ fn run_case(
         params["pty"] = json!({"rows": 24, "cols": 80});
     }
     let mut rpc = daemon.client();
-    let report = end_case(&mut rpc, shape, ending, params);
+    let seen_alive = || seen.lock().unwrap().values().any(|t| *t == token);
+    let report = end_case(&mut rpc, shape, ending, params, seen_alive);
     // What terminate killed is gone by now; give the kernel a moment for anything just killed.
     let deadline = Instant::now() + Duration::from_secs(3);
     let mut left = carrying(&token);
@@ -157,8 +158,15 @@ fn run_case(
     Outcome { shape, token, ending, pty, left, report }
 }
 
-/// Ends a case as `ending` says; the terminate report, if the daemon gave one.
-fn end_case(rpc: &mut Rpc, shape: &str, ending: Ending, mut params: Value) -> Option<Value> {
+/// Ends a case as `ending` says; the terminate report, if the daemon gave one. A kill comes once
+/// the shape has formed: the root ran its whole body and the watcher has seen the case alive.
+fn end_case(
+    rpc: &mut Rpc,
+    shape: &str,
+    ending: Ending,
+    mut params: Value,
+    seen_alive: impl Fn() -> bool,
+) -> Option<Value> {
     match ending {
         Ending::Kill => {
             params["background"] = json!(true);
@@ -166,8 +174,8 @@ fn end_case(rpc: &mut Rpc, shape: &str, ending: Ending, mut params: Value) -> Op
             let token = command.rsplit(' ').next().unwrap_or_default();
             let run = rpc.ok("run", params);
             let root = u32::try_from(run["pid"].as_u64().expect("a run's pid")).unwrap();
-            eventually(PATIENCE, &format!("{shape}: the root to run its whole body"), || {
-                body_done(root, token).then_some(())
+            eventually(PATIENCE, &format!("{shape}: the shape to form"), || {
+                (body_done(root, token) && seen_alive()).then_some(())
             });
             let killed = rpc.ok("kill", json!({"id": run["id"]}));
             Some(killed["report"].clone())
