@@ -187,7 +187,7 @@ fn write_jsonl<T: Serialize>(path: &Path, rows: &[T]) -> Result<()> {
 
 /// `bytes` from `yes` through a daemon session (pipe capture, foreground `run`) against
 /// `sh -c 'yes | head -c BYTES > f'`; best of `rounds` each. Writes `out/drain.jsonl`.
-pub fn drain(
+pub fn drain_speed(
     exe: &Path,
     out: &Path,
     work: &Path,

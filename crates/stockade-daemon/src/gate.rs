@@ -137,7 +137,7 @@ impl GatedDoor {
         GatedDoor { listener, tls, admission }
     }
 
-    /// Bind `addr` (see [`bind`]) for a door outside the daemon. Must be called inside a tokio
+    /// Bind `addr` (see `bind`) for a door outside the daemon. Must be called inside a tokio
     /// runtime.
     pub fn bind(
         addr: SocketAddr,

@@ -20,7 +20,7 @@
 //!   never blocks the connection's other requests) and writes answers through one writer task.
 //!   A client that goes away cancels its connection's token: long polls stop, and a foreground
 //!   `run` it was waiting on is terminated.
-//! * [`handlers`] holds one file per method and the one `match` that dispatches to them. A
+//! * `handlers` holds one file per method and the one `match` that dispatches to them. A
 //!   handler only translates `*Params` into engine calls and engine answers into `*Result`; the
 //!   engine owns all state. No lock is held across I/O or an await.
 //!

@@ -29,7 +29,7 @@ pub(crate) const DEFAULT_MAX_DISK_CAP: u64 = 16 * 1024 * 1024 * 1024;
 /// Default bound on the bytes in the spools of all sessions this engine keeps.
 pub(crate) const DEFAULT_DISK_BUDGET: u64 = 64 * 1024 * 1024 * 1024;
 
-/// The engine's limits. Hitting one is [`EngineError::LimitReached`].
+/// The engine's limits. Hitting one is [`EngineError::LimitReached`](crate::EngineError::LimitReached).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EngineLimits {
     /// Most sessions running at once.
@@ -103,7 +103,7 @@ impl EngineConfig {
     }
 }
 
-/// What [`Engine::start`] answers: the session, and whether it was already running.
+/// What [`Engine::start`](crate::Engine::start) answers: the session, and whether it was already running.
 #[derive(Debug, Clone)]
 pub struct Started {
     /// The session.

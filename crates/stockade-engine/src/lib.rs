@@ -5,24 +5,24 @@
 //!
 //! **spawn → session → output log → terminate.**
 //!
-//! 1. **Spawn** ([`process`]): each command runs in its own session and process group, with an
-//!    environment marker its descendants inherit ([`process::SessionMarker`]), inside the
+//! 1. **Spawn** ([`stockade_proc`]): each command runs in its own session and process group, with an
+//!    environment marker its descendants inherit ([`stockade_proc::SessionMarker`]), inside the
 //!    strongest containment available (a cgroup v2 per session on Linux, else process group +
 //!    child subreaper + a `/proc` marker scan).
 //! 2. **Session** ([`Session`]): ties one process tree to one output log and a state machine
 //!    whose terminal states never change. Its supervisor task is the only code that ends it; it
 //!    writes the session's record (`session.json`, next to the spool) at start and at the end,
-//!    through [`atomic_replace`], so crash recovery can find and finish what a dead daemon left.
+//!    through [`stockade_log::atomic_replace`], so crash recovery can find and finish what a dead daemon left.
 //!    [`Engine`] owns all sessions of one instance: ids, limits, dedup by source, retention.
-//! 3. **Output log** ([`output`]): the spool file on disk holds every byte in arrival order; a
+//! 3. **Output log** ([`stockade_log`]): the spool file on disk holds every byte in arrival order; a
 //!    one shared drain thread reads every session's pipes straight into it, and views are read
 //!    back by `pread` (the page cache); a cursor is a byte offset into the log. A session's
 //!    memory is its bookkeeping (KiB), never O(bytes printed); only after the spool stopped (disk
 //!    cap or disk full) does a bounded hot tail keep the newest bytes in memory. Reads render a bounded,
 //!    honest view (head/tail/middle, UTF-8-safe cuts, the facts of what was left out) and grep
-//!    walks the full spool with bounded memory. [`limits`] is the one bound on a view, whichever
+//!    walks the full spool with bounded memory. [`stockade_log::limits`] is the one bound on a view, whichever
 //!    door asked; `Session::view` shapes it for a session.
-//! 4. **Terminate** ([`process::ProcessTree::terminate`]): the one routine every path uses
+//! 4. **Terminate** ([`stockade_proc::ProcessTree::terminate`]): the one routine every path uses
 //!    (kill, timeout, disk cap, shutdown, recovery): polite signal, grace, `SIGKILL`, then
 //!    *verify* that no process of the session is left, and report survivors rather than hide
 //!    them.

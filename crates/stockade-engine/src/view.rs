@@ -95,7 +95,7 @@ impl Session {
     /// The view of `request` as `render` shapes it: for a PTY session, escape codes stripped
     /// (`text`, the default), left in (`raw`), or the current screen (`screen`); other sessions'
     /// text as it is (the MCP door renders it for the model with the same [`strip_ansi`]). A `tail` with a cursor (`after` > 0) is the tail of what follows the
-    /// cursor ([`Session::tail_since`]). Reads the spool: call it where blocking is fine.
+    /// cursor (`Session::tail_since`). Reads the spool: call it where blocking is fine.
     pub fn view(&self, request: &ReadRequest, render: Render) -> Result<OutputView, EngineError> {
         if request.mode == ReadMode::Tail
             && request.after > 0

@@ -1,22 +1,23 @@
-//! Throughput and memory of the pipe-capture path: 1 GiB from `yes` through `drain` into an
-//! output log, against the shell writing the same bytes straight to a file.
+//! Throughput and memory of the pipe-capture path: 1 GiB from `yes` through the shared drain
+//! thread (`Drainer`, as the engine drains) into an output log, against the shell writing the same bytes straight to a file.
 //!
 //! `cargo run --release -p stockade-log --example drain_bench`
 
 use std::os::fd::OwnedFd;
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use stockade_log::{DrainCancel, OutputConfig, OutputLog, drain};
+use stockade_log::{Drainer, OutputConfig, OutputLog};
 use stockade_proto::Stream;
 
 const BYTES: u64 = 1 << 30;
 
 fn engine(dir: &std::path::Path) -> Result<Duration, Box<dyn std::error::Error>> {
-    let log = OutputLog::create(
+    let log = Arc::new(OutputLog::create(
         dir.join("engine"),
         OutputConfig { disk_cap: 2 * BYTES, ..Default::default() },
-    )?;
+    )?);
     let start = Instant::now();
     let mut child = Command::new("sh")
         .args(["-c", &format!("yes | head -c {BYTES}")])
@@ -25,8 +26,8 @@ fn engine(dir: &std::path::Path) -> Result<Duration, Box<dyn std::error::Error>>
         .spawn()?;
     let out = OwnedFd::from(child.stdout.take().ok_or("no stdout")?);
     let err = OwnedFd::from(child.stderr.take().ok_or("no stderr")?);
-    let summary =
-        drain(&log, vec![(Stream::Stdout, out), (Stream::Stderr, err)], &DrainCancel::new()?)?;
+    let sources = vec![(Stream::Stdout, out), (Stream::Stderr, err)];
+    let summary = Drainer::global()?.add(Arc::clone(&log), sources)?.join()?;
     child.wait()?;
     log.finish()?;
     let elapsed = start.elapsed();

@@ -1,20 +1,15 @@
-//! The drain: reading a command's pipes into its log whether or not anyone reads, so the command
-//! never blocks on a full pipe. [`drain`] is one blocking loop over one session's sources (for a
-//! caller with its own thread); the engine uses the shared [`super::Drainer`], which runs the same
-//! reads for every session on one thread.
-//!
-//! `poll(2)` over all pipes keeps arrival order across stdout and stderr (as far as the kernel
-//! exposes it: one read per ready pipe per round). A fixed [`DRAIN_BUF_BYTES`] buffer is the
-//! only memory it uses. When the log says the disk cap was hit, the drain keeps reading (the
-//! log counts the bytes and keeps the newest in its hot tail) so the command is not stuck on a
-//! full pipe while the caller terminates it.
+//! The drain's reads: a command's pipes go into its log whether or not anyone reads, so the
+//! command never blocks on a full pipe. The shared drain thread ([`super::Drainer`]) makes
+//! every read through [`read_once`], into one fixed [`DRAIN_BUF_BYTES`] buffer, the only memory
+//! it uses. When the log says the disk cap was hit, the drain keeps reading (the log counts the
+//! bytes and keeps the newest in its hot tail) so the command is not stuck on a full pipe while
+//! the caller terminates it.
 //!
 //! A PTY master is drained the same way, as [`Stream::Pty`]; on Linux it reads `EIO` (not 0)
 //! once every process holding the terminal has closed it, which is its end of file.
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::AsFd;
 
-use rustix::event::{EventfdFlags, PollFd, PollFlags};
 use rustix::fs::OFlags;
 use rustix::io::Errno;
 use stockade_proto::Stream;
@@ -26,27 +21,6 @@ pub(crate) const DRAIN_BUF_BYTES: usize = 64 * 1024;
 /// Pipe capacity the drain asks for (best effort), so a burst fits without the writer blocking.
 const PIPE_CAPACITY_BYTES: usize = 1024 * 1024;
 
-/// Tells a running [`drain`] to take what is immediately readable and return.
-#[derive(Debug)]
-pub struct DrainCancel {
-    fd: OwnedFd,
-}
-
-impl DrainCancel {
-    /// A new, untriggered cancel (an eventfd).
-    pub fn new() -> Result<DrainCancel, OutputError> {
-        let fd = rustix::event::eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)
-            .map_err(|e| OutputError::io("create drain cancel eventfd", e.into()))?;
-        Ok(DrainCancel { fd })
-    }
-
-    /// Makes the drain return soon; safe to call from any thread, more than once.
-    pub fn cancel(&self) {
-        // EAGAIN means the counter is already saturated: cancelled either way.
-        let _ = rustix::io::write(&self.fd, &1u64.to_ne_bytes());
-    }
-}
-
 /// What a drain did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DrainSummary {
@@ -54,70 +28,9 @@ pub struct DrainSummary {
     pub bytes: u64,
     /// The disk cap (or a full disk) was hit; with the `kill` policy the caller terminates.
     pub cap_reached: Option<CapHit>,
-    /// The drain stopped because of [`DrainCancel::cancel`], not end of file on every source.
+    /// The drain stopped because of [`super::DrainHandle::cancel`], not end of file on every
+    /// source.
     pub cancelled: bool,
-}
-
-/// Reads every source into `log` until end of file on all of them (or `cancel`). Blocking: run
-/// it on a dedicated thread. Does not call [`OutputLog::finish`].
-pub fn drain(
-    log: &OutputLog,
-    sources: Vec<(Stream, OwnedFd)>,
-    cancel: &DrainCancel,
-) -> Result<DrainSummary, OutputError> {
-    for (_, fd) in &sources {
-        prepare_source(fd)?;
-    }
-    let mut open: Vec<(Stream, OwnedFd)> = sources;
-    let mut buf = vec![0u8; DRAIN_BUF_BYTES];
-    let mut summary = DrainSummary::default();
-    // Reused every round: no allocation per wakeup.
-    let mut ready: Vec<bool> = Vec::with_capacity(open.len());
-    while !open.is_empty() {
-        let cancelled = {
-            let mut fds: Vec<PollFd<'_>> =
-                open.iter().map(|(_, fd)| PollFd::new(fd, PollFlags::IN)).collect();
-            fds.push(PollFd::new(&cancel.fd, PollFlags::IN));
-            match rustix::event::poll(&mut fds, None) {
-                Ok(_) => {}
-                Err(Errno::INTR) => continue,
-                Err(e) => return Err(OutputError::io("poll output pipes", e.into())),
-            }
-            ready.clear();
-            ready.extend(fds[..open.len()].iter().map(|p| !p.revents().is_empty()));
-            fds.last().is_some_and(|p| !p.revents().is_empty())
-        };
-        let mut i = 0;
-        let mut failed = None;
-        open.retain(|(stream, fd)| {
-            let keep = match ready.get(i) {
-                Some(true) if failed.is_none() => {
-                    match read_once(log, *stream, fd, &mut buf, &mut summary) {
-                        Ok(read) => read != Read::End,
-                        Err(e) => {
-                            failed = Some(e);
-                            true
-                        }
-                    }
-                }
-                _ => true,
-            };
-            i += 1;
-            keep
-        });
-        if let Some(e) = failed {
-            return Err(e);
-        }
-        if cancelled {
-            // Take what is already in the pipes, then stop.
-            for (stream, fd) in &open {
-                while read_once(log, *stream, fd, &mut buf, &mut summary)? == Read::Data {}
-            }
-            summary.cancelled = true;
-            break;
-        }
-    }
-    Ok(summary)
 }
 
 /// Makes a source ready to drain: non-blocking, and a large pipe buffer where allowed.

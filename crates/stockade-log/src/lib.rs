@@ -29,8 +29,8 @@
 //! * The **disk cap** and disk-full handling: the spool stops at the cap (or at `ENOSPC`); what
 //!   is not on disk is reported as a [`Gap`], never dropped silently. With `keep-head-tail`,
 //!   `finish()` writes the hot tail after the gap so the spool ends with the newest output.
-//! * **Draining** ([`Drainer`], [`drain`]): the pipes are read into the log whether or not anyone
-//!   reads, so a command never blocks on a full pipe.
+//! * **Draining** ([`Drainer`]): one shared thread reads the pipes into the log whether or not
+//!   anyone reads, so a command never blocks on a full pipe.
 //!
 //! # Offsets after a gap
 //!
@@ -40,7 +40,7 @@
 //!
 //! # Capture modes
 //!
-//! `pipe`: [`drain`] calls [`OutputLog::append`]. `file`: the child writes to
+//! `pipe`: the [`Drainer`] calls [`OutputLog::append`]. `file`: the child writes to
 //! [`OutputLog::child_fd`] itself and the engine calls [`OutputLog::sync_from_file`] to pick up
 //! what was written: it reads only the new bytes, in bounded chunks, to count them and their
 //! newlines, and copies nothing into memory; every read of a `file` log is served from the
@@ -83,7 +83,7 @@ pub use atomic_write::{atomic_replace, atomic_write, replace_from_spare, write_t
 pub(crate) use cut::dropped_phrase;
 pub use cut::{amount, thousands};
 pub use dir::{SessionDir, Spare};
-pub use drain::{DrainCancel, DrainSummary, drain};
+pub use drain::DrainSummary;
 pub use drainer::{DrainHandle, DrainHealth, Drainer};
 pub use error::OutputError;
 pub use grep::{DEFAULT_GREP_MATCHES, DEFAULT_GREP_TIMEOUT, GREP_RESULT_MAX_BYTES, GrepBounds};
@@ -182,9 +182,9 @@ impl ReadRequest {
 pub struct GrepRequest {
     /// The regex (Rust `regex` syntax).
     pub pattern: String,
-    /// Context lines before and after each match (at most [`MAX_GREP_CONTEXT`]; more is cut to it).
+    /// Context lines before and after each match (at most 100; more is cut to it).
     pub context: usize,
-    /// Stop after this many matching lines (`1..=`[`MAX_GREP_MATCHES`]; outside is clamped).
+    /// Stop after this many matching lines (`1..=10_000`; outside is clamped).
     pub max_matches: usize,
     /// Match case-insensitively.
     pub ignore_case: bool,

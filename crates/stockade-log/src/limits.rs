@@ -24,7 +24,7 @@ pub(crate) const DEFAULT_BINARY_BYTES: usize = 8 * 1024 * 1024;
 /// Most bytes of one raw read sent as binary: what one answer may hold in the daemon's memory.
 pub const MAX_BINARY_BYTES: usize = 16 * 1024 * 1024;
 
-/// `limits` within `1..=`[`MAX_VIEW_BYTES`] and `1..=`[`MAX_VIEW_LINES`].
+/// `limits` within `1..=`[`MAX_VIEW_BYTES`] and `1..=``MAX_VIEW_LINES`.
 pub fn clamp(limits: OutputLimits) -> OutputLimits {
     OutputLimits {
         max_bytes: limits.max_bytes.clamp(1, MAX_VIEW_BYTES),
@@ -41,12 +41,12 @@ pub fn view_limits(max_bytes: Option<usize>, max_lines: Option<usize>) -> Output
     })
 }
 
-/// A raw read's byte count: [`DEFAULT_RAW_BYTES`] when not given, at most [`MAX_RAW_BYTES`].
+/// A raw read's byte count: `DEFAULT_RAW_BYTES` when not given, at most `MAX_RAW_BYTES`.
 pub fn raw_bytes(max_bytes: Option<usize>) -> usize {
     max_bytes.unwrap_or(DEFAULT_RAW_BYTES).min(MAX_RAW_BYTES)
 }
 
-/// A binary raw read's byte count: [`DEFAULT_BINARY_BYTES`] when not given, at most
+/// A binary raw read's byte count: `DEFAULT_BINARY_BYTES` when not given, at most
 /// [`MAX_BINARY_BYTES`].
 pub fn binary_bytes(max_bytes: Option<usize>) -> usize {
     max_bytes.unwrap_or(DEFAULT_BINARY_BYTES).min(MAX_BINARY_BYTES)

@@ -111,7 +111,7 @@ impl vte::Perform for StripText {
 
 /// The screen a terminal of `rows` × `cols` shows after receiving `bytes`, as text: one line per
 /// row, trailing blanks of each row and trailing empty rows removed. Sizes are clamped to
-/// `1..=`[`MAX_SCREEN_ROWS`] × `1..=`[`MAX_SCREEN_COLS`]. Shows the alternate screen when the
+/// `1..=``MAX_SCREEN_ROWS` × `1..=``MAX_SCREEN_COLS`. Shows the alternate screen when the
 /// program switched to it (as `less`, `vim` and `top` do).
 pub fn render_screen(bytes: &[u8], rows: u16, cols: u16) -> String {
     let rows = rows.clamp(1, MAX_SCREEN_ROWS);
@@ -129,7 +129,7 @@ pub fn render_screen(bytes: &[u8], rows: u16, cols: u16) -> String {
 }
 
 impl OutputLog {
-    /// [`render_screen`] of this log's newest bytes (at most [`SCREEN_TAIL_BYTES`] and the
+    /// [`render_screen`] of this log's newest bytes (at most `SCREEN_TAIL_BYTES` and the
     /// session's retained cap, read by `pread` from the spool), for a terminal of
     /// `size`. Bytes dropped by the disk cap are skipped, not replayed.
     pub fn render_screen(&self, size: PtySize) -> Result<String, OutputError> {

@@ -298,7 +298,7 @@ impl super::OutputLog {
         self.write_meta(&meta)
     }
 
-    /// Writes `log.json` of a finished log again (after [`OutputLog::finish`] could not, e.g.
+    /// Writes `log.json` of a finished log again (after [`OutputLog::finish`](crate::OutputLog::finish) could not, e.g.
     /// on a full disk). Does nothing for a log that is not finished or not this process's.
     pub fn rewrite_meta(&self) -> Result<(), super::OutputError> {
         if !self.writable {

@@ -6,10 +6,10 @@
 //!
 //! * at start the daemon raises its soft `RLIMIT_NOFILE` to the hard limit
 //!   ([`raise_nofile_limit`]); the commands it runs get the original soft limit back before
-//!   `exec` ([`child_nofile_limit`]), so a program that walks every possible fd or uses
+//!   `exec` (`child_nofile_limit`), so a program that walks every possible fd or uses
 //!   `select(2)` sees what it would have seen in the user's shell;
 //! * a running session is counted at [`FDS_PER_RUNNING_SESSION`] descriptors and
-//!   [`FD_RESERVE`] stay free for connections, reads and recovery; the engine refuses a new run
+//!   `FD_RESERVE` stay free for connections, reads and recovery; the engine refuses a new run
 //!   with a sentence naming the limit before the budget is spent ([`running_allowed`]);
 //! * a finished session holds none (its log opens its files per read).
 //!
@@ -72,7 +72,7 @@ fn fd_reserve(soft: u64) -> u64 {
 }
 
 /// The default most running sessions: what the fd and process limits allow, within
-/// [`MIN_DEFAULT_MAX_RUNNING`]..=[`MAX_DEFAULT_MAX_RUNNING`].
+/// `MIN_DEFAULT_MAX_RUNNING`..=`MAX_DEFAULT_MAX_RUNNING`.
 pub fn default_max_running() -> usize {
     let fds = running_allowed(nofile_soft());
     // Each session is at least one process; leave half of the user's process limit to others.

@@ -13,8 +13,8 @@
 //! sent the keeper ([`FORWARDED`]), moves its own
 //! stdio to `/dev/null` (so it never holds the output pipe or the terminal open), changes to
 //! `/`, and reaps: when the command exits it writes the wait status to the status pipe
-//! ([`decode`]), then reaps orphans until it has no child left and exits 0. A program that
-//! cannot be executed: "stockade: cannot execute <path>: <error>" on stderr, status 127 << 8,
+//! (`decode`), then reaps orphans until it has no child left and exits 0. A program that
+//! cannot be executed: "stockade: cannot execute `<path>`: `<error>`" on stderr, status 127 << 8,
 //! exit 127. The daemon reads the command's end from the pipe and reaps the keeper as the root.
 //!
 //! There are two implementations of that one protocol:

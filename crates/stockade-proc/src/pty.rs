@@ -38,7 +38,7 @@ pub(crate) const DEFAULT_TERM: &str = "xterm-256color";
 /// Why a PTY operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum PtyError {
-    /// The size is zero or larger than [`MAX_PTY_ROWS`] × [`MAX_PTY_COLS`].
+    /// The size is zero or larger than `MAX_PTY_ROWS` × `MAX_PTY_COLS`.
     #[error(
         "terminal size {rows}x{cols} is out of range (1..={MAX_PTY_ROWS} rows, 1..={MAX_PTY_COLS} columns)"
     )]

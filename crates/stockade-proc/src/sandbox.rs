@@ -3,7 +3,7 @@
 //!
 //! Everything is built here, in the parent (the daemon is multi-threaded: its child may neither
 //! allocate nor lock before `exec`): the Landlock ruleset as a descriptor, the seccomp programs
-//! as instruction arrays. The child then makes only raw system calls ([`apply_in_child`]):
+//! as instruction arrays. The child then makes only raw system calls (`apply_in_child`):
 //! `setrlimit`, `prctl(PR_SET_NO_NEW_PRIVS)`, `landlock_restrict_self`, `seccomp`.
 //!
 //! Fail closed: a policy the kernel cannot enforce is refused ([`SandboxError::Unsupported`]),
@@ -322,11 +322,11 @@ fn prebuilt() -> std::sync::MutexGuard<'static, std::collections::VecDeque<Prebu
 
 /// Builds the Landlock ruleset of `spec` now, off the spawn path, for the spawn that asks for
 /// the same policy while its hidden paths' listing is unchanged and its device and writable
-/// root paths name the same files ([`prepare`] checks, with a `stat` each): the rules are on
+/// root paths name the same files (`prepare` checks, with a `stat` each): the rules are on
 /// those files, so that spawn gets exactly the ruleset it would have built. For a writable
 /// root made ahead and moved into place before the spawn (a private temporary directory):
 /// a move keeps the file. Nothing is kept for a policy that does not confine or that this
-/// kernel cannot enforce ([`prepare`] says why when a run asks).
+/// kernel cannot enforce (`prepare` says why when a run asks).
 pub fn prebuild(spec: &SandboxSpec) -> Result<(), SandboxError> {
     free_retired();
     let abi = landlock_abi();

@@ -86,7 +86,7 @@ impl Entry {
 
 /// One pass over `/proc` that every session asking at about the same time shares: each process's
 /// identity (`stat`) and session markers. `list` takes one per call and counts every session from
-/// it; terminates running at once share theirs (see [`census_after`]), so the cost is
+/// it; terminates running at once share theirs (see `census_after`), so the cost is
 /// O(processes) per round, not O(sessions × processes).
 #[derive(Debug)]
 pub struct ProcessCensus {

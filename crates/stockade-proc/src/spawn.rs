@@ -200,7 +200,7 @@ pub fn spawn(spec: SpawnSpec, containment: &Containment) -> Result<SpawnedTree, 
 
 /// Like [`spawn`], on a new pseudo-terminal of `size` (rows × cols; 24 × 80 is the usual
 /// default): the terminal is the child's stdin, stdout, stderr and controlling terminal (so
-/// Ctrl-C, job control and `SIGWINCH` work), `TERM` is [`DEFAULT_TERM`] unless `spec.env` sets
+/// Ctrl-C, job control and `SIGWINCH` work), `TERM` is `DEFAULT_TERM` unless `spec.env` sets
 /// it, and the master comes back in [`SpawnedTree::pty_master`]. `spec`'s stdio must be
 /// [`StdioSpec::Null`] (what [`SpawnSpec::shell`] gives). Containment, marker and termination are
 /// exactly those of [`spawn`].

@@ -1,6 +1,6 @@
 //! The sandbox policy of a session: what the kernel lets its commands touch. The default
 //! ([`SandboxMode::Off`], network allowed, no limits) is the behaviour of a run that asks for
-//! nothing. A policy can be compared with a ceiling ([`Sandbox::within`]): a request may only
+//! nothing. A policy can be compared with a ceiling ([`Sandbox::exceeds`]): a request may only
 //! tighten what the operator (or the session it comes from) allows.
 
 use std::fmt;

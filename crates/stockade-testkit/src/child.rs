@@ -32,7 +32,7 @@ impl Finished {
     }
 }
 
-fn drain(pipe: Option<impl Read + Send + 'static>) -> mpsc::Receiver<String> {
+fn read_to_end_in_background(pipe: Option<impl Read + Send + 'static>) -> mpsc::Receiver<String> {
     let (tx, rx) = mpsc::channel();
     if let Some(mut pipe) = pipe {
         std::thread::spawn(move || {
@@ -52,8 +52,8 @@ pub fn run_bounded(cmd: &mut Command, timeout: Duration) -> Finished {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
-    let out = drain(child.stdout.take());
-    let err = drain(child.stderr.take());
+    let out = read_to_end_in_background(child.stdout.take());
+    let err = read_to_end_in_background(child.stderr.take());
     let status = wait_bounded(&mut child, timeout);
     let stdout = out.recv_timeout(STOP_TIMEOUT).unwrap_or_default();
     let stderr = err.recv_timeout(STOP_TIMEOUT).unwrap_or_default();

@@ -1,6 +1,6 @@
 //! What Stockade's integration tests share, in one place: a temporary home and its daemon
 //! ([`Home`]), a real `stockade daemon run` process ([`DaemonProc`]) or an in-process daemon
-//! ([`Fixture`], feature `daemon`), a raw JSON-RPC client that can also send malformed bytes
+//! (`Fixture`, feature `daemon`), a raw JSON-RPC client that can also send malformed bytes
 //! ([`Rpc`]), the WebSocket door's client ([`ws`]), `/proc` scans for a session's marker and kills
 //! by pid ([`procs`]), a client driven through a pseudo-terminal ([`pty`]), bounded waits
 //! ([`eventually`]), bounded child runs ([`child`]) and the MCP clients the `mcp` tests drive

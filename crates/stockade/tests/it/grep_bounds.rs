@@ -86,10 +86,22 @@ fn a_pathological_pattern_answers_with_a_deadline_error_within_its_bound() {
     assert_eq!(err.0, LIMIT_REACHED, "{err:?}");
     assert!(err.1.contains("time limit"), "{err:?}");
     assert!(took >= timeout && took < timeout + SLACK, "answered within its bound: {took:?}");
-    // And the search itself stopped: the daemon is idle again.
-    std::thread::sleep(Duration::from_millis(300));
-    let burnt = cpu_over(daemon.pid, Duration::from_secs(1));
-    assert!(burnt < Duration::from_millis(300), "the daemon still burns CPU: {burnt:?}");
+    // And the search itself stopped: the daemon is idle again (the search alone would burn a
+    // core for minutes).
+    stockade_testkit::eventually(Duration::from_secs(10), "the daemon to be idle again", || {
+        (cpu_over(daemon.pid, Duration::from_secs(1)) < Duration::from_millis(300)).then_some(())
+    });
+}
+
+/// Waits until one thread of the daemon `pid` has gained 10 CPU ticks over `base`: the one
+/// that searches. Its thread id.
+fn searching_thread(pid: u32, base: &std::collections::BTreeMap<u32, u64>) -> u32 {
+    stockade_testkit::eventually(Duration::from_secs(30), "a daemon thread to search", || {
+        let now = thread_ticks(pid);
+        now.iter()
+            .find(|(tid, t)| **t >= base.get(tid).copied().unwrap_or(0) + 10)
+            .map(|(tid, _)| *tid)
+    })
 }
 
 /// CPU ticks (user + system) of every thread of `pid`, by thread id.
@@ -120,13 +132,7 @@ fn a_client_that_goes_away_stops_its_grep() {
         "grep",
         json!({"id": id, "pattern": SLOW, "max_matches": 10_000, "timeout_ms": 60_000}),
     );
-    let searcher =
-        stockade_testkit::eventually(Duration::from_secs(30), "a daemon thread to search", || {
-            let now = thread_ticks(daemon.pid);
-            now.iter()
-                .find(|(tid, t)| **t >= base.get(tid).copied().unwrap_or(0) + 10)
-                .map(|(tid, _)| *tid)
-        });
+    let searcher = searching_thread(daemon.pid, &base);
     drop(rpc);
     // The daemon notices a hang-up within its poll interval, the search within one read.
     let ticks = |pid: u32| thread_ticks(pid).get(&searcher).copied();
@@ -144,12 +150,13 @@ fn a_client_that_goes_away_stops_its_grep() {
 #[test]
 fn daemon_stop_during_a_grep_exits_within_the_grace_and_no_second_daemon_starts_beside_it() {
     let (mut daemon, id) = daemon_with_log();
+    let base = thread_ticks(daemon.pid);
     let mut rpc = daemon.client();
     rpc.send(
         "grep",
         json!({"id": id, "pattern": SLOW, "max_matches": 10_000, "timeout_ms": 60_000}),
     );
-    std::thread::sleep(Duration::from_millis(300));
+    searching_thread(daemon.pid, &base);
     let stop = Instant::now();
     daemon.client().ok("shutdown", json!({}));
     // A second daemon on the same home, while the first may still be exiting: refused unless

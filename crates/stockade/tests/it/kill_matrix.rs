@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use stockade_testkit::procs::{KillCarrying, carrying, pid_alive};
-use stockade_testkit::{DaemonProc, Rpc, cannot_run};
+use stockade_testkit::{DaemonProc, PATIENCE, Rpc, cannot_run, eventually};
 
 /// Shapes: `(name, fragment)`. A fragment starts its processes and returns (everything long-lived
 /// is backgrounded); `T` is replaced by the case's unique sleep length.
@@ -143,7 +143,8 @@ fn run_case(
         params["pty"] = json!({"rows": 24, "cols": 80});
     }
     let mut rpc = daemon.client();
-    let report = end_case(&mut rpc, shape, ending, params);
+    let seen_alive = || seen.lock().unwrap().values().any(|t| *t == token);
+    let report = end_case(&mut rpc, shape, ending, params, seen_alive);
     // What terminate killed is gone by now; give the kernel a moment for anything just killed.
     let deadline = Instant::now() + Duration::from_secs(3);
     let mut left = carrying(&token);
@@ -157,13 +158,25 @@ fn run_case(
     Outcome { shape, token, ending, pty, left, report }
 }
 
-/// Ends a case as `ending` says; the terminate report, if the daemon gave one.
-fn end_case(rpc: &mut Rpc, shape: &str, ending: Ending, mut params: Value) -> Option<Value> {
+/// Ends a case as `ending` says; the terminate report, if the daemon gave one. A kill comes once
+/// the shape has formed: the root ran its whole body and the watcher has seen the case alive.
+fn end_case(
+    rpc: &mut Rpc,
+    shape: &str,
+    ending: Ending,
+    mut params: Value,
+    seen_alive: impl Fn() -> bool,
+) -> Option<Value> {
     match ending {
         Ending::Kill => {
             params["background"] = json!(true);
+            let command = params["command"].as_str().unwrap_or_default().to_owned();
+            let token = command.rsplit(' ').next().unwrap_or_default();
             let run = rpc.ok("run", params);
-            thread::sleep(Duration::from_millis(1200));
+            let root = u32::try_from(run["pid"].as_u64().expect("a run's pid")).unwrap();
+            eventually(PATIENCE, &format!("{shape}: the shape to form"), || {
+                (body_done(root, token) && seen_alive()).then_some(())
+            });
             let killed = rpc.ok("kill", json!({"id": run["id"]}));
             Some(killed["report"].clone())
         }
@@ -178,6 +191,24 @@ fn end_case(rpc: &mut Rpc, shape: &str, ending: Ending, mut params: Value) -> Op
             (!run["cleanup"].is_null()).then(|| run["cleanup"].clone())
         }
     }
+}
+
+/// Whether a case's root has run its whole body (every `&` of the shape has forked): it has
+/// executed its last line, `exec sleep <token>`. The root is `root` itself or, where the session
+/// keeper is the session's root, the keeper's child.
+fn body_done(root: u32, token: &str) -> bool {
+    let last_line = format!("sleep\0{token}\0");
+    carrying(token).into_iter().any(|pid| {
+        let is_last =
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == last_line.as_bytes());
+        is_last && (pid == root || parent(pid) == Some(root))
+    })
+}
+
+/// A process's parent pid (`/proc/<pid>/stat` field 4, after the parenthesised name).
+fn parent(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(") ")?.1.split(' ').nth(1)?.parse().ok()
 }
 
 /// Runs the whole matrix against one daemon, all cases at once; returns the outcomes and the

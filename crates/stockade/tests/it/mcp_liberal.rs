@@ -243,9 +243,10 @@ fn a_cancelled_call_leaves_its_build_running_to_the_end_and_the_next_call_reads_
         "tools/call",
         json!({"name":"exec_command","arguments":{"cmd":cmd,"yield_time_ms":20000}}),
     );
-    std::thread::sleep(Duration::from_millis(1_000));
-    mcp.send(&json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":id,"reason":"user"}}));
+    // Cancelled mid-call: once the build has printed its first step.
     let session = wait_for_session(&home, cmd);
+    wait_for_output(&home, &session, "step 1");
+    mcp.send(&json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":id,"reason":"user"}}));
     let finished = home.wait_finished(&session);
     assert_eq!(finished["state"], "exited", "{finished}");
     assert_eq!(marker_count(&home, &session, "BUILD-DONE-cancel"), 1);
@@ -291,7 +292,8 @@ fn a_build_whose_mcp_server_is_sigtermed_or_whose_agent_dies_runs_to_its_end() {
         BufReader::new(agent.stdout.take().unwrap()).read_line(&mut line).unwrap();
         let server: u32 = line.trim().parse().unwrap_or_else(|_| panic!("no pid: {line:?}"));
         let session = wait_for_session(&home, &cmd);
-        std::thread::sleep(Duration::from_millis(300));
+        // Mid-call: the build has begun printing.
+        wait_for_output(&home, &session, "step 1");
         let target = if how == "sigterm" { server } else { agent.id() };
         let signal = if how == "sigterm" { libc::SIGTERM } else { libc::SIGKILL };
         // SAFETY: kill(2) on a process this test started (the agent, or its server).
@@ -400,6 +402,15 @@ fn wait_for_session(home: &Home, cmd: &str) -> String {
         assert!(Instant::now() < deadline, "no session for {cmd}: {list}");
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Waits (bounded) until the session's output has a line containing `marker`.
+fn wait_for_output(home: &Home, id: &str, marker: &str) {
+    stockade_testkit::eventually(
+        Duration::from_secs(20),
+        &format!("{id} to print {marker}"),
+        || (marker_count(home, id, marker) > 0).then_some(()),
+    );
 }
 
 fn sessions_running(home: &Home, cmd: &str) -> usize {

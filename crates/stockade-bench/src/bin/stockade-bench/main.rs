@@ -82,7 +82,7 @@ fn bench(cli: Cli) -> Result<ExitCode> {
             Ok(if all { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
         BenchCommand::Drain(a) => {
-            let s = speed::drain(&exe, &a.common.out, &work, a.bytes(), a.rounds())?;
+            let s = speed::drain_speed(&exe, &a.common.out, &work, a.bytes(), a.rounds())?;
             println!("{}", s.line());
             Ok(ExitCode::SUCCESS)
         }

@@ -9,10 +9,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use stockade_log::{
-    DrainCancel, GrepRequest, LOG_BOOKKEEPING_BYTES, OutputConfig, OutputLog, ReadRequest, drain,
-};
+use stockade_log::{GrepRequest, LOG_BOOKKEEPING_BYTES, OutputConfig, OutputLog, ReadRequest};
 use stockade_proto::{Capture, DiskPolicy, OutputLimits, ReadMode, Stream};
+
+use crate::drain_to_end;
 
 /// Kills and reaps the child's whole process group on drop, even when the test fails.
 struct ChildGuard(Child);
@@ -59,7 +59,7 @@ fn a_running_log_holds_only_bookkeeping_however_much_is_printed() {
             }
         })
     };
-    let summary = drain(&log, sources, &DrainCancel::new().unwrap());
+    let summary = drain_to_end(&log, sources);
     done.store(true, Ordering::Relaxed);
     sampler.join().unwrap();
     let summary = summary.unwrap();

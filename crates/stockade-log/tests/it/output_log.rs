@@ -10,10 +10,11 @@ use std::time::Duration;
 
 use stockade_log::answer;
 use stockade_log::{
-    AppendOutcome, DrainCancel, GrepRequest, OutputConfig, OutputError, OutputLog, ReadRequest,
-    drain,
+    AppendOutcome, Drainer, GrepRequest, OutputConfig, OutputError, OutputLog, ReadRequest,
 };
 use stockade_proto::{Capture, DiskPolicy, Gap, OutputLimits, OutputView, ReadMode, Stream};
+
+use crate::drain_to_end;
 
 /// Kills and reaps the child's whole process group on drop, even when the test fails.
 struct ChildGuard(Child);
@@ -489,13 +490,13 @@ fn spawn_piped(script: &str) -> (ChildGuard, Vec<(Stream, OwnedFd)>) {
 fn a_command_that_prints_nothing() {
     let t = tempfile::tempdir().unwrap();
     let dir = t.path().join("sh-9");
-    let log = OutputLog::create(&dir, OutputConfig::default()).unwrap();
+    let log = Arc::new(OutputLog::create(&dir, OutputConfig::default()).unwrap());
     let (mut child, sources) = spawn_piped("true");
-    let summary = drain(&log, sources, &DrainCancel::new().unwrap()).unwrap();
+    let summary = drain_to_end(&log, sources).unwrap();
     assert!(child.0.wait().unwrap().success());
     assert_eq!((summary.bytes, summary.cap_reached, summary.cancelled), (0, None, false));
     log.finish().unwrap();
-    for l in [&log, &OutputLog::open(&dir).unwrap()] {
+    for l in [&*log, &OutputLog::open(&dir).unwrap()] {
         for mode in [ReadMode::Delta, ReadMode::Tail, ReadMode::Head, ReadMode::Middle] {
             let v = l.read(&ReadRequest { mode, ..Default::default() }).unwrap();
             assert_eq!(
@@ -517,9 +518,10 @@ fn a_command_that_prints_nothing() {
 #[test]
 fn drain_keeps_stream_order_and_totals() {
     let (_t, log) = new_log(OutputConfig::default());
+    let log = Arc::new(log);
     let (mut child, sources) =
         spawn_piped("echo one; sleep 0.05; echo two >&2; sleep 0.05; echo three");
-    let summary = drain(&log, sources, &DrainCancel::new().unwrap()).unwrap();
+    let summary = drain_to_end(&log, sources).unwrap();
     assert!(child.0.wait().unwrap().success());
     assert_eq!(summary.bytes, 14);
     let v = log.read(&ReadRequest::default()).unwrap();
@@ -537,14 +539,10 @@ fn drain_cancel_takes_what_is_readable_and_returns() {
     let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).unwrap();
     rustix::io::write(&w, b"buffered").unwrap();
     let log = Arc::new(log);
-    let cancel = Arc::new(DrainCancel::new().unwrap());
-    let handle = {
-        let (log, cancel) = (log.clone(), cancel.clone());
-        std::thread::spawn(move || drain(&log, vec![(Stream::Stdout, r)], &cancel))
-    };
-    std::thread::sleep(Duration::from_millis(20));
-    cancel.cancel();
-    let summary = handle.join().unwrap().unwrap();
+    // The pipe stays open (its write end is held below): only the cancel ends this drain.
+    let handle = Drainer::global().unwrap().add(log.clone(), vec![(Stream::Stdout, r)]).unwrap();
+    handle.cancel();
+    let summary = handle.join().unwrap();
     assert!(summary.cancelled);
     assert_eq!(summary.bytes, 8);
     assert_eq!(log.read_raw(0, 100).unwrap().0, b"buffered");

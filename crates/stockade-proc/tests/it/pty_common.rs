@@ -1,17 +1,15 @@
-//! A PTY (or stdin-pipe) session driven the way the session layer will drive it: `spawn_pty` /
-//! `spawn`, the engine's `drain` on its own thread into a temporary `OutputLog`, input through
-//! `write_input`. Every wait is bounded; dropping a [`Run`] kills what it started (through the
-//! process tests' [`Guard`]) and cancels its drain, passed or failed.
+//! A PTY (or stdin-pipe) session driven the way the session layer drives it: `spawn_pty` /
+//! `spawn`, the output drained by the shared drain thread (`stockade_log::Drainer`, as the
+//! engine drains) into a temporary `OutputLog`, input through `write_input`. Every wait is
+//! bounded; dropping a [`Run`] kills what it started (through the process tests' [`Guard`]) and
+//! cancels its drain, passed or failed.
 
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
-use stockade_log::{
-    DrainCancel, DrainSummary, OutputConfig, OutputError, OutputLog, drain, strip_ansi,
-};
+use stockade_log::{DrainHandle, DrainSummary, Drainer, OutputConfig, OutputLog, strip_ansi};
 use stockade_proc::{
     DEFAULT_INPUT_TIMEOUT, ProcessTree, SpawnSpec, StdioSpec, TerminateOptions, spawn, spawn_pty,
     try_clone_master, write_input,
@@ -36,8 +34,8 @@ pub struct Run {
     /// The stdin pipe's write end, when not on a PTY and asked for.
     pub stdin: Option<OwnedFd>,
     pub entry: String,
-    cancel: Arc<DrainCancel>,
-    drained: Receiver<Result<DrainSummary, OutputError>>,
+    /// The session's drain until it is joined.
+    drain: Mutex<Option<DrainHandle>>,
     summary: OnceLock<DrainSummary>,
     // Dropped after the fields above (declaration order): processes first, then the directory.
     _guard: Guard,
@@ -103,22 +101,14 @@ impl Run {
         let tree = guard.track(tree);
         let dir = tempfile::tempdir().unwrap();
         let log = Arc::new(OutputLog::create(dir.path().join("sh-1"), output_config()).unwrap());
-        let cancel = Arc::new(DrainCancel::new().unwrap());
-        let (tx, drained) = channel();
-        {
-            let (log, cancel) = (log.clone(), cancel.clone());
-            std::thread::spawn(move || {
-                let _ = tx.send(drain(&log, sources, &cancel));
-            });
-        }
+        let drain = Drainer::global().unwrap().add(log.clone(), sources).unwrap();
         Run {
             tree,
             log,
             master,
             stdin,
             entry,
-            cancel,
-            drained,
+            drain: Mutex::new(Some(drain)),
             summary: OnceLock::new(),
             _guard: guard,
             _dir: dir,
@@ -185,15 +175,14 @@ impl Run {
         if let Some(s) = self.summary.get() {
             return s.clone();
         }
-        let summary = match self.drained.recv_timeout(BOUND) {
-            Ok(r) => {
-                let summary = r.unwrap();
-                assert!(!summary.cancelled);
-                summary
-            }
-            Err(RecvTimeoutError::Timeout) => panic!("drain did not reach EOF within {BOUND:?}"),
-            Err(RecvTimeoutError::Disconnected) => panic!("drain thread died"),
-        };
+        let deadline = Instant::now() + BOUND;
+        let mut drain = self.drain.lock().unwrap_or_else(PoisonError::into_inner);
+        while !drain.as_ref().expect("the drain is joined once").is_finished() {
+            assert!(Instant::now() < deadline, "drain did not reach EOF within {BOUND:?}");
+            std::thread::sleep(POLL);
+        }
+        let summary = drain.take().expect("the drain is joined once").join().unwrap();
+        assert!(!summary.cancelled);
         self.summary.get_or_init(|| summary).clone()
     }
 
@@ -219,7 +208,10 @@ impl Drop for Run {
         // The guard (dropped after this) kills everything of the session, which closes the
         // terminal or pipes; cancelling too means the drain thread ends even if something
         // unkillable held them.
-        self.cancel.cancel();
+        let drain = self.drain.get_mut().unwrap_or_else(PoisonError::into_inner);
+        if let Some(drain) = drain.take() {
+            drain.cancel();
+        }
     }
 }
 
