@@ -248,17 +248,11 @@ fn permissions(meta: &Metadata) -> String {
 }
 
 fn user_name(uid: u32) -> String {
-    match nix::unistd::User::from_uid(uid.into()) {
-        Ok(Some(u)) => u.name,
-        _ => uid.to_string(),
-    }
+    crate::accounts::by_uid(uid).map_or_else(|| uid.to_string(), |a| a.name)
 }
 
 fn group_name(gid: u32) -> String {
-    match nix::unistd::Group::from_gid(gid.into()) {
-        Ok(Some(g)) => g.name,
-        _ => gid.to_string(),
-    }
+    crate::accounts::group_name(gid).unwrap_or_else(|| gid.to_string())
 }
 
 /// A UTC timestamp as RFC 3339 (proto JSON's `Timestamp`).

@@ -27,9 +27,9 @@ impl InitEnv {
     pub(crate) fn base(&self) -> Vec<(String, String)> {
         let path = std::env::var("PATH").unwrap_or_else(|_| DEFAULT_PATH.to_owned());
         let mut env = vec![("PATH".to_owned(), path)];
-        let me = nix::unistd::User::from_uid(nix::unistd::geteuid()).ok().flatten();
+        let me = crate::accounts::by_uid(rustix::process::geteuid().as_raw());
         if let Some(me) = me {
-            env.push(("HOME".to_owned(), me.dir.display().to_string()));
+            env.push(("HOME".to_owned(), me.home.display().to_string()));
             env.push(("USER".to_owned(), me.name.clone()));
             env.push(("LOGNAME".to_owned(), me.name));
         } else if let Ok(home) = std::env::var("HOME") {

@@ -14,6 +14,7 @@
 //! TLS is the daemon's; every command it starts passes the daemon's hall (`stockade_daemon::Hall`):
 //! the spawn metric and the audit log count it like any other.
 
+mod accounts;
 mod connect;
 mod files;
 mod filesystem;

@@ -51,7 +51,7 @@ pub fn by_name(name: &str) -> Result<Option<RunAs>, RpcError> {
     if name.is_empty() {
         return Ok(None);
     }
-    let user = match nix::unistd::User::from_name(name) {
+    let user = match crate::accounts::by_name(name) {
         Ok(Some(u)) => u,
         Ok(None) => {
             return Err(RpcError::new(
@@ -64,7 +64,7 @@ pub fn by_name(name: &str) -> Result<Option<RunAs>, RpcError> {
         Err(e) => return Err(RpcError::internal(format!("cannot look up user {name}: {e}"))),
     };
     let me = rustix::process::geteuid();
-    if user.uid.as_raw() == me.as_raw() {
+    if user.uid == me.as_raw() {
         return Ok(None);
     }
     if !me.is_root() {
@@ -76,12 +76,7 @@ pub fn by_name(name: &str) -> Result<Option<RunAs>, RpcError> {
             ),
         ));
     }
-    Ok(Some(RunAs {
-        name: user.name,
-        uid: user.uid.as_raw(),
-        gid: user.gid.as_raw(),
-        home: user.dir,
-    }))
+    Ok(Some(RunAs { name: user.name, uid: user.uid, gid: user.gid, home: user.home }))
 }
 
 /// The directory a relative path is taken from: the user's home, else the daemon's.
