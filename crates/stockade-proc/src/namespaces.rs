@@ -6,8 +6,8 @@
 //! is not root — a user namespace mapping only the daemon's own uid and gid. Before `exec` the
 //! child drops every capability (bounding, ambient, effective, permitted, inheritable).
 //!
-//! Everything is prepared here, in the parent ([`NsPlan::new`]); the child runs only raw system
-//! calls ([`enter_in_child`], [`drop_caps`]). Where the kernel (or a container's seccomp
+//! Everything is prepared here, in the parent (`NsPlan::new`); the child runs only raw system
+//! calls (`enter_in_child`, `drop_caps`). Where the kernel (or a container's seccomp
 //! profile) refuses the namespaces, the spawn falls back to Landlock and seccomp alone and
 //! [`status`] says so, with the reason; a daemon that requires the full world refuses such a
 //! run instead (`SpawnError::Isolation`).
