@@ -4,7 +4,7 @@
 //! that terminal too, the command gets a terminal of its own (`run_pty.rs`). Other `--pty` runs
 //! go through the daemon (the session can then be typed into with `send`/`attach`).
 
-use std::io::{IsTerminal, Write as _};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -230,17 +230,6 @@ pub fn run(global: &Global, args: RunArgs) -> anyhow::Result<ExitCode> {
     Ok(code)
 }
 
-/// The audit line of a foreground run, in the home's daemon's audit log when it has one; a line
-/// that cannot be written is said on stderr (the run goes on).
-pub(super) fn audit_foreground(doors: &stockade_daemon::HomeDoors, session: &Session) {
-    if let Err(e) = doors.audit_foreground(session.id(), session.command()) {
-        let _ = writeln!(
-            std::io::stderr(),
-            "stockade: warning: this run could not be written to the audit log: {e}"
-        );
-    }
-}
-
 /// A foreground run without a terminal of its own: the output streamed live (`live`) or
 /// answered bounded by `request`; the signal this client got, if one ended it.
 fn foreground(
@@ -257,7 +246,7 @@ fn foreground(
         let interrupted = interrupted()?;
         let engine = Engine::new(config)?;
         let session = engine.run(spec)?;
-        audit_foreground(doors, &session);
+        super::run_pty::audit_foreground(doors, &session);
         let streamed = live.then(|| tokio::spawn(stream(Arc::clone(session.log()))));
         // Ctrl-C or SIGTERM to this client ends the command's whole tree, through the same
         // terminate routine as everything else.

@@ -92,7 +92,7 @@ where
     let result = rt.block_on(async {
         let engine = Engine::new(config)?;
         let session = engine.run(spec)?;
-        super::run::audit_foreground(doors, &session);
+        audit_foreground(doors, &session);
         let streamed = tokio::spawn(stream(Arc::clone(session.log())));
         let writer = {
             let (session, mut typed) = (Arc::clone(&session), typed);
@@ -215,4 +215,20 @@ fn spawn_input(
             }
         })
         .context("cannot start the thread that reads the terminal")
+}
+
+/// The audit line of a foreground run, in the home's daemon's audit log when it has one; a line
+/// that cannot be written is said on stderr (the run goes on).
+pub(super) fn audit_foreground(
+    doors: &stockade_daemon::HomeDoors,
+    session: &stockade_engine::Session,
+) {
+    if let Err(e) = doors.audit_foreground(session.id(), session.command()) {
+        let _ = std::io::Write::write_fmt(
+            &mut std::io::stderr(),
+            format_args!(
+                "stockade: warning: this run could not be written to the audit log: {e}\n"
+            ),
+        );
+    }
 }
