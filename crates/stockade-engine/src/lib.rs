@@ -48,6 +48,7 @@ mod retention;
 mod run_spec;
 mod sandbox;
 mod session;
+mod slot_files;
 mod slots;
 mod spec_file;
 mod starting;

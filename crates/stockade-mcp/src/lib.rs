@@ -36,6 +36,7 @@ mod error;
 pub mod http;
 mod liberal;
 mod retry;
+mod schema;
 mod server;
 mod stdio;
 mod text;
