@@ -24,8 +24,8 @@ use stockade_log::Spare;
 use stockade_log::{LaterMeta, OutputLog, REASON_DISK_CAP};
 use stockade_proc::{ProcessTree, TerminateBatch, TerminateOptions};
 
-mod supervisor;
-use supervisor::{Supervisor, sync_file_capture};
+// A session's record, and a session made from one (recovery).
+mod records;
 
 /// How long the drain may keep reading after the tree is verified gone before it is cancelled.
 /// Only a writer the terminate routine could not find (it reports survivors) can hold the pipe
@@ -321,45 +321,6 @@ impl Session {
         state.is_terminal().then(|| state.name().to_owned())
     }
 
-    /// The record as it stands now (with the terminal state as soon as it is decided, even
-    /// before it is published).
-    pub fn record(&self) -> SessionRecord {
-        let end = self.end();
-        let stats = self.log.stats();
-        SessionRecord {
-            version: RECORD_VERSION,
-            id: self.id.clone(),
-            instance: self.instance.clone(),
-            command: self.command.clone(),
-            cwd: self.cwd.clone(),
-            state: end.as_ref().map_or_else(|| self.state(), |e| e.state.clone()),
-            owner: self.owner,
-            pid: self.tree.root_pid(),
-            root_start_time: self.tree.root_start_time(),
-            pgid: self.tree.pgid(),
-            containment: self.tree.method(),
-            cgroup: self.tree.cgroup().map(Path::to_path_buf),
-            capture: self.capture,
-            spool_path: self.log.spool_path().to_path_buf(),
-            started_at_ms: unix_ms(self.started_at),
-            finished_at_ms: end.as_ref().map(|e| unix_ms(self.started_at + e.wall_time)),
-            source: self.source.clone(),
-            idempotency_key: self.idempotency_key.clone(),
-            cleanup: end.and_then(|e| e.cleanup),
-            totals: Some(RecordTotals {
-                total_bytes: stats.total_bytes,
-                total_lines: stats.total_lines,
-                spooled_bytes: stats.spooled_bytes,
-                dropped_bytes: stats.dropped_bytes,
-                gaps: stats.gaps,
-            }),
-        }
-    }
-
-    /// Whether the state directory's path no longer leads to the one this engine checked (see
-    /// `StateDir::check`): its files are then held back (retried while the daemon watches), so
-    /// nothing is written by path into a directory put in its place. Said in the log when
-    /// `say` (the end; the retry every second asks without a word).
     fn home_replaced(&self, say: bool) -> bool {
         let Some(Err(e)) = self.home.as_ref().map(crate::StateDir::check) else { return false };
         if say {
@@ -515,57 +476,192 @@ impl Session {
         let mut rx = self.settled.subscribe();
         let _ = tokio::time::timeout(limit, rx.wait_for(|settled| *settled)).await;
     }
+}
 
-    /// A session loaded from its record: a finished one (crash recovery, a previous daemon's or
-    /// a foreground run's), readable by id and never running again, or one another live
-    /// process runs (a foreground `stockade run`), shown as running until its record says
-    /// otherwise. It has no supervisor here; `kill` on it goes through the same terminate
-    /// routine (and on a finished one only verifies that nothing of it is left).
-    pub(crate) fn recovered(
-        record: SessionRecord,
-        dir: PathBuf,
-        log: Arc<OutputLog>,
-        tree: Arc<ProcessTree>,
-    ) -> Arc<Session> {
-        let (kill_tx, _) = mpsc::channel(1);
-        // Written at start by the daemon that ran it (`spec_file`); `restart` needs it.
-        let spec = crate::spec_file::load(&dir);
-        let (state, _) = watch::channel(record.state.clone());
-        let finished_ms = record.finished_at_ms.unwrap_or(record.started_at_ms);
-        let wall_time = Duration::from_millis(finished_ms.saturating_sub(record.started_at_ms));
-        let running_for =
-            Duration::from_millis(unix_ms(SystemTime::now()).saturating_sub(record.started_at_ms));
-        let started = Instant::now().checked_sub(running_for).unwrap_or_else(Instant::now);
-        let terminal = record.state.is_terminal();
-        let end = SessionEnd { state: record.state, wall_time, cleanup: record.cleanup };
-        let end = terminal.then_some(end);
-        Arc::new(Session {
-            id: record.id,
-            instance: record.instance,
-            command: record.command,
-            cwd: record.cwd,
-            source: record.source,
-            idempotency_key: record.idempotency_key,
-            capture: record.capture,
-            started_at: UNIX_EPOCH + Duration::from_millis(record.started_at_ms),
-            started,
-            log,
-            tree,
-            state,
-            end: Mutex::new(end),
-            kill_tx,
-            dir,
-            input: None,
-            owner: record.owner,
-            record_pending: AtomicBool::new(false),
-            settled: watch::Sender::new(true),
-            own: false,
-            spec,
-            home: None,
-        })
+/// In file capture the disk cap is the tree's file-size limit: a root that died of `SIGXFSZ`
+/// (or whose shell reported it, 153) once the spool reached the cap ends `killed: disk cap`, as
+/// a piped session stopped at its cap does.
+fn disk_cap_end(session: &Session, state: SessionState) -> SessionState {
+    if session.capture != Capture::File {
+        return state;
+    }
+    sync_file_capture(session);
+    let at_cap = session.log.cap_reached().is_some_and(|hit| hit.reason == REASON_DISK_CAP);
+    match state {
+        SessionState::Signaled { signal: libc::SIGXFSZ }
+        | SessionState::Exited { code: 153 /* 128 + SIGXFSZ */ }
+            if at_cap =>
+        {
+            SessionState::Killed { reason: REASON_DISK_CAP.into() }
+        }
+        state => state,
     }
 }
 
 pub(crate) fn unix_ms(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+/// A session whose root died of `SIGKILL` (or whose shell reported it, 137) after the kernel's
+/// OOM killer acted on its memory limit ends `killed: memory limit 256 MiB`, not as if someone
+/// had killed it.
+fn memory_limit_end(session: &Session, state: SessionState) -> SessionState {
+    let hit = session.tree.limits().and_then(stockade_proc::LimitGroup::memory_limit_hit);
+    match (state, hit) {
+        (
+            SessionState::Signaled { signal: libc::SIGKILL } | SessionState::Exited { code: 137 },
+            Some(limit),
+        ) => SessionState::Killed {
+            reason: format!("memory limit {}", stockade_proto::sandbox::human_bytes(limit)),
+        },
+        (state, _) => state,
+    }
+}
+
+/// How long the end of a command waits for its keeper to exit by itself (it does at once when
+/// the command left nothing running) before the cleanup starts.
+const KEEPER_EXIT_WAIT: Duration = Duration::from_millis(100);
+
+struct Supervisor {
+    session: Arc<Session>,
+    kill_rx: mpsc::Receiver<KillRequest>,
+    drain: Option<stockade_log::DrainHandle>,
+    timeout: Option<Duration>,
+    grace: Duration,
+}
+
+impl Supervisor {
+    async fn run(mut self) {
+        let session = Arc::clone(&self.session);
+        let ending = self.wait_for_ending().await;
+        let default_opts = TerminateOptions { grace: self.grace, ..TerminateOptions::default() };
+        // Whatever ended the session, the one terminate routine runs over the tree, so nothing
+        // it started outlives it.
+        let (state, report, reply) = match ending {
+            Ending::Root { code, signal } => {
+                // A keeper that has nothing left to wait for exits right after the command:
+                // reaped first, the end of a command that left nothing behind needs no census
+                // (with a cgroup). One that stays keeps the orphans the cleanup ends.
+                if session.tree.has_keeper() {
+                    let _ = tokio::time::timeout(KEEPER_EXIT_WAIT, session.tree.wait_root()).await;
+                }
+                let report = session.tree.finish_after_exit(&default_opts).await;
+                let state = match (code, signal) {
+                    (_, Some(signal)) => SessionState::Signaled { signal },
+                    (Some(code), None) => SessionState::Exited { code },
+                    (None, None) => SessionState::Failed { reason: "exit status unknown".into() },
+                };
+                (disk_cap_end(&session, memory_limit_end(&session, state)), report, None)
+            }
+            Ending::Timeout => {
+                let report = session.tree.terminate(&default_opts).await;
+                (SessionState::TimedOut, report, None)
+            }
+            Ending::DiskCap(reason) => {
+                let report = session.tree.terminate(&default_opts).await;
+                (SessionState::Killed { reason }, report, None)
+            }
+            Ending::Kill(req) => {
+                let report = match &req.batch {
+                    Some(batch) => batch.terminate(Arc::clone(&session.tree)).await,
+                    None => stockade_proc::terminate_one(&session.tree, &req.opts).await,
+                };
+                (SessionState::Killed { reason: req.reason }, report, Some(req.reply))
+            }
+        };
+        // The root (the keeper, with one) is gone now, or about to be: reap it.
+        let _ = tokio::time::timeout(Duration::from_millis(500), session.tree.wait_root()).await;
+        self.finish_drain().await;
+        let cleanup =
+            (!report.pids_signalled.is_empty() || !report.terminated).then(|| report.clone());
+        session.finalize(SessionEnd { state, wall_time: session.started.elapsed(), cleanup }).await;
+        if let Some(input) = &session.input {
+            input.release(); // a finished session holds no descriptor
+        }
+        session.tree.release_root_fd();
+        if let Some(reply) = reply {
+            let _ = reply.send(report);
+        }
+        // Answer kill requests that raced with the end through the same routine.
+        while let Ok(req) = self.kill_rx.try_recv() {
+            let _ = req.reply.send(session.tree.terminate(&req.opts).await);
+        }
+    }
+
+    async fn wait_for_ending(&mut self) -> Ending {
+        let session = Arc::clone(&self.session);
+        let deadline = self.timeout.map(|t| tokio::time::Instant::now() + t);
+        let timeout = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        let cap_watch = async {
+            // In `file` capture the command writes the spool itself: look at it every
+            // `LOG_POLL_INTERVAL`. Otherwise the drain's writes publish the log's progress: wait
+            // for the spool to stop, so a thousand quiet sessions cost no wake-ups.
+            let mut tick = tokio::time::interval(LOG_POLL_INTERVAL);
+            let mut progress = session.log.subscribe();
+            loop {
+                if session.capture == Capture::File {
+                    tick.tick().await;
+                    sync_file_capture(&session);
+                } else if progress.wait_for(|p| p.cap_reached).await.is_err() {
+                    // The log is gone (cannot be while the session holds it): stop watching.
+                    std::future::pending::<()>().await;
+                }
+                // The kill policy is for the session's own disk cap. A full disk (or a failing
+                // spool) is the machine's condition, not the command's: the command goes on,
+                // its bytes are dropped in a gap and its newest kept in memory.
+                if let Some(hit) = session.log.cap_reached()
+                    && hit.policy == DiskPolicy::Kill
+                    && hit.reason == REASON_DISK_CAP
+                    // A root that already ended on its own ended the session: that is its true
+                    // end, which the root's branch reports on its next poll.
+                    && !session.tree.command_ended()
+                {
+                    return hit.reason;
+                }
+                // A stop not to act on (a full disk, another policy): look again at the log's
+                // next change, not at once.
+                if session.capture != Capture::File && progress.changed().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            }
+        };
+        tokio::select! {
+            exit = session.tree.wait_command() => match exit {
+                Ok(exit) => Ending::Root { code: exit.code, signal: exit.signal },
+                Err(e) => {
+                    tracing::warn!(id = %session.id, error = %e, "cannot wait for the root process");
+                    Ending::Root { code: None, signal: None }
+                }
+            },
+            () = timeout => Ending::Timeout,
+            Some(req) = self.kill_rx.recv() => Ending::Kill(req),
+            reason = cap_watch => Ending::DiskCap(reason),
+        }
+    }
+
+    /// Let the drain reach EOF; cancel it if a writer nobody could kill still holds a pipe.
+    async fn finish_drain(&mut self) {
+        let Some(handle) = self.drain.take() else { return };
+        let _ = tokio::time::timeout(DRAIN_GRACE, handle.finished()).await;
+        if handle.is_finished() {
+            // Ended: `join` only takes the outcome.
+            let _ = handle.join();
+            return;
+        }
+        tracing::warn!(id = %self.session.id, "output pipe still held open after terminate; stopped reading it");
+        handle.cancel();
+        let _ = tokio::task::spawn_blocking(move || handle.join()).await;
+    }
+}
+
+/// In `file` capture the child writes the spool itself; take notice of what it wrote.
+fn sync_file_capture(session: &Session) {
+    if let Err(e) = session.log.sync_from_file() {
+        tracing::warn!(id = %session.id, error = %e, "cannot follow the spool file");
+    }
 }

@@ -10,7 +10,10 @@ use std::path::Path;
 
 use stockade_log::Spare;
 
-use crate::slots::{SLOT_PREFIX, TMP_MODE};
+/// Names of slot folders start with this (never a session id).
+pub(crate) const SLOT_PREFIX: &str = ".slot-";
+/// The mode of a private temporary directory (and the only one it is used again with).
+pub(crate) const TMP_MODE: u32 = 0o700;
 
 pub(crate) fn rename_noreplace(from: &Path, to: &Path) -> rustix::io::Result<()> {
     rustix::fs::renameat_with(

@@ -52,18 +52,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use stockade_log::{OutputError, Prepared, Spare};
 use stockade_proc::SandboxSpec;
 
+pub(crate) use crate::slot_files::{SLOT_PREFIX, make_tmp, remove_leftovers};
 use crate::slot_files::{create_empty, empty_if_as_made, remove, rename_noreplace, reset};
-pub(crate) use crate::slot_files::{make_tmp, remove_leftovers};
-
-/// Names of slot folders start with this (never a session id).
-pub(crate) const SLOT_PREFIX: &str = ".slot-";
 
 /// Names of ready private temporary directories start with this (a slot's prefix too, so the
 /// sweep of leftovers removes them).
 const TMP_PREFIX: &str = ".slot-tmp-";
-
-/// The mode of a private temporary directory (and the only one it is used again with).
-pub(crate) const TMP_MODE: u32 = 0o700;
 
 /// Most slots kept ready (fresh and used again); each is an empty directory of six empty
 /// files, and holds no descriptor.
@@ -391,6 +385,7 @@ impl Slots {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use crate::slot_files::TMP_MODE;
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     use std::time::Duration;
     use stockade_testkit::dir_names as names;
